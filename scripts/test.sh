@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs what is missing (scripts/setup.sh), builds the three feature sets, checks formatting and
+# lints, and runs every test. This is what CI runs (.ci/run).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+eval "$(scripts/setup.sh)"
+
+step() { echo "== $*" >&2; }
+
+step "build: trainer only (no FFmpeg)"
+cargo build --release --locked --no-default-features --features train
+step "build: data stages only (no libtorch)"
+cargo build --release --locked --no-default-features --features extract
+step "build: default (both)"
+cargo build --release --locked
+
+step "the binary finds its libraries without LD_LIBRARY_PATH"
+if env -u LD_LIBRARY_PATH ldd target/release/avaprep | grep "not found"; then
+  echo "target/release/avaprep has unresolved libraries" >&2
+  exit 1
+fi
+env -u LD_LIBRARY_PATH target/release/avaprep --version
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --release --locked --all-targets -- -D warnings
+
+step "tests"
+cargo test --release --locked

@@ -1,0 +1,537 @@
+//! Executes stages in dependency order, skipping what is up to date and resuming what was
+//! interrupted.
+//!
+//! Consecutive per-video stages run as one streaming group: each stage has its own workers, and a
+//! video moves on to the next stage the moment the previous one finishes it, so downloading and
+//! extracting overlap. Whole-dataset stages run alone once everything before them is done.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crossbeam_channel::{Receiver, Sender, unbounded};
+use serde::Serialize;
+
+use super::fingerprint::fingerprint;
+use super::stage::{Granularity, ItemError, Stage, StageContext};
+use super::state::{ItemFailure, Loaded, StageState, StageStatus, StateError, StateStore};
+use super::{PipelineError, Shard};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageOutcome {
+    /// Already done with the same fingerprint: nothing ran.
+    UpToDate,
+    /// Every planned item is done.
+    Completed,
+    /// Some items failed or could not start because an upstream item failed.
+    Failed,
+    /// Not run because a stage it depends on is not done.
+    Blocked,
+    /// Stopped by Ctrl-C; the next run resumes it.
+    Interrupted,
+    /// A whole-dataset stage after per-video work in a sharded run: it needs every shard's output,
+    /// so the unsharded run that combines the shards does it.
+    Deferred,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageReport {
+    pub stage: String,
+    pub outcome: StageOutcome,
+    pub planned: usize,
+    /// Items completed by this run.
+    pub completed: usize,
+    /// Items skipped because an earlier run (or a shard) completed them.
+    pub already_done: usize,
+    pub failures: Vec<ItemFailure>,
+    pub files: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Things a user should know, such as a corrupt state file that was set aside.
+    pub notes: Vec<String>,
+}
+
+impl StageReport {
+    fn empty(stage: &str, outcome: StageOutcome) -> Self {
+        StageReport {
+            stage: stage.to_string(),
+            outcome,
+            planned: 0,
+            completed: 0,
+            already_done: 0,
+            failures: Vec::new(),
+            files: 0,
+            bytes: 0,
+            seconds: 0.0,
+            notes: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct RunReport {
+    pub stages: Vec<StageReport>,
+}
+
+impl RunReport {
+    pub fn succeeded(&self) -> bool {
+        self.stages.iter().all(|stage| {
+            matches!(
+                stage.outcome,
+                StageOutcome::UpToDate | StageOutcome::Completed | StageOutcome::Deferred
+            )
+        })
+    }
+}
+
+pub struct Runner<'a> {
+    pub stages: Vec<&'a dyn Stage>,
+    pub store: StateStore,
+    pub shard: Option<Shard>,
+    pub context: StageContext<'a>,
+}
+
+/// A stage about to run: its state (fresh or resumed) and its plan.
+struct Prepared<'s> {
+    stage: &'s dyn Stage,
+    state: Mutex<StageState>,
+    plan: Vec<String>,
+    already_done: usize,
+    up_to_date: bool,
+    notes: Vec<String>,
+    started: Instant,
+    completed: Mutex<usize>,
+}
+
+impl<'a> Runner<'a> {
+    pub fn run(&self) -> Result<RunReport, PipelineError> {
+        let order = topological_order(&self.stages)?;
+        let fingerprints = self.fingerprints(&order);
+        let mut reports: HashMap<&str, StageReport> = HashMap::new();
+        // Stages whose output covers only this shard's videos.
+        let mut sharded_work: BTreeSet<&str> = BTreeSet::new();
+        let mut index = 0;
+        while index < order.len() {
+            let group = self.group_at(&order, index);
+            index += group.len();
+            let mut prepared = Vec::new();
+            for stage in group {
+                if self.is_deferred(stage, &mut sharded_work) {
+                    reports.insert(
+                        stage.name(),
+                        StageReport::empty(stage.name(), StageOutcome::Deferred),
+                    );
+                    continue;
+                }
+                if self.is_blocked(stage, &reports) {
+                    reports.insert(
+                        stage.name(),
+                        StageReport::empty(stage.name(), StageOutcome::Blocked),
+                    );
+                    continue;
+                }
+                match self.prepare(stage, &fingerprints[stage.name()]) {
+                    Ok(stage_prepared) => prepared.push(stage_prepared),
+                    Err(error) => {
+                        let mut report = StageReport::empty(stage.name(), StageOutcome::Failed);
+                        report.failures.push(ItemFailure {
+                            item: super::stage::WHOLE.to_string(),
+                            message: error.message,
+                        });
+                        reports.insert(stage.name(), report);
+                    }
+                }
+            }
+            self.execute_group(&prepared);
+            for stage_prepared in &prepared {
+                let report = self.finish(stage_prepared)?;
+                reports.insert(stage_prepared.stage.name(), report);
+            }
+            if self.context.cancelled() {
+                break;
+            }
+        }
+        let stages = order
+            .iter()
+            .map(|stage| {
+                reports
+                    .remove(stage.name())
+                    .unwrap_or_else(|| StageReport::empty(stage.name(), StageOutcome::Interrupted))
+            })
+            .collect();
+        Ok(RunReport { stages })
+    }
+
+    pub(super) fn fingerprints(&self, order: &[&dyn Stage]) -> HashMap<&'static str, String> {
+        let mut fingerprints: HashMap<&'static str, String> = HashMap::new();
+        for stage in order {
+            let dependencies: Vec<&str> = stage
+                .depends_on()
+                .iter()
+                .map(|name| fingerprints[name].as_str())
+                .collect();
+            let value = fingerprint(*stage, &dependencies);
+            fingerprints.insert(stage.name(), value);
+        }
+        fingerprints
+    }
+
+    /// The stage at `index`, plus the per-video stages that directly follow it when it is one.
+    fn group_at<'s>(&self, order: &[&'s dyn Stage], index: usize) -> Vec<&'s dyn Stage> {
+        let first = order[index];
+        if first.granularity() == Granularity::Whole {
+            return vec![first];
+        }
+        order[index..]
+            .iter()
+            .take_while(|stage| stage.granularity() == Granularity::PerVideo)
+            .copied()
+            .collect()
+    }
+
+    /// In a sharded run, per-video stages do their shard and whole stages that read per-video output
+    /// wait for the combining run; whole stages before any per-video work run on every shard.
+    fn is_deferred(&self, stage: &dyn Stage, sharded_work: &mut BTreeSet<&str>) -> bool {
+        if self.shard.is_none() {
+            return false;
+        }
+        let reads_shard_output = stage
+            .depends_on()
+            .iter()
+            .any(|dependency| sharded_work.contains(dependency));
+        match stage.granularity() {
+            Granularity::PerVideo => {
+                sharded_work.insert(stage.name());
+                false
+            }
+            Granularity::Whole if reads_shard_output => {
+                sharded_work.insert(stage.name());
+                true
+            }
+            Granularity::Whole => false,
+        }
+    }
+
+    /// A stage is blocked when a dependency ran (or was blocked) in this run and is not done.
+    /// Dependencies in the same streaming group have no report yet and do not block.
+    fn is_blocked(&self, stage: &dyn Stage, reports: &HashMap<&str, StageReport>) -> bool {
+        stage.depends_on().iter().any(|dependency| {
+            reports.get(dependency).is_some_and(|report| {
+                !matches!(
+                    report.outcome,
+                    StageOutcome::UpToDate | StageOutcome::Completed | StageOutcome::Deferred
+                )
+            })
+        })
+    }
+
+    fn prepare<'s>(
+        &self,
+        stage: &'s dyn Stage,
+        fingerprint: &str,
+    ) -> Result<Prepared<'s>, ItemError> {
+        let mut notes = Vec::new();
+        let loaded = self.store.load(stage.name()).map_err(state_error)?;
+        let mut state = match loaded {
+            Loaded::Valid(state) if state.fingerprint == fingerprint => state,
+            Loaded::Valid(_) | Loaded::Missing => {
+                StageState::new(stage.name(), fingerprint, stage.params())
+            }
+            Loaded::Corrupt(corrupt) => {
+                let note = format!(
+                    "{}: {}; moved it to {} and rebuilding the stage",
+                    corrupt.path.display(),
+                    corrupt.reason,
+                    corrupt.moved_to.display()
+                );
+                tracing::warn!("{note}");
+                notes.push(note);
+                StageState::new(stage.name(), fingerprint, stage.params())
+            }
+        };
+        if self.shard.is_none() {
+            self.merge_shards(&mut state)?;
+        }
+        let up_to_date = state.status == StageStatus::Done;
+        let plan = if up_to_date {
+            state.items.keys().cloned().collect()
+        } else {
+            self.plan(stage)?
+        };
+        let already_done = plan
+            .iter()
+            .filter(|item| state.items.contains_key(*item))
+            .count();
+        state.status = if up_to_date {
+            StageStatus::Done
+        } else {
+            StageStatus::Running
+        };
+        state.planned_items = plan.len();
+        state.failures.clear();
+        if !up_to_date {
+            self.store.save(&state).map_err(state_error)?;
+        }
+        Ok(Prepared {
+            stage,
+            state: Mutex::new(state),
+            plan,
+            already_done,
+            up_to_date,
+            notes,
+            started: Instant::now(),
+            completed: Mutex::new(0),
+        })
+    }
+
+    fn plan(&self, stage: &dyn Stage) -> Result<Vec<String>, ItemError> {
+        let plan = stage.plan(&self.context)?;
+        Ok(match (stage.granularity(), self.shard) {
+            (Granularity::PerVideo, Some(shard)) => plan
+                .into_iter()
+                .filter(|item| shard.contains(item))
+                .collect(),
+            _ => plan,
+        })
+    }
+
+    /// Items that shards of a sharded run completed with the same fingerprint count as done.
+    fn merge_shards(&self, state: &mut StageState) -> Result<(), ItemError> {
+        for shard_state in self.store.load_shards(&state.stage).map_err(state_error)? {
+            if shard_state.fingerprint == state.fingerprint {
+                for (item, record) in shard_state.items {
+                    state.items.entry(item).or_insert(record);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn execute_group(&self, group: &[Prepared]) {
+        let channels: Vec<(Sender<String>, Receiver<String>)> =
+            group.iter().map(|_| unbounded()).collect();
+        let upstream_of = |position: usize| -> Option<usize> {
+            let stage = group[position].stage;
+            group[..position]
+                .iter()
+                .rposition(|earlier| stage.depends_on().contains(&earlier.stage.name()))
+        };
+        let mut downstream: Vec<Vec<(Sender<String>, BTreeSet<String>)>> =
+            vec![Vec::new(); group.len()];
+        for position in 0..group.len() {
+            let waits_on = upstream_of(position).filter(|&upstream| !group[upstream].up_to_date);
+            let sender = channels[position].0.clone();
+            match waits_on {
+                Some(upstream) => {
+                    let upstream_plan: BTreeSet<&String> = group[upstream].plan.iter().collect();
+                    let plan: BTreeSet<String> = group[position].plan.iter().cloned().collect();
+                    for item in plan.iter().filter(|item| !upstream_plan.contains(item)) {
+                        let _ = sender.send(item.clone());
+                    }
+                    downstream[upstream].push((sender, plan));
+                }
+                None => {
+                    for item in &group[position].plan {
+                        let _ = sender.send(item.clone());
+                    }
+                }
+            }
+        }
+        let receivers: Vec<Receiver<String>> =
+            channels.into_iter().map(|(_, receiver)| receiver).collect();
+        std::thread::scope(|scope| {
+            for (position, prepared) in group.iter().enumerate() {
+                if prepared.up_to_date {
+                    continue;
+                }
+                self.context.reporter.stage_started(
+                    prepared.stage.name(),
+                    prepared.plan.len(),
+                    prepared.already_done,
+                );
+                for _ in 0..prepared.stage.concurrency().max(1) {
+                    let receiver = receivers[position].clone();
+                    let forward = downstream[position].clone();
+                    scope.spawn(move || self.worker(prepared, receiver, forward));
+                }
+            }
+            // Each channel now has senders only in the workers upstream of it: it closes when they end.
+            drop(downstream);
+        });
+    }
+
+    fn worker(
+        &self,
+        prepared: &Prepared,
+        receiver: Receiver<String>,
+        forward: Vec<(Sender<String>, BTreeSet<String>)>,
+    ) {
+        let name = prepared.stage.name();
+        for item in receiver.iter() {
+            if self.context.cancelled() {
+                break;
+            }
+            let done_before = prepared
+                .state
+                .lock()
+                .expect("state lock")
+                .items
+                .contains_key(&item);
+            let ok = done_before || self.run_one(prepared, &item);
+            if done_before {
+                self.context.reporter.item_finished(name, &item, None);
+            }
+            if ok {
+                for (sender, plan) in &forward {
+                    if plan.contains(&item) {
+                        let _ = sender.send(item.clone());
+                    }
+                }
+            }
+        }
+    }
+
+    fn run_one(&self, prepared: &Prepared, item: &str) -> bool {
+        let name = prepared.stage.name();
+        let started = Instant::now();
+        let result = prepared.stage.run_item(&self.context, item);
+        let mut state = prepared.state.lock().expect("state lock");
+        let ok = match result {
+            Ok(mut record) => {
+                record.seconds = started.elapsed().as_secs_f64();
+                state.items.insert(item.to_string(), record);
+                *prepared.completed.lock().expect("count lock") += 1;
+                self.context.reporter.item_finished(name, item, None);
+                true
+            }
+            Err(error) => {
+                self.context
+                    .reporter
+                    .item_finished(name, item, Some(&error.message));
+                state.failures.push(ItemFailure {
+                    item: item.to_string(),
+                    message: error.message,
+                });
+                false
+            }
+        };
+        if let Err(error) = self.store.save(&state) {
+            tracing::error!("{error}");
+        }
+        ok
+    }
+
+    fn finish(&self, prepared: &Prepared) -> Result<StageReport, PipelineError> {
+        let name = prepared.stage.name();
+        let mut state = prepared.state.lock().expect("state lock");
+        let done = prepared
+            .plan
+            .iter()
+            .filter(|item| state.items.contains_key(*item))
+            .count();
+        let mut failures = state.failures.clone();
+        let failed_items: BTreeSet<&str> = failures
+            .iter()
+            .map(|failure| failure.item.as_str())
+            .collect();
+        let waiting: Vec<&String> = prepared
+            .plan
+            .iter()
+            .filter(|item| {
+                !state.items.contains_key(*item) && !failed_items.contains(item.as_str())
+            })
+            .collect();
+        let outcome = if prepared.up_to_date {
+            StageOutcome::UpToDate
+        } else if done == prepared.plan.len() {
+            StageOutcome::Completed
+        } else if self.context.cancelled() {
+            StageOutcome::Interrupted
+        } else {
+            StageOutcome::Failed
+        };
+        if outcome == StageOutcome::Failed {
+            failures.extend(waiting.iter().map(|item| ItemFailure {
+                item: item.to_string(),
+                message: "not started: an earlier stage did not complete it".to_string(),
+            }));
+        }
+        if !prepared.up_to_date {
+            state.status = match outcome {
+                StageOutcome::Completed => StageStatus::Done,
+                StageOutcome::Interrupted => StageStatus::Running,
+                _ => StageStatus::Failed,
+            };
+            state.failures = failures.clone();
+            state.seconds += prepared.started.elapsed().as_secs_f64();
+            self.store.save(&state).map_err(PipelineError::State)?;
+            self.context.reporter.stage_finished(name);
+        }
+        let completed = *prepared.completed.lock().expect("count lock");
+        Ok(StageReport {
+            stage: name.to_string(),
+            outcome,
+            planned: prepared.plan.len(),
+            completed,
+            already_done: prepared.already_done,
+            failures,
+            files: state.total_files(),
+            bytes: state.total_bytes(),
+            seconds: if prepared.up_to_date {
+                0.0
+            } else {
+                prepared.started.elapsed().as_secs_f64()
+            },
+            notes: prepared.notes.clone(),
+        })
+    }
+}
+
+fn state_error(error: StateError) -> ItemError {
+    ItemError::new(error.to_string())
+}
+
+/// Stages in an order where every stage comes after its dependencies; ties keep the given order.
+pub(super) fn topological_order<'s>(
+    stages: &[&'s dyn Stage],
+) -> Result<Vec<&'s dyn Stage>, PipelineError> {
+    let by_name: BTreeMap<&str, &dyn Stage> =
+        stages.iter().map(|stage| (stage.name(), *stage)).collect();
+    for stage in stages {
+        for dependency in stage.depends_on() {
+            if !by_name.contains_key(dependency) {
+                return Err(PipelineError::UnknownDependency {
+                    stage: stage.name().to_string(),
+                    dependency: dependency.to_string(),
+                });
+            }
+        }
+    }
+    let mut placed: BTreeSet<&str> = BTreeSet::new();
+    let mut order = Vec::new();
+    while order.len() < stages.len() {
+        let next = stages.iter().find(|stage| {
+            !placed.contains(stage.name())
+                && stage
+                    .depends_on()
+                    .iter()
+                    .all(|dependency| placed.contains(dependency))
+        });
+        match next {
+            Some(stage) => {
+                placed.insert(stage.name());
+                order.push(*stage);
+            }
+            None => {
+                let remaining = stages
+                    .iter()
+                    .filter(|stage| !placed.contains(stage.name()))
+                    .map(|stage| stage.name().to_string())
+                    .collect();
+                return Err(PipelineError::Cycle(remaining));
+            }
+        }
+    }
+    Ok(order)
+}

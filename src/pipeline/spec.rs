@@ -1,0 +1,196 @@
+//! Pipeline files: `pipelines/*.toml`.
+//!
+//! ```toml
+//! dataset = "../manifests/ava-v2.2.toml"  # relative to this file
+//! splits = ["train", "val"]
+//! videos_per_split = 4                   # 0: every video of each split
+//!
+//! [extract]                               # one table per stage command, keys as its flags
+//! fps = 5
+//! ```
+//! `avaprep run FILE --set extract.fps=10` overrides any key, as if the file said it.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+/// The tables a pipeline file may hold, one per stage command.
+pub const STAGE_TABLES: &[&str] = &["fetch", "parse", "extract", "lists", "validate", "train"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PipelineSpec {
+    pub path: PathBuf,
+    /// The dataset manifest, resolved against the pipeline file's folder.
+    pub dataset: PathBuf,
+    pub splits: Vec<String>,
+    pub videos_per_split: usize,
+    /// Each stage's table, checked by the stage that reads it.
+    pub stage_tables: toml::Table,
+}
+
+/// Unknown top-level keys land in `stage_tables` and are refused there by name.
+#[derive(Debug, Deserialize)]
+struct TopLevel {
+    dataset: PathBuf,
+    #[serde(default = "default_splits")]
+    splits: Vec<String>,
+    #[serde(default)]
+    videos_per_split: usize,
+    #[serde(flatten)]
+    stage_tables: toml::Table,
+}
+
+fn default_splits() -> Vec<String> {
+    vec!["train".into(), "val".into()]
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SpecError {
+    #[error("{path}: cannot read pipeline file: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("--set {0}: expected KEY=VALUE, e.g. extract.fps=10")]
+    BadOverride(String),
+}
+
+impl PipelineSpec {
+    pub fn load(path: &Path, overrides: &[String]) -> Result<Self, SpecError> {
+        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(path, &text, overrides)
+    }
+
+    pub fn parse(path: &Path, text: &str, overrides: &[String]) -> Result<Self, SpecError> {
+        let invalid = |message: String| SpecError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        };
+        let mut document: toml::Table = text
+            .parse()
+            .map_err(|error: toml::de::Error| invalid(error.to_string().trim_end().to_string()))?;
+        for assignment in overrides {
+            apply_override(&mut document, assignment)?;
+        }
+        let top: TopLevel = document
+            .try_into()
+            .map_err(|error: toml::de::Error| invalid(error.to_string().trim_end().to_string()))?;
+        for (name, value) in &top.stage_tables {
+            if !STAGE_TABLES.contains(&name.as_str()) {
+                return Err(invalid(format!(
+                    "unknown key or table `{name}` (stage tables are: {})",
+                    STAGE_TABLES.join(", ")
+                )));
+            }
+            if !value.is_table() {
+                return Err(invalid(format!(
+                    "`{name}` must be a table of stage parameters"
+                )));
+            }
+        }
+        let folder = path.parent().unwrap_or(Path::new("."));
+        Ok(PipelineSpec {
+            path: path.to_path_buf(),
+            dataset: folder.join(&top.dataset),
+            splits: top.splits,
+            videos_per_split: top.videos_per_split,
+            stage_tables: top.stage_tables,
+        })
+    }
+
+    /// A stage's table, deserialised into its parameter type (which should deny unknown fields).
+    pub fn stage_params<T: serde::de::DeserializeOwned + Default>(
+        &self,
+        table: &str,
+    ) -> Result<T, SpecError> {
+        match self.stage_tables.get(table) {
+            None => Ok(T::default()),
+            Some(value) => {
+                value
+                    .clone()
+                    .try_into()
+                    .map_err(|error: toml::de::Error| SpecError::Invalid {
+                        path: self.path.clone(),
+                        message: format!("[{table}]: {}", error.to_string().trim_end()),
+                    })
+            }
+        }
+    }
+}
+
+/// `a.b=value`: the value is read as TOML (`10`, `true`, `"x"`, `[1, 2]`), or else as a bare string.
+fn apply_override(document: &mut toml::Table, assignment: &str) -> Result<(), SpecError> {
+    let bad = || SpecError::BadOverride(assignment.to_string());
+    let (key, raw_value) = assignment.split_once('=').ok_or_else(bad)?;
+    let keys: Vec<&str> = key.trim().split('.').collect();
+    if keys.iter().any(|part| part.is_empty()) {
+        return Err(bad());
+    }
+    let value = format!("value = {raw_value}")
+        .parse::<toml::Table>()
+        .ok()
+        .and_then(|mut table| table.remove("value"))
+        .unwrap_or_else(|| toml::Value::String(raw_value.to_string()));
+    let (last, parents) = keys.split_last().expect("at least one key");
+    let mut table = document;
+    for part in parents {
+        let entry = table
+            .entry(part.to_string())
+            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+        table = entry.as_table_mut().ok_or_else(bad)?;
+    }
+    table.insert(last.to_string(), value);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Default, Deserialize, PartialEq)]
+    #[serde(deny_unknown_fields)]
+    struct ExtractParams {
+        fps: Option<f64>,
+        height: Option<u32>,
+    }
+
+    const TEXT: &str = "dataset = \"../manifests/ava-v2.2.toml\"\n[extract]\nfps = 5\n";
+
+    #[test]
+    fn reads_and_overrides() {
+        let path = Path::new("pipelines/x.toml");
+        let overrides = [
+            "extract.fps=10".to_string(),
+            "videos_per_split=3".to_string(),
+        ];
+        let spec = PipelineSpec::parse(path, TEXT, &overrides).unwrap();
+        assert_eq!(
+            spec.dataset,
+            Path::new("pipelines/../manifests/ava-v2.2.toml")
+        );
+        assert_eq!(spec.videos_per_split, 3);
+        assert_eq!(spec.splits, vec!["train", "val"]);
+        let params: ExtractParams = spec.stage_params("extract").unwrap();
+        assert_eq!(params.fps, Some(10.0));
+    }
+
+    #[test]
+    fn rejects_unknown_tables_and_keys() {
+        let path = Path::new("x.toml");
+        let error =
+            PipelineSpec::parse(path, "dataset = \"d\"\n[extrct]\nfps = 5\n", &[]).unwrap_err();
+        assert!(
+            error.to_string().contains("unknown key or table `extrct`"),
+            "{error}"
+        );
+        let spec = PipelineSpec::parse(path, TEXT, &["extract.fsp=3".into()]).unwrap();
+        let error = spec.stage_params::<ExtractParams>("extract").unwrap_err();
+        assert!(error.to_string().contains("fsp"), "{error}");
+        assert!(PipelineSpec::parse(path, TEXT, &["nonsense".into()]).is_err());
+    }
+}

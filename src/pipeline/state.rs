@@ -1,0 +1,333 @@
+//! Per-stage state files: what a stage last ran with (its fingerprint) and what it produced.
+//!
+//! A state file is rewritten atomically after every item, so a crash at any moment leaves either the
+//! previous or the next state. Each file carries a checksum of its own content: a file that was
+//! truncated or edited by hand is never trusted; it is moved aside and the stage is rebuilt.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::fsutil;
+
+const STATE_FORMAT: u32 = 1;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageStatus {
+    /// Started and not finished: interrupted, or still running in another process.
+    Running,
+    /// Every planned item completed.
+    Done,
+    /// Finished with at least one item that failed or could not start.
+    Failed,
+}
+
+/// What one completed item produced. Item records survive a parameter-preserving re-run, which is
+/// how an interrupted stage resumes at per-video granularity.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ItemRecord {
+    pub files: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    /// Stage-specific counts (frames decoded, rows written, ...).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub counts: BTreeMap<String, u64>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ItemFailure {
+    pub item: String,
+    pub message: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StageState {
+    pub format: u32,
+    pub stage: String,
+    pub fingerprint: String,
+    pub status: StageStatus,
+    pub params: serde_json::Value,
+    pub items: BTreeMap<String, ItemRecord>,
+    #[serde(default)]
+    pub failures: Vec<ItemFailure>,
+    pub planned_items: usize,
+    pub seconds: f64,
+}
+
+impl StageState {
+    pub fn new(stage: &str, fingerprint: &str, params: serde_json::Value) -> Self {
+        StageState {
+            format: STATE_FORMAT,
+            stage: stage.to_string(),
+            fingerprint: fingerprint.to_string(),
+            status: StageStatus::Running,
+            params,
+            items: BTreeMap::new(),
+            failures: Vec::new(),
+            planned_items: 0,
+            seconds: 0.0,
+        }
+    }
+
+    pub fn total_bytes(&self) -> u64 {
+        self.items.values().map(|record| record.bytes).sum()
+    }
+
+    pub fn total_files(&self) -> u64 {
+        self.items.values().map(|record| record.files).sum()
+    }
+}
+
+/// The on-disk envelope: the state plus a checksum of its canonical JSON.
+#[derive(Serialize, Deserialize)]
+struct Envelope {
+    state: StageState,
+    sha256: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("{path}: cannot read state file: {source}")]
+    Read { path: PathBuf, source: io::Error },
+    #[error("{path}: cannot write state file: {source}")]
+    Write { path: PathBuf, source: io::Error },
+}
+
+/// Why a state file on disk was not trusted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorruptState {
+    pub path: PathBuf,
+    pub moved_to: PathBuf,
+    pub reason: String,
+}
+
+/// A read-only look at a state file, for `status`.
+pub enum Peeked {
+    Missing,
+    Valid(StageState),
+    Corrupt(String),
+}
+
+pub enum Loaded {
+    Missing,
+    Valid(StageState),
+    /// The file existed but was unreadable as a state; it has been moved aside.
+    Corrupt(CorruptState),
+}
+
+/// The folder of state files under a data directory, optionally for one shard of a sharded run.
+#[derive(Debug, Clone)]
+pub struct StateStore {
+    dir: PathBuf,
+    shard_suffix: Option<String>,
+}
+
+impl StateStore {
+    pub fn new(data_dir: &Path, shard: Option<super::Shard>) -> Self {
+        StateStore {
+            dir: data_dir.join(".avaprep").join("state"),
+            shard_suffix: shard.map(|shard| format!("shard-{}-of-{}", shard.index, shard.count)),
+        }
+    }
+
+    pub fn path(&self, stage: &str) -> PathBuf {
+        match &self.shard_suffix {
+            Some(suffix) => self.dir.join(format!("{stage}.{suffix}.json")),
+            None => self.dir.join(format!("{stage}.json")),
+        }
+    }
+
+    pub fn load(&self, stage: &str) -> Result<Loaded, StateError> {
+        load_file(&self.path(stage), stage)
+    }
+
+    /// Reads a state file without setting a corrupt one aside.
+    pub fn peek(&self, stage: &str) -> Result<Peeked, StateError> {
+        let path = self.path(stage);
+        match fs::read(&path) {
+            Ok(bytes) => Ok(match parse(&bytes, stage) {
+                Ok(state) => Peeked::Valid(state),
+                Err(reason) => Peeked::Corrupt(reason),
+            }),
+            Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(Peeked::Missing),
+            Err(source) => Err(StateError::Read { path, source }),
+        }
+    }
+
+    /// The valid state files that shards of a sharded run left for `stage`; an unsharded run merges
+    /// their completed items so work done on other machines is not redone.
+    pub fn load_shards(&self, stage: &str) -> Result<Vec<StageState>, StateError> {
+        let prefix = format!("{stage}.shard-");
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(source) => {
+                return Err(StateError::Read {
+                    path: self.dir.clone(),
+                    source,
+                });
+            }
+        };
+        let mut states = Vec::new();
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with(&prefix) && name.ends_with(".json") {
+                if let Loaded::Valid(state) = load_file(&entry.path(), stage)? {
+                    states.push(state);
+                }
+            }
+        }
+        Ok(states)
+    }
+
+    pub fn save(&self, state: &StageState) -> Result<(), StateError> {
+        let path = self.path(&state.stage);
+        let envelope = Envelope {
+            sha256: checksum(state),
+            state: state.clone(),
+        };
+        let mut bytes = serde_json::to_vec_pretty(&envelope).expect("state serialises");
+        bytes.push(b'\n');
+        fsutil::write_atomic(&path, &bytes).map_err(|source| StateError::Write { path, source })
+    }
+}
+
+fn checksum(state: &StageState) -> String {
+    let canonical = serde_json::to_vec(state).expect("state serialises");
+    hex::encode(Sha256::digest(canonical))
+}
+
+fn load_file(path: &Path, stage: &str) -> Result<Loaded, StateError> {
+    let bytes = match fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
+        Err(source) => {
+            return Err(StateError::Read {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
+    };
+    match parse(&bytes, stage) {
+        Ok(state) => Ok(Loaded::Valid(state)),
+        Err(reason) => {
+            let moved_to = quarantine(path).map_err(|source| StateError::Write {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            Ok(Loaded::Corrupt(CorruptState {
+                path: path.to_path_buf(),
+                moved_to,
+                reason,
+            }))
+        }
+    }
+}
+
+fn parse(bytes: &[u8], stage: &str) -> Result<StageState, String> {
+    let envelope: Envelope = serde_json::from_slice(bytes)
+        .map_err(|error| format!("not a valid state file ({error})"))?;
+    if envelope.state.format != STATE_FORMAT {
+        return Err(format!(
+            "state format {} is not the supported format {STATE_FORMAT}",
+            envelope.state.format
+        ));
+    }
+    if envelope.state.stage != stage {
+        return Err(format!(
+            "it records stage `{}`, not `{stage}`",
+            envelope.state.stage
+        ));
+    }
+    if checksum(&envelope.state) != envelope.sha256 {
+        return Err("its checksum does not match its content (edited or damaged)".to_string());
+    }
+    Ok(envelope.state)
+}
+
+/// Keeps the untrusted file for inspection instead of deleting what a user may want to look at.
+fn quarantine(path: &Path) -> io::Result<PathBuf> {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(".corrupt");
+    let target = path.with_file_name(name);
+    fs::rename(path, &target)?;
+    Ok(target)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> StageState {
+        let mut state = StageState::new("extract", "abc", serde_json::json!({"fps": 5}));
+        state.items.insert(
+            "video-00001".into(),
+            ItemRecord {
+                files: 3,
+                bytes: 300,
+                ..ItemRecord::default()
+            },
+        );
+        state
+    }
+
+    #[test]
+    fn round_trips() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path(), None);
+        store.save(&sample()).unwrap();
+        match store.load("extract").unwrap() {
+            Loaded::Valid(state) => assert_eq!(state, sample()),
+            _ => panic!("expected a valid state"),
+        }
+    }
+
+    #[test]
+    fn truncated_file_is_quarantined_not_trusted() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path(), None);
+        store.save(&sample()).unwrap();
+        let path = store.path("extract");
+        let bytes = fs::read(&path).unwrap();
+        fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
+        match store.load("extract").unwrap() {
+            Loaded::Corrupt(corrupt) => {
+                assert!(corrupt.reason.contains("not a valid state file"));
+                assert!(corrupt.moved_to.exists());
+                assert!(!path.exists());
+            }
+            _ => panic!("a truncated state must not load"),
+        }
+    }
+
+    #[test]
+    fn edited_file_fails_its_checksum() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path(), None);
+        store.save(&sample()).unwrap();
+        let path = store.path("extract");
+        let text = fs::read_to_string(&path).unwrap().replace("300", "301");
+        fs::write(&path, text).unwrap();
+        match store.load("extract").unwrap() {
+            Loaded::Corrupt(corrupt) => assert!(corrupt.reason.contains("checksum")),
+            _ => panic!("an edited state must not load"),
+        }
+    }
+
+    #[test]
+    fn shard_files_are_separate_and_mergeable() {
+        let dir = tempfile::tempdir().unwrap();
+        let shard = super::super::Shard { index: 2, count: 3 };
+        let store = StateStore::new(dir.path(), Some(shard));
+        store.save(&sample()).unwrap();
+        assert!(store.path("extract").ends_with("extract.shard-2-of-3.json"));
+        let whole = StateStore::new(dir.path(), None);
+        assert!(matches!(whole.load("extract").unwrap(), Loaded::Missing));
+        assert_eq!(whole.load_shards("extract").unwrap(), vec![sample()]);
+    }
+}

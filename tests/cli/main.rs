@@ -1,0 +1,5 @@
+//! Integration tests: one binary, real processes, real files.
+
+mod cli_frame;
+mod runner;
+mod support;

@@ -1,0 +1,374 @@
+//! The pipeline runner with test stages that write real files: skip when up to date, redo on a
+//! changed parameter, resume after the process is killed, and never trust a damaged state file.
+//!
+//! The stages form the product's shape: two per-video stages (`download` -> `extract`) followed by a
+//! whole-dataset stage (`lists`). Each item appends a line to `work.log` when it runs, so a test can
+//! see exactly which items ran in which run.
+
+use std::collections::BTreeMap;
+use std::fs::{self, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::time::{Duration, Instant};
+
+use avaprep::fsutil::write_atomic;
+use avaprep::pipeline::{
+    Granularity, ItemError, ItemRecord, RunReport, Runner, Shard, Stage, StageContext,
+    StageOutcome, StateStore, WHOLE,
+};
+use avaprep::report::Silent;
+
+const VIDEOS: usize = 12;
+const CHILD_DIR: &str = "AVAPREP_TEST_RUNNER_CHILD_DIR";
+
+struct TestStage {
+    name: &'static str,
+    depends_on: &'static [&'static str],
+    granularity: Granularity,
+    /// A parameter: changing it must make this stage and everything after it stale.
+    value: u32,
+    item_delay: Duration,
+    /// Items that fail (for the failure tests).
+    failing: Vec<String>,
+}
+
+impl TestStage {
+    fn output(&self, data_dir: &Path, item: &str) -> PathBuf {
+        data_dir.join(self.name).join(item)
+    }
+}
+
+fn log(data_dir: &Path, line: &str) {
+    let mut file = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(data_dir.join("work.log"))
+        .unwrap();
+    writeln!(file, "{line}").unwrap();
+}
+
+impl Stage for TestStage {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn depends_on(&self) -> &'static [&'static str] {
+        self.depends_on
+    }
+
+    fn granularity(&self) -> Granularity {
+        self.granularity
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({ "value": self.value })
+    }
+
+    fn plan(&self, _context: &StageContext) -> Result<Vec<String>, ItemError> {
+        Ok(match self.granularity {
+            Granularity::Whole => vec![WHOLE.to_string()],
+            Granularity::PerVideo => (0..VIDEOS)
+                .map(|index| format!("video{index:02}"))
+                .collect(),
+        })
+    }
+
+    fn concurrency(&self) -> usize {
+        2
+    }
+
+    fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
+        log(context.data_dir, &format!("{} {item}", self.name));
+        std::thread::sleep(self.item_delay);
+        if self.failing.iter().any(|failing| failing == item) {
+            return Err(ItemError::new(format!("{item}: test failure")));
+        }
+        let content = match self.depends_on.first() {
+            // A whole stage reads what the per-video stage before it produced.
+            Some(upstream) if self.granularity == Granularity::Whole => {
+                let count = fs::read_dir(context.data_dir.join(upstream))
+                    .unwrap()
+                    .count();
+                format!("{count} inputs, value {}", self.value)
+            }
+            _ => format!("{item} value {}", self.value),
+        };
+        write_atomic(&self.output(context.data_dir, item), content.as_bytes()).unwrap();
+        Ok(ItemRecord {
+            files: 1,
+            bytes: content.len() as u64,
+            ..ItemRecord::default()
+        })
+    }
+}
+
+fn stages(extract_value: u32, delay: Duration) -> Vec<TestStage> {
+    vec![
+        TestStage {
+            name: "download",
+            depends_on: &[],
+            granularity: Granularity::PerVideo,
+            value: 1,
+            item_delay: delay,
+            failing: Vec::new(),
+        },
+        TestStage {
+            name: "extract",
+            depends_on: &["download"],
+            granularity: Granularity::PerVideo,
+            value: extract_value,
+            item_delay: delay,
+            failing: Vec::new(),
+        },
+        TestStage {
+            name: "lists",
+            depends_on: &["extract"],
+            granularity: Granularity::Whole,
+            value: 1,
+            item_delay: Duration::ZERO,
+            failing: Vec::new(),
+        },
+    ]
+}
+
+fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport {
+    let cancel = AtomicBool::new(false);
+    let runner = Runner {
+        stages: stages.iter().map(|stage| stage as &dyn Stage).collect(),
+        store: StateStore::new(data_dir, shard),
+        shard,
+        context: StageContext {
+            data_dir,
+            reporter: &Silent,
+            cancel: &cancel,
+        },
+    };
+    runner.run().unwrap()
+}
+
+fn outcomes(report: &RunReport) -> Vec<(String, StageOutcome)> {
+    report
+        .stages
+        .iter()
+        .map(|stage| (stage.stage.clone(), stage.outcome))
+        .collect()
+}
+
+fn log_lines(data_dir: &Path) -> Vec<String> {
+    fs::read_to_string(data_dir.join("work.log"))
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+fn all(outcome: StageOutcome) -> Vec<(String, StageOutcome)> {
+    ["download", "extract", "lists"]
+        .iter()
+        .map(|name| (name.to_string(), outcome))
+        .collect()
+}
+
+#[test]
+fn skips_when_up_to_date_and_redoes_downstream_of_a_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let first = run(data, &stages(1, Duration::ZERO), None);
+    assert_eq!(outcomes(&first), all(StageOutcome::Completed));
+    assert_eq!(log_lines(data).len(), 2 * VIDEOS + 1);
+
+    let second = run(data, &stages(1, Duration::ZERO), None);
+    assert_eq!(outcomes(&second), all(StageOutcome::UpToDate));
+    assert_eq!(
+        log_lines(data).len(),
+        2 * VIDEOS + 1,
+        "an up-to-date run must do nothing"
+    );
+
+    let changed = run(data, &stages(2, Duration::ZERO), None);
+    assert_eq!(
+        outcomes(&changed),
+        vec![
+            ("download".to_string(), StageOutcome::UpToDate),
+            ("extract".to_string(), StageOutcome::Completed),
+            ("lists".to_string(), StageOutcome::Completed),
+        ]
+    );
+    let new_lines = &log_lines(data)[2 * VIDEOS + 1..];
+    assert_eq!(new_lines.len(), VIDEOS + 1);
+    assert!(new_lines.iter().all(|line| !line.starts_with("download")));
+    let content = fs::read_to_string(data.join("extract/video03")).unwrap();
+    assert_eq!(content, "video03 value 2");
+}
+
+#[test]
+fn a_failed_video_stops_only_itself_and_blocks_whole_stages() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let mut failing = stages(1, Duration::ZERO);
+    failing[0].failing = vec!["video05".to_string()];
+    let report = run(data, &failing, None);
+    assert_eq!(
+        outcomes(&report),
+        vec![
+            ("download".to_string(), StageOutcome::Failed),
+            ("extract".to_string(), StageOutcome::Failed),
+            ("lists".to_string(), StageOutcome::Blocked),
+        ]
+    );
+    assert_eq!(report.stages[0].failures.len(), 1);
+    assert!(
+        report.stages[0].failures[0]
+            .message
+            .contains("video05: test failure")
+    );
+    // The other videos went on through extraction.
+    assert_eq!(report.stages[1].completed, VIDEOS - 1);
+    assert!(
+        report.stages[1].failures[0]
+            .message
+            .contains("earlier stage")
+    );
+
+    // Once the cause is gone, only the failed video is redone.
+    let before = log_lines(data).len();
+    let fixed = run(data, &stages(1, Duration::ZERO), None);
+    assert_eq!(outcomes(&fixed), all(StageOutcome::Completed));
+    let redone = &log_lines(data)[before..];
+    assert_eq!(redone, ["download video05", "extract video05", "lists all"]);
+}
+
+#[test]
+fn damaged_state_is_rebuilt_not_trusted() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    run(data, &stages(1, Duration::ZERO), None);
+    let state = data.join(".avaprep/state/extract.json");
+    let bytes = fs::read(&state).unwrap();
+    fs::write(&state, &bytes[..bytes.len() - 40]).unwrap();
+
+    let status = crate::support::avaprep(data)
+        .arg("--version")
+        .output()
+        .unwrap();
+    assert!(status.status.success());
+    let report = run(data, &stages(1, Duration::ZERO), None);
+    assert_eq!(report.stages[1].outcome, StageOutcome::Completed);
+    assert_eq!(report.stages[1].completed, VIDEOS, "every item is redone");
+    assert!(report.stages[1].notes[0].contains("extract.json"));
+    assert!(report.stages[1].notes[0].contains("not a valid state file"));
+    assert!(data.join(".avaprep/state/extract.json.corrupt").exists());
+    // Downstream of a rebuilt stage is trusted again only because its fingerprint matched.
+    assert_eq!(report.stages[0].outcome, StageOutcome::UpToDate);
+}
+
+#[test]
+fn shards_split_the_videos_and_an_unsharded_run_merges_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let mut done_per_shard = Vec::new();
+    for index in 1..=3 {
+        let shard = Shard { index, count: 3 };
+        let report = run(data, &stages(1, Duration::ZERO), Some(shard));
+        assert_eq!(report.stages[2].outcome, StageOutcome::Deferred);
+        assert!(report.succeeded());
+        done_per_shard.push(report.stages[0].completed);
+    }
+    assert_eq!(done_per_shard.iter().sum::<usize>(), VIDEOS);
+    let before = log_lines(data).len();
+    let merged = run(data, &stages(1, Duration::ZERO), None);
+    assert_eq!(merged.stages[0].already_done, VIDEOS);
+    assert_eq!(merged.stages[1].already_done, VIDEOS);
+    assert_eq!(log_lines(data)[before..], ["lists all"]);
+}
+
+/// Not a test on its own: the process that `resumes_after_the_process_is_killed` starts and kills.
+#[test]
+#[ignore = "run by resumes_after_the_process_is_killed"]
+fn child_runner() {
+    let Ok(dir) = std::env::var(CHILD_DIR) else {
+        return;
+    };
+    run(
+        Path::new(&dir),
+        &stages(1, Duration::from_millis(150)),
+        None,
+    );
+}
+
+#[test]
+fn resumes_after_the_process_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--ignored",
+            "--exact",
+            "runner::child_runner",
+            "--nocapture",
+        ])
+        .env(CHILD_DIR, data)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let state_path = data.join(".avaprep/state/extract.json");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let recorded_before_kill = loop {
+        let done = recorded_items(&state_path);
+        if done.len() >= 3 {
+            break done;
+        }
+        assert!(Instant::now() < deadline, "the child made no progress");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    child.kill().unwrap(); // SIGKILL: no chance to clean up
+    child.wait().unwrap();
+    let recorded = recorded_items(&state_path);
+    assert!(recorded.len() < VIDEOS, "killed too late to test resuming");
+    assert!(recorded.len() >= recorded_before_kill.len());
+    for item in recorded.keys() {
+        assert!(
+            data.join("extract").join(item).exists(),
+            "{item} recorded but missing"
+        );
+    }
+    assert_no_temporaries(&data.join("extract"));
+
+    let lines_before = log_lines(data).len();
+    let resumed = run(data, &stages(1, Duration::ZERO), None);
+    assert_eq!(outcomes(&resumed), all(StageOutcome::Completed));
+    assert_eq!(resumed.stages[1].already_done, recorded.len());
+    let rerun = &log_lines(data)[lines_before..];
+    for item in recorded.keys() {
+        assert!(
+            !rerun.contains(&format!("extract {item}")),
+            "{item} was complete before the kill and must not run again"
+        );
+    }
+    for index in 0..VIDEOS {
+        let content = fs::read_to_string(data.join(format!("extract/video{index:02}"))).unwrap();
+        assert_eq!(content, format!("video{index:02} value 1"));
+    }
+}
+
+fn recorded_items(state_path: &Path) -> BTreeMap<String, serde_json::Value> {
+    let Ok(bytes) = fs::read(state_path) else {
+        return BTreeMap::new();
+    };
+    let envelope: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    serde_json::from_value(envelope["state"]["items"].clone()).unwrap()
+}
+
+/// A killed writer may leave a temporary file, but never one under a final name.
+fn assert_no_temporaries(folder: &Path) {
+    for entry in fs::read_dir(folder).unwrap() {
+        let name = entry.unwrap().file_name().to_string_lossy().into_owned();
+        if name.contains(".tmp-") {
+            continue;
+        }
+        assert!(name.starts_with("video"), "unexpected file {name}");
+    }
+}
