@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 
+use crate::annotations::KeyframeRange;
 use crate::manifest::DatasetManifest;
 use crate::pipeline::status::{StageCondition, StageStatusLine};
 use crate::pipeline::{
@@ -51,8 +52,8 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Download annotations, name lists and videos (not implemented yet).
-    Fetch(NotImplemented),
+    /// Download annotations, name lists, person boxes and videos: concurrent, resumable, verified.
+    Fetch(FetchArgs),
     /// Extract frames of the annotated time ranges (not implemented yet).
     Extract(NotImplemented),
     /// Write the frame lists PySlowFast reads (not implemented yet).
@@ -61,8 +62,13 @@ pub enum Command {
     Validate(NotImplemented),
     /// Train SlowFast on a prepared dataset (not implemented yet).
     Train(NotImplemented),
-    /// Score detections with the AVA frame-mAP protocol (not implemented yet).
-    Eval(NotImplemented),
+    /// Score detections with the AVA frame-mAP@0.5 protocol of the official evaluator.
+    Eval(EvalArgs),
+    /// Make a synthetic miniature of AVA: real videos, AVA-format annotations, a download mirror.
+    #[cfg(feature = "extract")]
+    Synth(SynthArgs),
+    /// Serve a folder (a download mirror) over HTTP on this machine.
+    Serve(ServeArgs),
     /// Run a pipeline file: every stage in order, skipping what is up to date.
     Run(RunArgs),
     /// Show where each stage of a pipeline stands: done, stale, pending, failed, interrupted.
@@ -72,6 +78,105 @@ pub enum Command {
 /// A stage whose command exists in the interface but not yet in the tool.
 #[derive(Debug, Args)]
 pub struct NotImplemented {}
+
+#[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// The dataset manifest: URLs, sizes, checksums, splits.
+    #[arg(long, default_value = "manifests/ava-v2.2.toml")]
+    pub dataset: PathBuf,
+    /// Splits whose videos to download, comma-separated (train, val, test).
+    #[arg(long, value_delimiter = ',', default_value = "train,val")]
+    pub split: Vec<String>,
+    /// Download only N videos of each split, chosen deterministically (0: all). The choice is
+    /// written to DATA_DIR/work/videos.json for every later stage.
+    #[arg(long, default_value_t = 0, conflicts_with = "video_list")]
+    pub videos: usize,
+    /// Download only the videos whose ids this file lists, one per line.
+    #[arg(long)]
+    pub video_list: Option<PathBuf>,
+    /// Download the annotations and name lists, not the videos.
+    #[arg(long)]
+    pub annotations_only: bool,
+    /// Concurrent video downloads.
+    #[arg(long, default_value_t = 4)]
+    pub jobs: usize,
+    /// A mirror: URL serves every source (each under its mirror_path), SOURCE=URL one source.
+    /// Repeatable. Default: the manifest's URLs.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Vec<String>,
+    /// Re-hash every downloaded file first; one that no longer matches its record is downloaded again.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    /// Detections in the official submission format: video_id,second,x1,y1,x2,y2,action_id,score.
+    #[arg(long)]
+    pub detections: PathBuf,
+    /// Ground truth in the AVA format (ava_val_v2.2.csv).
+    #[arg(long)]
+    pub groundtruth: PathBuf,
+    /// The classes to score (ava_action_list_v2.2_for_activitynet_2019.pbtxt: the 60 of AVA 2.2).
+    #[arg(long)]
+    pub labelmap: PathBuf,
+    /// Keyframes removed from both ground truth and detections (ava_val_excluded_timestamps_v2.2.csv).
+    /// Default: none.
+    #[arg(long)]
+    pub exclusions: Option<PathBuf>,
+    /// The dataset's keyframe seconds, FIRST-LAST; rows outside are errors.
+    #[arg(long, default_value = "902-1798", value_parser = parse_keyframes)]
+    pub keyframes: KeyframeRange,
+    /// Detections kept per keyframe, highest scores first, as the official evaluator does; 0 keeps
+    /// all (what PySlowFast's and mmaction2's evaluators do).
+    #[arg(long, default_value_t = crate::eval::OFFICIAL_DETECTIONS_PER_FRAME)]
+    pub max_detections_per_frame: usize,
+}
+
+fn parse_keyframes(text: &str) -> Result<KeyframeRange, String> {
+    let usage = || format!("`{text}` is not a keyframe range: expected FIRST-LAST, e.g. 902-1798");
+    let (first, last) = text.split_once('-').ok_or_else(usage)?;
+    let first = first.trim().parse().map_err(|_| usage())?;
+    let last = last.trim().parse().map_err(|_| usage())?;
+    KeyframeRange::new(first, last).ok_or_else(usage)
+}
+
+#[cfg(feature = "extract")]
+#[derive(Debug, Args)]
+pub struct SynthArgs {
+    /// The folder to write the mirror tree, its manifest.toml and synth-report.json into.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// How many videos to make; kinds (containers, codecs, frame rates, sizes) cycle through the
+    /// first six, test-split videos appear from 6.
+    #[arg(long, default_value_t = 6)]
+    pub videos: usize,
+    /// Seed of everything random: the same seed gives the same files.
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// quick: 36 s videos, segment [5, 35) s, keyframes 7..=32. ava-times: 1802 s low-resolution
+    /// videos with AVA's segment [900, 1801) s and keyframes 902..=1798.
+    #[arg(long, default_value = "quick")]
+    pub profile: crate::synth::Profile,
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The folder to serve (for example the --out of `avaprep synth`).
+    pub dir: PathBuf,
+    /// TCP port; 0 picks a free one (printed on stderr).
+    #[arg(long, default_value_t = 8000)]
+    pub port: u16,
+    /// Address to listen on. Only this machine can connect to the default.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub bind: std::net::IpAddr,
+    /// Serve JSON statistics (bytes sent per path) at /__avaprep/stats.
+    #[arg(long)]
+    pub stats: bool,
+    /// For tests: misbehave as the JSON fault plan named by AVAPREP_TEST_FAULT_PLAN says.
+    #[arg(long, hide = true)]
+    pub inject_faults: bool,
+}
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -123,16 +228,180 @@ pub fn verbosity(cli: &Cli) -> Verbosity {
 
 pub fn run(cli: Cli, cancel: &AtomicBool) -> anyhow::Result<ExitStatus> {
     let printer = Printer::new(verbosity(&cli), cli.json);
+    #[cfg(feature = "extract")]
+    quiet_libav(verbosity(&cli));
     match &cli.command {
-        Command::Fetch(_) => not_implemented("fetch", 4),
+        Command::Fetch(args) => fetch(&cli, args, &printer, cancel),
         Command::Extract(_) => not_implemented("extract", 5),
         Command::Lists(_) => not_implemented("lists", 5),
         Command::Validate(_) => not_implemented("validate", 5),
         Command::Train(_) => not_implemented("train", 6),
-        Command::Eval(_) => not_implemented("eval", 6),
+        Command::Eval(args) => evaluate(args, &printer),
+        #[cfg(feature = "extract")]
+        Command::Synth(args) => synthesize(args, &printer),
+        Command::Serve(args) => serve(args, &printer),
         Command::Run(args) => run_pipeline(&cli, args, &printer, cancel),
         Command::Status(args) => show_status(&cli, args, &printer),
     }
+}
+
+fn fetch(
+    cli: &Cli,
+    args: &FetchArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<ExitStatus> {
+    let mut fetch_table = toml::Table::new();
+    fetch_table.insert("jobs".into(), toml::Value::Integer(args.jobs as i64));
+    let base_urls = args
+        .base_url
+        .iter()
+        .cloned()
+        .map(toml::Value::String)
+        .collect();
+    fetch_table.insert("base_url".into(), toml::Value::Array(base_urls));
+    let spec = PipelineSpec {
+        path: PathBuf::from("the command line"),
+        dataset: args.dataset.clone(),
+        splits: args.split.clone(),
+        videos_per_split: args.videos,
+        video_list: args.video_list.clone(),
+        stage_tables: toml::Table::from_iter([(
+            "fetch".to_string(),
+            toml::Value::Table(fetch_table),
+        )]),
+    };
+    let manifest = DatasetManifest::load(&spec.dataset)?;
+    let last = if args.annotations_only {
+        "parse"
+    } else {
+        "fetch-videos"
+    };
+    let built = stages::build(&spec, &manifest, &cli.data_dir)?.through(last);
+    let store = StateStore::new(&cli.data_dir, None);
+    if args.verify {
+        verify_downloads(&cli.data_dir, &store, printer)?;
+    }
+    let runner = Runner {
+        stages: built.stages.iter().map(|stage| stage.as_ref()).collect(),
+        store,
+        shard: None,
+        context: StageContext {
+            data_dir: &cli.data_dir,
+            reporter: printer,
+            cancel,
+        },
+    };
+    let report = runner.run()?;
+    print_run_report(printer, &report);
+    Ok(if report.succeeded() {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    })
+}
+
+/// Re-hashes the downloads; damaged files lose their record and their stage item, so the run that
+/// follows downloads them again.
+fn verify_downloads(
+    data_dir: &std::path::Path,
+    store: &StateStore,
+    printer: &Printer,
+) -> anyhow::Result<()> {
+    let layout = crate::layout::DataLayout::new(data_dir);
+    let mismatches = crate::fetch::verify_recorded(&layout)?;
+    printer.note(&format!("verify: {} damaged file(s)", mismatches.len()));
+    for (file, problem) in &mismatches {
+        eprintln!("error: {}: {problem}; downloading it again", file.display());
+        let video = file
+            .strip_prefix(data_dir.join("videos"))
+            .ok()
+            .and_then(|relative| relative.file_stem())
+            .map(|stem| stem.to_string_lossy().into_owned());
+        match video {
+            Some(id) => store.forget_items("fetch-videos", &[id])?,
+            None => {
+                store.forget_items("fetch-annotations", &[crate::pipeline::WHOLE.to_string()])?
+            }
+        }
+    }
+    Ok(())
+}
+
+fn evaluate(args: &EvalArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let options = crate::eval::EvalOptions {
+        max_detections_per_frame: (args.max_detections_per_frame > 0)
+            .then_some(args.max_detections_per_frame),
+        ..crate::eval::EvalOptions::OFFICIAL
+    };
+    let report = crate::eval::evaluate_files_with(
+        &args.groundtruth,
+        &args.detections,
+        &args.labelmap,
+        args.exclusions.as_deref(),
+        args.keyframes,
+        &options,
+    )?;
+    printer.record("eval", &report);
+    printer.result(&crate::eval::render_table(&report));
+    Ok(ExitStatus::Success)
+}
+
+#[cfg(feature = "extract")]
+fn synthesize(args: &SynthArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let config = crate::synth::SynthConfig {
+        out: args.out.clone(),
+        videos: args.videos,
+        seed: args.seed,
+        profile: args.profile,
+    };
+    let report = crate::synth::generate(&config)?;
+    printer.record("synth", &report);
+    let bytes: u64 = report.files.iter().map(|file| file.size).sum();
+    printer.result(&format!(
+        "synthetic AVA ({:?}, seed {}): {} videos, {} files, {} in {:.1} s\nmirror: {}\nmanifest: {}",
+        report.profile,
+        report.seed,
+        report.videos.len(),
+        report.files.len(),
+        human_bytes(bytes),
+        report.elapsed_s,
+        args.out.display(),
+        args.out.join(crate::synth::MANIFEST_FILE).display(),
+    ));
+    Ok(ExitStatus::Success)
+}
+
+fn serve(args: &ServeArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let config = crate::serve::ServeConfig {
+        root: args.dir.clone(),
+        addr: std::net::SocketAddr::new(args.bind, args.port),
+        faults: crate::serve::FaultPlan::from_test_env(args.inject_faults)?,
+        expose_stats: args.stats,
+    };
+    let handle = crate::serve::start(config)?;
+    printer.record(
+        "serving",
+        &serde_json::json!({ "url": handle.url(), "dir": args.dir }),
+    );
+    printer.note(&format!(
+        "serving {} at {}",
+        args.dir.display(),
+        handle.url()
+    ));
+    handle.wait_forever();
+    Ok(ExitStatus::Success)
+}
+
+/// libav prints to stderr on its own; its messages are noise unless asked for, because every
+/// failure that matters comes back to avaprep as an error and is reported once, with the file.
+#[cfg(feature = "extract")]
+fn quiet_libav(verbosity: Verbosity) {
+    let level = match verbosity {
+        Verbosity::Verbose => ffmpeg_next::util::log::Level::Warning,
+        _ => ffmpeg_next::util::log::Level::Fatal,
+    };
+    ffmpeg_next::util::log::set_level(level);
 }
 
 fn not_implemented(command: &str, issue: u32) -> anyhow::Result<ExitStatus> {

@@ -5,9 +5,16 @@
 
 pub mod annotations;
 pub mod cli;
+pub mod eval;
+pub mod fetch;
 pub mod fsutil;
+pub mod layout;
 pub mod manifest;
+#[cfg(feature = "extract")]
+pub mod media;
 pub mod pipeline;
 pub mod report;
 pub mod serve;
 pub mod stages;
+#[cfg(feature = "extract")]
+pub mod synth;

@@ -58,6 +58,9 @@ pub struct RemoteFile {
     pub alternate_urls: Vec<String>,
     pub size: Option<u64>,
     pub sha256: Option<String>,
+    /// A leading folder removed from every member of an archive when it is extracted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strip_prefix: Option<String>,
     /// Known files inside an archive, checked after extraction.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub contents: Vec<KnownFile>,

@@ -3,6 +3,12 @@
 
 use std::path::Path;
 
+use anyhow::Context as _;
+
+use crate::annotations::plan::Selection;
+use crate::annotations::read_video_ids;
+use crate::annotations::stage::ParseStage;
+use crate::fetch::{FetchAnnotationsStage, FetchParams, FetchVideosStage};
 use crate::manifest::DatasetManifest;
 use crate::pipeline::{PipelineSpec, Stage};
 
@@ -24,13 +30,56 @@ pub struct ProductStages {
     pub unimplemented: Vec<&'static str>,
 }
 
+impl ProductStages {
+    /// The stages up to and including `last`, for single-step commands such as `fetch`.
+    pub fn through(mut self, last: &str) -> Self {
+        if let Some(position) = self.stages.iter().position(|stage| stage.name() == last) {
+            self.stages.truncate(position + 1);
+        }
+        self.unimplemented.clear();
+        self
+    }
+}
+
 pub fn build(
-    _spec: &PipelineSpec,
-    _manifest: &DatasetManifest,
+    spec: &PipelineSpec,
+    manifest: &DatasetManifest,
     _data_dir: &Path,
 ) -> anyhow::Result<ProductStages> {
+    let fetch: FetchParams = spec.stage_params("fetch")?;
+    let mut manifest = manifest.clone();
+    for base_url in &fetch.base_url {
+        manifest.apply_base_url(base_url)?;
+    }
+    let video_list =
+        match &spec.video_list {
+            Some(path) => Some(read_video_ids(path).with_context(|| {
+                format!("reading the video list named by {}", spec.path.display())
+            })?),
+            None => None,
+        };
+    let selection = Selection {
+        splits: spec.splits.clone(),
+        videos_per_split: spec.videos_per_split,
+        video_list,
+    };
+    let stages: Vec<Box<dyn Stage>> = vec![
+        Box::new(FetchAnnotationsStage {
+            manifest: manifest.clone(),
+            params: fetch.clone(),
+        }),
+        Box::new(ParseStage {
+            manifest: manifest.clone(),
+            selection,
+        }),
+        Box::new(FetchVideosStage {
+            manifest,
+            params: fetch,
+        }),
+    ];
+    let unimplemented = PIPELINE_ORDER[stages.len()..].to_vec();
     Ok(ProductStages {
-        stages: Vec::new(),
-        unimplemented: PIPELINE_ORDER.to_vec(),
+        stages,
+        unimplemented,
     })
 }

@@ -17,6 +17,8 @@ mod error;
 mod labels;
 mod lines;
 mod lists;
+pub mod plan;
+pub mod stage;
 pub mod testing;
 mod types;
 mod video;

@@ -45,6 +45,10 @@ pub struct StageReport {
     /// Items skipped because an earlier run (or a shard) completed them.
     pub already_done: usize,
     pub failures: Vec<ItemFailure>,
+    /// Items found missing by this run (a video the server does not have).
+    pub newly_missing: Vec<ItemFailure>,
+    /// Items recorded as missing, by this run or an earlier one.
+    pub missing: usize,
     pub files: u64,
     pub bytes: u64,
     pub seconds: f64,
@@ -61,6 +65,8 @@ impl StageReport {
             completed: 0,
             already_done: 0,
             failures: Vec::new(),
+            newly_missing: Vec::new(),
+            missing: 0,
             files: 0,
             bytes: 0,
             seconds: 0.0,
@@ -75,12 +81,15 @@ pub struct RunReport {
 }
 
 impl RunReport {
+    /// Every stage is done and nothing new went missing. A video found missing fails the run that
+    /// finds it; later runs, which drop it consistently, succeed.
     pub fn succeeded(&self) -> bool {
         self.stages.iter().all(|stage| {
-            matches!(
-                stage.outcome,
-                StageOutcome::UpToDate | StageOutcome::Completed | StageOutcome::Deferred
-            )
+            stage.newly_missing.is_empty()
+                && matches!(
+                    stage.outcome,
+                    StageOutcome::UpToDate | StageOutcome::Completed | StageOutcome::Deferred
+                )
         })
     }
 }
@@ -90,6 +99,28 @@ pub struct Runner<'a> {
     pub store: StateStore,
     pub shard: Option<Shard>,
     pub context: StageContext<'a>,
+}
+
+/// What one stage hands the next about a video.
+#[derive(Debug, Clone)]
+enum Handoff {
+    Ready(String),
+    /// The video can never be completed upstream; the reason travels with it.
+    Missing(String, String),
+}
+
+impl Handoff {
+    fn item(&self) -> &str {
+        match self {
+            Handoff::Ready(item) | Handoff::Missing(item, _) => item,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Downstream {
+    sender: Sender<Handoff>,
+    plan: BTreeSet<String>,
 }
 
 /// A stage about to run: its state (fresh or resumed) and its plan.
@@ -102,6 +133,7 @@ struct Prepared<'s> {
     notes: Vec<String>,
     started: Instant,
     completed: Mutex<usize>,
+    newly_missing: Mutex<Vec<ItemFailure>>,
 }
 
 impl<'a> Runner<'a> {
@@ -255,14 +287,16 @@ impl<'a> Runner<'a> {
         }
         let up_to_date = state.status == StageStatus::Done;
         let plan = if up_to_date {
-            state.items.keys().cloned().collect()
+            state
+                .items
+                .keys()
+                .chain(state.missing.keys())
+                .cloned()
+                .collect()
         } else {
             self.plan(stage)?
         };
-        let already_done = plan
-            .iter()
-            .filter(|item| state.items.contains_key(*item))
-            .count();
+        let already_done = plan.iter().filter(|item| state.is_resolved(item)).count();
         state.status = if up_to_date {
             StageStatus::Done
         } else {
@@ -282,6 +316,7 @@ impl<'a> Runner<'a> {
             notes,
             started: Instant::now(),
             completed: Mutex::new(0),
+            newly_missing: Mutex::new(Vec::new()),
         })
     }
 
@@ -309,36 +344,43 @@ impl<'a> Runner<'a> {
     }
 
     fn execute_group(&self, group: &[Prepared]) {
-        let channels: Vec<(Sender<String>, Receiver<String>)> =
+        let channels: Vec<(Sender<Handoff>, Receiver<Handoff>)> =
             group.iter().map(|_| unbounded()).collect();
-        let upstream_of = |position: usize| -> Option<usize> {
-            let stage = group[position].stage;
-            group[..position]
-                .iter()
-                .rposition(|earlier| stage.depends_on().contains(&earlier.stage.name()))
-        };
-        let mut downstream: Vec<Vec<(Sender<String>, BTreeSet<String>)>> =
-            vec![Vec::new(); group.len()];
-        for position in 0..group.len() {
-            let waits_on = upstream_of(position).filter(|&upstream| !group[upstream].up_to_date);
+        let mut downstream: Vec<Vec<Downstream>> = vec![Vec::new(); group.len()];
+        for (position, prepared) in group.iter().enumerate() {
             let sender = channels[position].0.clone();
-            match waits_on {
-                Some(upstream) => {
-                    let upstream_plan: BTreeSet<&String> = group[upstream].plan.iter().collect();
-                    let plan: BTreeSet<String> = group[position].plan.iter().cloned().collect();
-                    for item in plan.iter().filter(|item| !upstream_plan.contains(item)) {
-                        let _ = sender.send(item.clone());
-                    }
-                    downstream[upstream].push((sender, plan));
-                }
-                None => {
-                    for item in &group[position].plan {
-                        let _ = sender.send(item.clone());
-                    }
-                }
+            let upstream = group[..position]
+                .iter()
+                .rposition(|earlier| prepared.stage.depends_on().contains(&earlier.stage.name()));
+            let upstream_state =
+                upstream.map(|index| group[index].state.lock().expect("state lock").clone());
+            let waits_on = upstream.filter(|&index| !group[index].up_to_date);
+            let upstream_plan: BTreeSet<&String> = match waits_on {
+                Some(index) => group[index].plan.iter().collect(),
+                None => BTreeSet::new(),
+            };
+            for item in prepared
+                .plan
+                .iter()
+                .filter(|item| !upstream_plan.contains(item))
+            {
+                let handoff = match upstream_state
+                    .as_ref()
+                    .and_then(|state| state.missing.get(item))
+                {
+                    Some(reason) => Handoff::Missing(item.clone(), reason.clone()),
+                    None => Handoff::Ready(item.clone()),
+                };
+                let _ = sender.send(handoff);
+            }
+            if let Some(index) = waits_on {
+                downstream[index].push(Downstream {
+                    sender,
+                    plan: prepared.plan.iter().cloned().collect(),
+                });
             }
         }
-        let receivers: Vec<Receiver<String>> =
+        let receivers: Vec<Receiver<Handoff>> =
             channels.into_iter().map(|(_, receiver)| receiver).collect();
         std::thread::scope(|scope| {
             for (position, prepared) in group.iter().enumerate() {
@@ -361,90 +403,111 @@ impl<'a> Runner<'a> {
         });
     }
 
-    fn worker(
-        &self,
-        prepared: &Prepared,
-        receiver: Receiver<String>,
-        forward: Vec<(Sender<String>, BTreeSet<String>)>,
-    ) {
-        let name = prepared.stage.name();
-        for item in receiver.iter() {
+    fn worker(&self, prepared: &Prepared, receiver: Receiver<Handoff>, forward: Vec<Downstream>) {
+        for handoff in receiver.iter() {
             if self.context.cancelled() {
                 break;
             }
-            let done_before = prepared
-                .state
-                .lock()
-                .expect("state lock")
-                .items
-                .contains_key(&item);
-            let ok = done_before || self.run_one(prepared, &item);
-            if done_before {
-                self.context.reporter.item_finished(name, &item, None);
-            }
-            if ok {
-                for (sender, plan) in &forward {
-                    if plan.contains(&item) {
-                        let _ = sender.send(item.clone());
-                    }
+            let next = match handoff {
+                Handoff::Ready(item) => self.complete(prepared, item),
+                Handoff::Missing(item, reason) => {
+                    let reason = format!("missing upstream: {reason}");
+                    self.record_missing(prepared, &item, &reason);
+                    Some(Handoff::Missing(item, reason))
+                }
+            };
+            let Some(next) = next else { continue };
+            for downstream in &forward {
+                if downstream.plan.contains(next.item()) {
+                    let _ = downstream.sender.send(next.clone());
                 }
             }
         }
     }
 
-    fn run_one(&self, prepared: &Prepared, item: &str) -> bool {
+    /// Runs an item unless an earlier run resolved it; returns what to hand to the next stage.
+    fn complete(&self, prepared: &Prepared, item: String) -> Option<Handoff> {
         let name = prepared.stage.name();
+        let earlier = {
+            let state = prepared.state.lock().expect("state lock");
+            if state.items.contains_key(&item) {
+                Some(Handoff::Ready(item.clone()))
+            } else {
+                state
+                    .missing
+                    .get(&item)
+                    .map(|reason| Handoff::Missing(item.clone(), reason.clone()))
+            }
+        };
+        if earlier.is_some() {
+            self.context.reporter.item_finished(name, &item, None);
+            return earlier;
+        }
         let started = Instant::now();
-        let result = prepared.stage.run_item(&self.context, item);
-        let mut state = prepared.state.lock().expect("state lock");
-        let ok = match result {
+        match prepared.stage.run_item(&self.context, &item) {
             Ok(mut record) => {
                 record.seconds = started.elapsed().as_secs_f64();
-                state.items.insert(item.to_string(), record);
+                let mut state = prepared.state.lock().expect("state lock");
+                state.items.insert(item.clone(), record);
                 *prepared.completed.lock().expect("count lock") += 1;
-                self.context.reporter.item_finished(name, item, None);
-                true
+                self.save(&state);
+                self.context.reporter.item_finished(name, &item, None);
+                Some(Handoff::Ready(item))
+            }
+            Err(error) if error.permanent => {
+                self.context
+                    .reporter
+                    .item_finished(name, &item, Some(&error.message));
+                self.record_missing(prepared, &item, &error.message);
+                prepared
+                    .newly_missing
+                    .lock()
+                    .expect("missing lock")
+                    .push(ItemFailure {
+                        item: item.clone(),
+                        message: error.message.clone(),
+                    });
+                Some(Handoff::Missing(item, error.message))
             }
             Err(error) => {
                 self.context
                     .reporter
-                    .item_finished(name, item, Some(&error.message));
+                    .item_finished(name, &item, Some(&error.message));
+                let mut state = prepared.state.lock().expect("state lock");
                 state.failures.push(ItemFailure {
-                    item: item.to_string(),
+                    item,
                     message: error.message,
                 });
-                false
+                self.save(&state);
+                None
             }
-        };
-        if let Err(error) = self.store.save(&state) {
+        }
+    }
+
+    fn record_missing(&self, prepared: &Prepared, item: &str, reason: &str) {
+        let mut state = prepared.state.lock().expect("state lock");
+        state.missing.insert(item.to_string(), reason.to_string());
+        self.save(&state);
+    }
+
+    fn save(&self, state: &StageState) {
+        if let Err(error) = self.store.save(state) {
             tracing::error!("{error}");
         }
-        ok
     }
 
     fn finish(&self, prepared: &Prepared) -> Result<StageReport, PipelineError> {
         let name = prepared.stage.name();
         let mut state = prepared.state.lock().expect("state lock");
-        let done = prepared
+        let resolved = prepared
             .plan
             .iter()
-            .filter(|item| state.items.contains_key(*item))
+            .filter(|item| state.is_resolved(item))
             .count();
         let mut failures = state.failures.clone();
-        let failed_items: BTreeSet<&str> = failures
-            .iter()
-            .map(|failure| failure.item.as_str())
-            .collect();
-        let waiting: Vec<&String> = prepared
-            .plan
-            .iter()
-            .filter(|item| {
-                !state.items.contains_key(*item) && !failed_items.contains(item.as_str())
-            })
-            .collect();
         let outcome = if prepared.up_to_date {
             StageOutcome::UpToDate
-        } else if done == prepared.plan.len() {
+        } else if resolved == prepared.plan.len() {
             StageOutcome::Completed
         } else if self.context.cancelled() {
             StageOutcome::Interrupted
@@ -452,8 +515,13 @@ impl<'a> Runner<'a> {
             StageOutcome::Failed
         };
         if outcome == StageOutcome::Failed {
-            failures.extend(waiting.iter().map(|item| ItemFailure {
-                item: item.to_string(),
+            let failed: BTreeSet<String> = failures.iter().map(|f| f.item.clone()).collect();
+            let waiting = prepared
+                .plan
+                .iter()
+                .filter(|item| !state.is_resolved(item) && !failed.contains(*item));
+            failures.extend(waiting.map(|item| ItemFailure {
+                item: item.clone(),
                 message: "not started: an earlier stage did not complete it".to_string(),
             }));
         }
@@ -468,14 +536,15 @@ impl<'a> Runner<'a> {
             self.store.save(&state).map_err(PipelineError::State)?;
             self.context.reporter.stage_finished(name);
         }
-        let completed = *prepared.completed.lock().expect("count lock");
         Ok(StageReport {
             stage: name.to_string(),
             outcome,
             planned: prepared.plan.len(),
-            completed,
+            completed: *prepared.completed.lock().expect("count lock"),
             already_done: prepared.already_done,
             failures,
+            newly_missing: prepared.newly_missing.lock().expect("missing lock").clone(),
+            missing: state.missing.len(),
             files: state.total_files(),
             bytes: state.total_bytes(),
             seconds: if prepared.up_to_date {

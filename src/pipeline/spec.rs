@@ -24,6 +24,8 @@ pub struct PipelineSpec {
     pub dataset: PathBuf,
     pub splits: Vec<String>,
     pub videos_per_split: usize,
+    /// A file of video ids (one per line) to restrict the run to, resolved like `dataset`.
+    pub video_list: Option<PathBuf>,
     /// Each stage's table, checked by the stage that reads it.
     pub stage_tables: toml::Table,
 }
@@ -36,6 +38,7 @@ struct TopLevel {
     splits: Vec<String>,
     #[serde(default)]
     videos_per_split: usize,
+    video_list: Option<PathBuf>,
     #[serde(flatten)]
     stage_tables: toml::Table,
 }
@@ -99,6 +102,7 @@ impl PipelineSpec {
             dataset: folder.join(&top.dataset),
             splits: top.splits,
             videos_per_split: top.videos_per_split,
+            video_list: top.video_list.map(|list| folder.join(list)),
             stage_tables: top.stage_tables,
         })
     }

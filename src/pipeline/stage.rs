@@ -40,12 +40,23 @@ impl StageContext<'_> {
 #[error("{message}")]
 pub struct ItemError {
     pub message: String,
+    /// The item can never complete (the server has no such video): it is recorded as missing and
+    /// later stages drop it, instead of retrying it on every run.
+    pub permanent: bool,
 }
 
 impl ItemError {
     pub fn new(message: impl Into<String>) -> Self {
         ItemError {
             message: message.into(),
+            permanent: false,
+        }
+    }
+
+    pub fn missing(message: impl Into<String>) -> Self {
+        ItemError {
+            message: message.into(),
+            permanent: true,
         }
     }
 }

@@ -55,6 +55,10 @@ pub struct StageState {
     pub items: BTreeMap<String, ItemRecord>,
     #[serde(default)]
     pub failures: Vec<ItemFailure>,
+    /// Items that can never complete (a video the server does not have), with the reason. They
+    /// count as resolved: later stages drop them instead of waiting for them.
+    #[serde(default)]
+    pub missing: BTreeMap<String, String>,
     pub planned_items: usize,
     pub seconds: f64,
 }
@@ -69,9 +73,15 @@ impl StageState {
             params,
             items: BTreeMap::new(),
             failures: Vec::new(),
+            missing: BTreeMap::new(),
             planned_items: 0,
             seconds: 0.0,
         }
+    }
+
+    /// Completed or permanently missing: nothing more will come of this item.
+    pub fn is_resolved(&self, item: &str) -> bool {
+        self.items.contains_key(item) || self.missing.contains_key(item)
     }
 
     pub fn total_bytes(&self) -> u64 {
@@ -176,13 +186,27 @@ impl StateStore {
         let mut states = Vec::new();
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&prefix) && name.ends_with(".json") {
-                if let Loaded::Valid(state) = load_file(&entry.path(), stage)? {
-                    states.push(state);
-                }
+            if name.starts_with(&prefix)
+                && name.ends_with(".json")
+                && let Loaded::Valid(state) = load_file(&entry.path(), stage)?
+            {
+                states.push(state);
             }
         }
         Ok(states)
+    }
+
+    /// Makes a stage redo `items` on its next run (their output turned out to be damaged).
+    pub fn forget_items(&self, stage: &str, items: &[String]) -> Result<(), StateError> {
+        if let Loaded::Valid(mut state) = self.load(stage)? {
+            for item in items {
+                state.items.remove(item);
+                state.missing.remove(item);
+            }
+            state.status = StageStatus::Running;
+            self.save(&state)?;
+        }
+        Ok(())
     }
 
     pub fn save(&self, state: &StageState) -> Result<(), StateError> {

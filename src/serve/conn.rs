@@ -276,10 +276,10 @@ impl BodyPlan {
             let index = at
                 .checked_sub(body_offset)
                 .and_then(|i| usize::try_from(i).ok());
-            if let Some(i) = index {
-                if let Some(byte) = body.get_mut(i) {
-                    *byte ^= 0xFF;
-                }
+            if let Some(i) = index
+                && let Some(byte) = body.get_mut(i)
+            {
+                *byte ^= 0xFF;
             }
         }
     }

@@ -3,7 +3,7 @@
 use crate::support::{avaprep, stderr, stdout};
 
 const SUBCOMMANDS: &[&str] = &[
-    "fetch", "extract", "lists", "validate", "train", "eval", "run", "status",
+    "fetch", "extract", "lists", "validate", "train", "eval", "run", "status", "synth", "serve",
 ];
 
 #[test]
@@ -15,7 +15,11 @@ fn every_subcommand_has_help() {
             .output()
             .unwrap();
         assert!(output.status.success(), "{subcommand} --help failed");
-        let text = stdout(&output);
+        // Help wraps to the terminal width: compare with whitespace collapsed.
+        let text = stdout(&output)
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ");
         assert!(
             text.contains("--data-dir"),
             "{subcommand} help lacks global flags:\n{text}"

@@ -32,6 +32,8 @@ struct TestStage {
     item_delay: Duration,
     /// Items that fail (for the failure tests).
     failing: Vec<String>,
+    /// Items that can never complete, like a video the server does not have.
+    missing: Vec<String>,
 }
 
 impl TestStage {
@@ -85,6 +87,9 @@ impl Stage for TestStage {
         if self.failing.iter().any(|failing| failing == item) {
             return Err(ItemError::new(format!("{item}: test failure")));
         }
+        if self.missing.iter().any(|missing| missing == item) {
+            return Err(ItemError::missing(format!("{item}: 404 Not Found")));
+        }
         let content = match self.depends_on.first() {
             // A whole stage reads what the per-video stage before it produced.
             Some(upstream) if self.granularity == Granularity::Whole => {
@@ -113,6 +118,7 @@ fn stages(extract_value: u32, delay: Duration) -> Vec<TestStage> {
             value: 1,
             item_delay: delay,
             failing: Vec::new(),
+            missing: Vec::new(),
         },
         TestStage {
             name: "extract",
@@ -121,6 +127,7 @@ fn stages(extract_value: u32, delay: Duration) -> Vec<TestStage> {
             value: extract_value,
             item_delay: delay,
             failing: Vec::new(),
+            missing: Vec::new(),
         },
         TestStage {
             name: "lists",
@@ -129,6 +136,7 @@ fn stages(extract_value: u32, delay: Duration) -> Vec<TestStage> {
             value: 1,
             item_delay: Duration::ZERO,
             failing: Vec::new(),
+            missing: Vec::new(),
         },
     ]
 }
@@ -238,6 +246,38 @@ fn a_failed_video_stops_only_itself_and_blocks_whole_stages() {
     assert_eq!(outcomes(&fixed), all(StageOutcome::Completed));
     let redone = &log_lines(data)[before..];
     assert_eq!(redone, ["download video05", "extract video05", "lists all"]);
+}
+
+#[test]
+fn a_missing_video_is_dropped_downstream_and_fails_only_the_run_that_found_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let mut with_missing = stages(1, Duration::ZERO);
+    with_missing[0].missing = vec!["video07".to_string()];
+    let report = run(data, &with_missing, None);
+    assert_eq!(outcomes(&report), all(StageOutcome::Completed));
+    assert!(
+        !report.succeeded(),
+        "finding a missing video must fail the run"
+    );
+    assert_eq!(report.stages[0].newly_missing[0].item, "video07");
+    assert_eq!(report.stages[1].missing, 1);
+    assert!(!data.join("extract/video07").exists());
+    let lists = fs::read_to_string(data.join("lists/all")).unwrap();
+    assert_eq!(lists, format!("{} inputs, value 1", VIDEOS - 1));
+    assert!(!log_lines(data).contains(&"extract video07".to_string()));
+
+    let again = run(data, &with_missing, None);
+    assert_eq!(outcomes(&again), all(StageOutcome::UpToDate));
+    assert!(again.succeeded());
+    // A change downstream still drops the missing video without asking the server again.
+    let before = log_lines(data).len();
+    let mut changed = stages(2, Duration::ZERO);
+    changed[0].missing = vec!["video07".to_string()];
+    let rerun = run(data, &changed, None);
+    assert!(rerun.succeeded(), "{:?}", outcomes(&rerun));
+    assert_eq!(rerun.stages[1].missing, 1);
+    assert_eq!(log_lines(data).len() - before, VIDEOS - 1 + 1);
 }
 
 #[test]

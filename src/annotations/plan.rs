@@ -1,0 +1,230 @@
+//! The `parse` stage: reads every annotation file of the chosen splits with the strict readers and
+//! writes down the videos this run uses (`work/videos.json`), with the keyframes each is annotated
+//! at. Every later stage reads that plan, so they all work on the same set of videos.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::{
+    AnnotationError, KeyframeRange, LabelMap, ReadOptions, VideoFileName, VideoId,
+    read_excluded_timestamps, read_ground_truth, read_included_timestamps, read_label_map,
+    read_predicted_boxes, read_video_file_names, read_video_ids,
+};
+use crate::fsutil;
+use crate::layout::DataLayout;
+use crate::manifest::DatasetManifest;
+
+/// The videos a run uses, written by `parse` and read by every later stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VideoPlan {
+    /// The annotated segment, seconds from the stream's first timestamp: [start, end).
+    pub segment: [f64; 2],
+    pub keyframes: [u32; 2],
+    pub videos: Vec<PlannedVideo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedVideo {
+    pub id: VideoId,
+    pub file_name: VideoFileName,
+    /// The manifest's video folder (`trainval`, `test`) the file is downloaded from.
+    pub folder: String,
+    pub split: String,
+    /// Annotated keyframe seconds, ascending (for test videos: the included timestamps).
+    pub keyframes: Vec<u32>,
+}
+
+impl VideoPlan {
+    pub fn load(path: &Path) -> Result<Self, PlanError> {
+        let bytes = std::fs::read(path).map_err(|source| PlanError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_slice(&bytes).map_err(|error| PlanError::Invalid {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })
+    }
+
+    pub fn video(&self, id: &str) -> Option<&PlannedVideo> {
+        self.videos.iter().find(|video| video.id.as_str() == id)
+    }
+}
+
+/// Which videos to use: splits, an optional explicit list, an optional deterministic subset.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Selection {
+    pub splits: Vec<String>,
+    /// 0: every video of each split.
+    pub videos_per_split: usize,
+    pub video_list: Option<Vec<VideoId>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    #[error(transparent)]
+    Annotation(#[from] AnnotationError),
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error("split `{0}` is not in the dataset manifest (it has: {1})")]
+    UnknownSplit(String, String),
+    #[error("{list}: video {video} of split {split} is not in this name list")]
+    NotInNameList {
+        video: VideoId,
+        split: String,
+        list: PathBuf,
+    },
+    #[error("--video-list names {0}, which is in none of the chosen splits")]
+    NotInSplits(VideoId),
+}
+
+/// Reads the annotation files and chooses the videos.
+pub fn build_plan(
+    manifest: &DatasetManifest,
+    layout: &DataLayout,
+    selection: &Selection,
+) -> Result<VideoPlan, PlanError> {
+    let [first, last] = manifest.dataset.keyframes;
+    let range = KeyframeRange::new(first, last).expect("the manifest checks its keyframes");
+    let annotations = layout.annotations();
+    let labels = read_label_map(&annotations.join(&manifest.labels.full))?;
+    read_label_map(&annotations.join(&manifest.labels.scored))?;
+    let mut videos = Vec::new();
+    for split in &selection.splits {
+        videos.extend(split_videos(manifest, layout, split, range, &labels)?);
+    }
+    if let Some(list) = &selection.video_list {
+        let wanted: BTreeSet<&VideoId> = list.iter().collect();
+        for id in list {
+            if !videos.iter().any(|video: &PlannedVideo| video.id == *id) {
+                return Err(PlanError::NotInSplits(*id));
+            }
+        }
+        videos.retain(|video| wanted.contains(&video.id));
+    }
+    if selection.videos_per_split > 0 {
+        videos = subset(videos, selection.videos_per_split);
+    }
+    Ok(VideoPlan {
+        segment: manifest.dataset.segment,
+        keyframes: manifest.dataset.keyframes,
+        videos,
+    })
+}
+
+fn split_videos(
+    manifest: &DatasetManifest,
+    layout: &DataLayout,
+    split_name: &str,
+    range: KeyframeRange,
+    labels: &LabelMap,
+) -> Result<Vec<PlannedVideo>, PlanError> {
+    let split = manifest.splits.get(split_name).ok_or_else(|| {
+        let known: Vec<&str> = manifest.splits.keys().map(String::as_str).collect();
+        PlanError::UnknownSplit(split_name.to_string(), known.join(", "))
+    })?;
+    let annotations = layout.annotations();
+    let keyframes = split_keyframes(manifest, &annotations, split, range, labels)?;
+    if let Some(excluded) = &split.excluded_timestamps {
+        read_excluded_timestamps(&annotations.join(excluded), range)?;
+    }
+    if let Some(boxes) = &split.detected_boxes {
+        read_predicted_boxes(
+            &annotations.join(boxes),
+            &ReadOptions::new(range, Some(labels)),
+        )?;
+    }
+    let folder = &manifest.videos[&split.videos];
+    let list_file = &manifest.name_lists[&folder.name_list];
+    let list_path = annotations.join(file_name(&list_file.path));
+    let names: BTreeMap<VideoId, VideoFileName> = read_video_file_names(&list_path)?
+        .into_iter()
+        .map(|name| (name.id, name))
+        .collect();
+    keyframes
+        .into_iter()
+        .map(|(id, seconds)| {
+            let file_name = *names.get(&id).ok_or_else(|| PlanError::NotInNameList {
+                video: id,
+                split: split_name.to_string(),
+                list: list_path.clone(),
+            })?;
+            Ok(PlannedVideo {
+                id,
+                file_name,
+                folder: split.videos.clone(),
+                split: split_name.to_string(),
+                keyframes: seconds.into_iter().collect(),
+            })
+        })
+        .collect()
+}
+
+/// Keyframes by video: from the ground truth, or for a split without one (test), every included
+/// timestamp for each listed video.
+fn split_keyframes(
+    manifest: &DatasetManifest,
+    annotations: &Path,
+    split: &crate::manifest::Split,
+    range: KeyframeRange,
+    labels: &LabelMap,
+) -> Result<BTreeMap<VideoId, BTreeSet<u32>>, PlanError> {
+    let mut keyframes: BTreeMap<VideoId, BTreeSet<u32>> = BTreeMap::new();
+    if let Some(ground_truth) = &split.ground_truth {
+        let options = ReadOptions::new(range, Some(labels));
+        for row in read_ground_truth(&annotations.join(ground_truth), &options)? {
+            keyframes
+                .entry(row.key.video)
+                .or_default()
+                .insert(row.key.second);
+        }
+    } else if let Some(ids) = &split.video_ids {
+        let included = annotations.join(&manifest.labels.included_timestamps);
+        let seconds: BTreeSet<u32> = read_included_timestamps(&included, range)?
+            .into_iter()
+            .collect();
+        for id in read_video_ids(&annotations.join(ids))? {
+            keyframes.insert(id, seconds.clone());
+        }
+    }
+    Ok(keyframes)
+}
+
+/// `n` videos of each split, chosen by a hash of the id: stable, and spread over the whole list
+/// rather than its alphabetical start.
+fn subset(videos: Vec<PlannedVideo>, n: usize) -> Vec<PlannedVideo> {
+    let mut by_split: BTreeMap<String, Vec<PlannedVideo>> = BTreeMap::new();
+    for video in videos {
+        by_split.entry(video.split.clone()).or_default().push(video);
+    }
+    let mut chosen = Vec::new();
+    for (_, mut split_videos) in by_split {
+        split_videos.sort_by_key(|video| Sha256::digest(video.id.as_bytes()));
+        split_videos.truncate(n);
+        split_videos.sort_by_key(|video| video.id);
+        chosen.extend(split_videos);
+    }
+    chosen
+}
+
+/// The last component of a manifest path: name lists are stored flat in the annotation folder.
+pub fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+pub fn write_plan(plan: &VideoPlan, path: &Path) -> Result<(), PlanError> {
+    let mut bytes = serde_json::to_vec_pretty(plan).expect("a plan serialises");
+    bytes.push(b'\n');
+    fsutil::write_atomic(path, &bytes).map_err(|source| PlanError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}

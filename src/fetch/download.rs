@@ -1,0 +1,580 @@
+//! One resumable, verified HTTP download.
+//!
+//! Bytes stream into `<name>.part`. After a dropped connection the next attempt asks for the rest
+//! with `Range` (guarded by `If-Range`, so a file that changed on the server is fetched whole) and
+//! requires `206` with a matching `Content-Range`; a server that ignores Range gets a clean restart.
+//! The file takes its final name only after its size and, where known, its sha256 check out.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use reqwest::StatusCode;
+use reqwest::blocking::{Client, Response};
+use reqwest::header::{CONTENT_RANGE, ETAG, IF_RANGE, LAST_MODIFIED, RANGE, RETRY_AFTER};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::fsutil;
+
+/// What the manifest knows about a file; unknown values are not checked.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Expected {
+    pub size: Option<u64>,
+    pub sha256: Option<String>,
+}
+
+/// A finished download.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Downloaded {
+    pub url: String,
+    pub size: u64,
+    pub sha256: String,
+    pub etag: Option<String>,
+    /// Bytes received over the network by this call (less than `size` after a resume).
+    #[serde(skip)]
+    pub transferred: u64,
+    /// Where this call resumed a partial file from (0: from the start).
+    #[serde(skip)]
+    pub resumed_from: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum DownloadError {
+    #[error("{url}: not found on the server (HTTP {status})")]
+    NotFound { url: String, status: u16 },
+    #[error("{url}: the server answered HTTP {status}")]
+    Status { url: String, status: u16 },
+    #[error("{url}: gave up after {attempts} attempts; last error: {last}")]
+    GaveUp {
+        url: String,
+        attempts: u32,
+        last: String,
+    },
+    #[error("{url}: size is {actual} bytes, expected {expected}; the file was not kept")]
+    SizeMismatch {
+        url: String,
+        expected: u64,
+        actual: u64,
+    },
+    #[error("{url}: sha256 is {actual}, expected {expected}; the file was not kept")]
+    ChecksumMismatch {
+        url: String,
+        expected: String,
+        actual: String,
+    },
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: io::Error },
+    #[error(
+        "{path}: not enough free space: the download needs {needed} more bytes, {available} are free"
+    )]
+    NoSpace {
+        path: PathBuf,
+        needed: u64,
+        available: u64,
+    },
+    #[error("building the HTTP client: {0}")]
+    Client(String),
+}
+
+impl DownloadError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, DownloadError::NotFound { .. })
+    }
+}
+
+/// Retries for connection errors, timeouts, 5xx and 429: exponential backoff with jitter, capped,
+/// and at least what `Retry-After` asks for.
+#[derive(Debug, Clone, Copy)]
+pub struct RetryPolicy {
+    pub attempts: u32,
+    pub base_delay: Duration,
+    pub max_delay: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            attempts: 8,
+            base_delay: Duration::from_millis(500),
+            max_delay: Duration::from_secs(60),
+        }
+    }
+}
+
+impl RetryPolicy {
+    fn delay(&self, attempt: u32, retry_after: Option<Duration>) -> Duration {
+        let exponential = self.base_delay.saturating_mul(1 << attempt.min(16));
+        let capped = exponential.min(self.max_delay);
+        // Jitter in [50%, 100%] spreads the retries of concurrent transfers apart.
+        let jittered = capped.mul_f64(0.5 + fastrand::f64() * 0.5);
+        match retry_after {
+            Some(asked) => asked.min(self.max_delay).max(jittered),
+            None => jittered,
+        }
+    }
+}
+
+/// Receives byte progress of one download: (bytes of the file on disk, total if known).
+pub trait Progress: Sync {
+    fn update(&self, done: u64, total: Option<u64>);
+}
+
+impl<F: Fn(u64, Option<u64>) + Sync> Progress for F {
+    fn update(&self, done: u64, total: Option<u64>) {
+        self(done, total)
+    }
+}
+
+pub struct Downloader {
+    client: Client,
+    policy: RetryPolicy,
+}
+
+/// How one attempt ended when it did not finish the file.
+enum AttemptError {
+    /// Worth another attempt after a delay (and the partial file is kept).
+    Retry {
+        reason: String,
+        retry_after: Option<Duration>,
+    },
+    Fatal(DownloadError),
+}
+
+/// The validators saved beside a partial file, so a resume asks for the same version of it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct PartMeta {
+    url: String,
+    etag: Option<String>,
+    last_modified: Option<String>,
+}
+
+const BUFFER: usize = 1 << 20;
+
+impl Downloader {
+    pub fn new(policy: RetryPolicy) -> Result<Self, DownloadError> {
+        let client = Client::builder()
+            .user_agent(concat!("avaprep/", env!("CARGO_PKG_VERSION")))
+            .connect_timeout(Duration::from_secs(30))
+            // Blocking reqwest applies this to every read: it is an idle timeout, not a total one.
+            .timeout(Duration::from_secs(60))
+            .build()
+            .map_err(|error| DownloadError::Client(error.to_string()))?;
+        Ok(Downloader { client, policy })
+    }
+
+    /// Downloads `url` to `destination`, resuming a `.part` file left by an earlier attempt.
+    pub fn fetch(
+        &self,
+        url: &str,
+        destination: &Path,
+        expected: &Expected,
+        progress: &dyn Progress,
+    ) -> Result<Downloaded, DownloadError> {
+        if let Some(parent) = destination.parent() {
+            fs::create_dir_all(parent).map_err(|source| io_error(parent, source))?;
+        }
+        let part = part_path(destination);
+        let mut resumed_from = None;
+        let mut transferred = 0;
+        let mut last = String::new();
+        for attempt in 0..self.policy.attempts {
+            let offset = usable_part_len(&part, url);
+            resumed_from.get_or_insert(offset);
+            match self.attempt(url, &part, offset, expected, progress, &mut transferred) {
+                Ok(()) => {
+                    let mut done = finish(url, &part, destination, expected)?;
+                    done.transferred = transferred;
+                    done.resumed_from = resumed_from.unwrap_or(0);
+                    return Ok(done);
+                }
+                Err(AttemptError::Fatal(error)) => return Err(error),
+                Err(AttemptError::Retry {
+                    reason,
+                    retry_after,
+                }) => {
+                    tracing::warn!("{url}: attempt {} failed: {reason}", attempt + 1);
+                    last = reason;
+                    if attempt + 1 < self.policy.attempts {
+                        std::thread::sleep(self.policy.delay(attempt, retry_after));
+                    }
+                }
+            }
+        }
+        Err(DownloadError::GaveUp {
+            url: url.to_string(),
+            attempts: self.policy.attempts,
+            last,
+        })
+    }
+
+    fn attempt(
+        &self,
+        url: &str,
+        part: &Path,
+        offset: u64,
+        expected: &Expected,
+        progress: &dyn Progress,
+        transferred: &mut u64,
+    ) -> Result<(), AttemptError> {
+        let meta = read_meta(part);
+        let mut request = self.client.get(url);
+        if offset > 0 {
+            request = request.header(RANGE, format!("bytes={offset}-"));
+            if let Some(validator) = meta.etag.as_ref().or(meta.last_modified.as_ref()) {
+                request = request.header(IF_RANGE, validator);
+            }
+        }
+        let response = request.send().map_err(|error| retry(describe(&error)))?;
+        let status = response.status();
+        let start = match status {
+            StatusCode::PARTIAL_CONTENT if offset > 0 => {
+                check_content_range(&response, offset, url)?
+            }
+            StatusCode::OK => 0,
+            StatusCode::RANGE_NOT_SATISFIABLE if offset > 0 => {
+                return range_not_satisfiable(&response, part, offset, expected);
+            }
+            _ => return Err(status_error(url, &response)),
+        };
+        let length = response.content_length();
+        let total = length.map(|length| start + length);
+        check_space(part, total.map(|total| total.saturating_sub(start)))?;
+        save_meta(part, url, &response);
+        let file = open_part(part, start).map_err(AttemptError::Fatal)?;
+        stream_body(response, file, part, start, total, progress, transferred)
+    }
+}
+
+/// Where a partial download is kept until it is complete and verified.
+pub fn part_path(destination: &Path) -> PathBuf {
+    let mut name = destination.file_name().unwrap_or_default().to_os_string();
+    name.push(".part");
+    destination.with_file_name(name)
+}
+
+fn meta_path(part: &Path) -> PathBuf {
+    let mut name = part.file_name().unwrap_or_default().to_os_string();
+    name.push(".json");
+    part.with_file_name(name)
+}
+
+fn read_meta(part: &Path) -> PartMeta {
+    fs::read(meta_path(part))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default()
+}
+
+fn save_meta(part: &Path, url: &str, response: &Response) {
+    let header = |name| {
+        response
+            .headers()
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_string)
+    };
+    let meta = PartMeta {
+        url: url.to_string(),
+        etag: header(ETAG),
+        last_modified: header(LAST_MODIFIED),
+    };
+    let bytes = serde_json::to_vec(&meta).expect("meta serialises");
+    if let Err(error) = fsutil::write_atomic(&meta_path(part), &bytes) {
+        tracing::warn!("{}: {error}", meta_path(part).display());
+    }
+}
+
+/// A partial file can only be resumed from the same URL with a validator to guard it.
+fn usable_part_len(part: &Path, url: &str) -> u64 {
+    let Ok(metadata) = fs::metadata(part) else {
+        return 0;
+    };
+    let meta = read_meta(part);
+    let guarded = meta.url == url && (meta.etag.is_some() || meta.last_modified.is_some());
+    if guarded { metadata.len() } else { 0 }
+}
+
+fn check_content_range(response: &Response, offset: u64, url: &str) -> Result<u64, AttemptError> {
+    let header = response
+        .headers()
+        .get(CONTENT_RANGE)
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("");
+    match parse_content_range(header) {
+        Some((start, _, _)) if start == offset => Ok(start),
+        _ => Err(AttemptError::Fatal(DownloadError::Status {
+            url: format!("{url} (asked for bytes {offset}- and got Content-Range `{header}`)"),
+            status: 206,
+        })),
+    }
+}
+
+/// `bytes a-b/total` (total may be `*`).
+fn parse_content_range(header: &str) -> Option<(u64, u64, Option<u64>)> {
+    let range = header.strip_prefix("bytes ")?;
+    let (span, total) = range.split_once('/')?;
+    let (start, end) = span.split_once('-')?;
+    let total = if total == "*" {
+        None
+    } else {
+        Some(total.parse().ok()?)
+    };
+    Some((start.parse().ok()?, end.parse().ok()?, total))
+}
+
+/// 416 for a resume: the partial file may already be whole; otherwise start over.
+fn range_not_satisfiable(
+    response: &Response,
+    part: &Path,
+    offset: u64,
+    expected: &Expected,
+) -> Result<(), AttemptError> {
+    let total = response
+        .headers()
+        .get(CONTENT_RANGE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|header| header.strip_prefix("bytes */"))
+        .and_then(|total| total.parse::<u64>().ok());
+    if total == Some(offset) && expected.size.is_none_or(|size| size == offset) {
+        return Ok(());
+    }
+    let _ = fs::remove_file(part);
+    Err(retry(format!(
+        "the server cannot resume at byte {offset} (HTTP 416); starting over"
+    )))
+}
+
+fn status_error(url: &str, response: &Response) -> AttemptError {
+    let status = response.status();
+    if status == StatusCode::NOT_FOUND || status == StatusCode::GONE {
+        return AttemptError::Fatal(DownloadError::NotFound {
+            url: url.to_string(),
+            status: status.as_u16(),
+        });
+    }
+    if status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS {
+        return AttemptError::Retry {
+            reason: format!("HTTP {status}"),
+            retry_after: retry_after(response),
+        };
+    }
+    AttemptError::Fatal(DownloadError::Status {
+        url: url.to_string(),
+        status: status.as_u16(),
+    })
+}
+
+/// `Retry-After` in seconds or as an HTTP date.
+fn retry_after(response: &Response) -> Option<Duration> {
+    let value = response.headers().get(RETRY_AFTER)?.to_str().ok()?;
+    if let Ok(seconds) = value.trim().parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    when.duration_since(std::time::SystemTime::now()).ok()
+}
+
+fn check_space(part: &Path, needed: Option<u64>) -> Result<(), AttemptError> {
+    let (Some(needed), Some(folder)) = (needed, part.parent()) else {
+        return Ok(());
+    };
+    match fs4::available_space(folder) {
+        Ok(available) if available < needed => Err(AttemptError::Fatal(DownloadError::NoSpace {
+            path: part.to_path_buf(),
+            needed,
+            available,
+        })),
+        _ => Ok(()),
+    }
+}
+
+fn open_part(part: &Path, start: u64) -> Result<File, DownloadError> {
+    let file = OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(start == 0)
+        .open(part)
+        .map_err(|source| io_error(part, source))?;
+    // A resume appends exactly where the server's range starts.
+    file.set_len(start)
+        .map_err(|source| io_error(part, source))?;
+    Ok(file)
+}
+
+fn stream_body(
+    mut response: Response,
+    file: File,
+    part: &Path,
+    start: u64,
+    total: Option<u64>,
+    progress: &dyn Progress,
+    transferred: &mut u64,
+) -> Result<(), AttemptError> {
+    let mut writer = io::BufWriter::with_capacity(BUFFER, file);
+    use io::Seek;
+    writer
+        .seek(io::SeekFrom::Start(start))
+        .map_err(|source| AttemptError::Fatal(io_error(part, source)))?;
+    let mut buffer = vec![0; BUFFER];
+    let mut position = start;
+    loop {
+        let read = match response.read(&mut buffer) {
+            Ok(0) => break,
+            Ok(read) => read,
+            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+            Err(error) => {
+                flush(writer, part)?;
+                return Err(retry(format!(
+                    "connection lost after {position} bytes: {error}"
+                )));
+            }
+        };
+        writer
+            .write_all(&buffer[..read])
+            .map_err(|source| AttemptError::Fatal(io_error(part, source)))?;
+        position += read as u64;
+        *transferred += read as u64;
+        progress.update(position, total);
+    }
+    flush(writer, part)?;
+    match total {
+        Some(total) if position < total => Err(retry(format!(
+            "the connection closed after {position} of {total} bytes"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn flush(writer: io::BufWriter<File>, part: &Path) -> Result<(), AttemptError> {
+    let file = writer
+        .into_inner()
+        .map_err(|error| AttemptError::Fatal(io_error(part, error.into_error())))?;
+    file.sync_data()
+        .map_err(|source| AttemptError::Fatal(io_error(part, source)))
+}
+
+/// Checks the complete partial file and gives it its final name.
+fn finish(
+    url: &str,
+    part: &Path,
+    destination: &Path,
+    expected: &Expected,
+) -> Result<Downloaded, DownloadError> {
+    let (size, sha256) = hash_file(part)?;
+    let reject = |error: DownloadError| {
+        let _ = fs::remove_file(part);
+        let _ = fs::remove_file(meta_path(part));
+        Err(error)
+    };
+    if let Some(expected_size) = expected.size
+        && expected_size != size
+    {
+        return reject(DownloadError::SizeMismatch {
+            url: url.to_string(),
+            expected: expected_size,
+            actual: size,
+        });
+    }
+    if let Some(expected_sha) = &expected.sha256
+        && !expected_sha.eq_ignore_ascii_case(&sha256)
+    {
+        return reject(DownloadError::ChecksumMismatch {
+            url: url.to_string(),
+            expected: expected_sha.clone(),
+            actual: sha256,
+        });
+    }
+    let meta = read_meta(part);
+    fs::rename(part, destination).map_err(|source| io_error(destination, source))?;
+    fsutil::sync_parent(destination).map_err(|source| io_error(destination, source))?;
+    let _ = fs::remove_file(meta_path(part));
+    Ok(Downloaded {
+        url: url.to_string(),
+        size,
+        sha256,
+        etag: meta.etag,
+        transferred: 0,
+        resumed_from: 0,
+    })
+}
+
+/// Size and sha256 of a file, read once.
+pub fn hash_file(path: &Path) -> Result<(u64, String), DownloadError> {
+    let mut file = File::open(path).map_err(|source| io_error(path, source))?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0; BUFFER];
+    let mut size = 0;
+    loop {
+        let read = file
+            .read(&mut buffer)
+            .map_err(|source| io_error(path, source))?;
+        if read == 0 {
+            break;
+        }
+        hasher.update(&buffer[..read]);
+        size += read as u64;
+    }
+    Ok((size, hex::encode(hasher.finalize())))
+}
+
+fn retry(reason: String) -> AttemptError {
+    AttemptError::Retry {
+        reason,
+        retry_after: None,
+    }
+}
+
+/// reqwest's error with its chain of causes (its own text is often just "error sending request").
+fn describe(error: &reqwest::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(&format!(": {cause}"));
+        source = cause.source();
+    }
+    text
+}
+
+fn io_error(path: &Path, source: io::Error) -> DownloadError {
+    DownloadError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_range_parsing() {
+        assert_eq!(
+            parse_content_range("bytes 10-99/100"),
+            Some((10, 99, Some(100)))
+        );
+        assert_eq!(parse_content_range("bytes 0-0/*"), Some((0, 0, None)));
+        assert_eq!(parse_content_range("10-99/100"), None);
+    }
+
+    #[test]
+    fn backoff_grows_is_capped_and_honours_retry_after() {
+        let policy = RetryPolicy::default();
+        for attempt in 0..20 {
+            let delay = policy.delay(attempt, None);
+            let full = policy
+                .base_delay
+                .saturating_mul(1 << attempt.min(16))
+                .min(policy.max_delay);
+            assert!(
+                delay <= full && delay >= full / 2,
+                "attempt {attempt}: {delay:?}"
+            );
+        }
+        let asked = policy.delay(0, Some(Duration::from_secs(7)));
+        assert_eq!(asked, Duration::from_secs(7));
+        let too_long = policy.delay(0, Some(Duration::from_secs(3600)));
+        assert_eq!(too_long, policy.max_delay);
+    }
+}

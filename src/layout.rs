@@ -1,0 +1,82 @@
+//! Where everything lives under the data directory. Stages hand work to each other through these
+//! files, so this is the one place that names them. The first three folders are the roots
+//! PySlowFast reads (`AVA.FRAME_DIR`, `AVA.FRAME_LIST_DIR`, `AVA.ANNOTATION_DIR`).
+//!
+//! ```text
+//! data/
+//!   frames/<video_id>/<video_id>_000001.jpg   extracted frames (+ index.csv per video)
+//!   frame_lists/train.csv, val.csv            PySlowFast frame lists
+//!   annotations/                              annotation CSVs, label maps, person boxes
+//!   videos/<folder>/<file>                    downloaded videos (trainval/, test/)
+//!   downloads/                                downloaded archives
+//!   work/videos.json                          the videos this run uses, with their keyframes
+//!   work/missing/<video_id>                   videos the server does not have, with the reason
+//!   .avaprep/state/, .avaprep/downloads/      stage state and download records
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use crate::annotations::VideoId;
+
+#[derive(Debug, Clone)]
+pub struct DataLayout {
+    root: PathBuf,
+}
+
+impl DataLayout {
+    pub fn new(root: &Path) -> Self {
+        DataLayout {
+            root: root.to_path_buf(),
+        }
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    pub fn annotations(&self) -> PathBuf {
+        self.root.join("annotations")
+    }
+
+    pub fn downloads(&self) -> PathBuf {
+        self.root.join("downloads")
+    }
+
+    pub fn videos(&self, folder: &str) -> PathBuf {
+        self.root.join("videos").join(folder)
+    }
+
+    pub fn frames(&self) -> PathBuf {
+        self.root.join("frames")
+    }
+
+    /// A video id is 11 URL-safe characters, so it can never leave the frames folder.
+    pub fn video_frames(&self, video: &VideoId) -> PathBuf {
+        self.frames().join(video.as_str())
+    }
+
+    pub fn frame_lists(&self) -> PathBuf {
+        self.root.join("frame_lists")
+    }
+
+    pub fn video_plan(&self) -> PathBuf {
+        self.root.join("work").join("videos.json")
+    }
+
+    pub fn missing_videos(&self) -> PathBuf {
+        self.root.join("work").join("missing")
+    }
+
+    /// Records of completed downloads, kept outside the folders other tools read.
+    pub fn download_records(&self) -> PathBuf {
+        self.root.join(".avaprep").join("downloads")
+    }
+
+    /// The record of the download at `file` (a path under the data directory).
+    pub fn download_record(&self, file: &Path) -> PathBuf {
+        let relative = file.strip_prefix(&self.root).unwrap_or(file);
+        let mut name = relative.as_os_str().to_os_string();
+        name.push(".json");
+        self.download_records().join(name)
+    }
+}

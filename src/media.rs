@@ -1,0 +1,90 @@
+//! What libav says about a video file, for the stages that must check one before using it.
+
+use std::path::{Path, PathBuf};
+
+use ffmpeg_next as ffmpeg;
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct MediaInfo {
+    pub width: u32,
+    pub height: u32,
+    pub codec: String,
+    /// The first timestamp of the file (the container start time), in seconds.
+    pub start_seconds: f64,
+    pub duration_seconds: f64,
+}
+
+impl MediaInfo {
+    /// The last instant the file covers, in AVA time (seconds from the stream's first timestamp).
+    pub fn end_seconds(&self) -> f64 {
+        self.duration_seconds
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum MediaError {
+    #[error("{path}: libav cannot open it: {source}")]
+    Open {
+        path: PathBuf,
+        source: ffmpeg::Error,
+    },
+    #[error("{path}: has no video stream")]
+    NoVideo { path: PathBuf },
+    #[error("{path}: libav cannot read its video stream: {source}")]
+    Codec {
+        path: PathBuf,
+        source: ffmpeg::Error,
+    },
+}
+
+/// Opens the container and its best video stream. Cheap: reads headers only.
+pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
+    ffmpeg::init().map_err(|source| MediaError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let input = ffmpeg::format::input(path).map_err(|source| MediaError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let stream = input
+        .streams()
+        .best(ffmpeg::media::Type::Video)
+        .ok_or_else(|| MediaError::NoVideo {
+            path: path.to_path_buf(),
+        })?;
+    let context = ffmpeg::codec::context::Context::from_parameters(stream.parameters()).map_err(
+        |source| MediaError::Codec {
+            path: path.to_path_buf(),
+            source,
+        },
+    )?;
+    let decoder = context
+        .decoder()
+        .video()
+        .map_err(|source| MediaError::Codec {
+            path: path.to_path_buf(),
+            source,
+        })?;
+    let time_base = f64::from(stream.time_base());
+    let stream_start = stream.start_time();
+    let start_seconds = if stream_start == ffmpeg::ffi::AV_NOPTS_VALUE {
+        0.0
+    } else {
+        stream_start as f64 * time_base
+    };
+    let duration_seconds = if stream.duration() > 0 {
+        stream.duration() as f64 * time_base
+    } else {
+        input.duration().max(0) as f64 / f64::from(ffmpeg::ffi::AV_TIME_BASE)
+    };
+    Ok(MediaInfo {
+        width: decoder.width(),
+        height: decoder.height(),
+        codec: decoder
+            .codec()
+            .map_or_else(|| "unknown".to_string(), |codec| codec.name().to_string()),
+        start_seconds,
+        duration_seconds,
+    })
+}
