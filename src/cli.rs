@@ -463,7 +463,7 @@ fn print_run_report(printer: &Printer, report: &RunReport) {
         for note in &stage.notes {
             printer.note(&format!("note: {note}"));
         }
-        for failure in &stage.failures {
+        for failure in stage.failures.iter().chain(&stage.newly_missing) {
             eprintln!(
                 "error: {}: {}: {}",
                 stage.stage, failure.item, failure.message
@@ -471,6 +471,10 @@ fn print_run_report(printer: &Printer, report: &RunReport) {
         }
         let outcome = match stage.outcome {
             StageOutcome::UpToDate => "up to date".to_string(),
+            StageOutcome::Completed if stage.missing > 0 => format!(
+                "done: {} items ({} now, {} already done, {} missing)",
+                stage.planned, stage.completed, stage.already_done, stage.missing
+            ),
             StageOutcome::Completed => format!(
                 "done: {} items ({} now, {} already done)",
                 stage.planned, stage.completed, stage.already_done

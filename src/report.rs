@@ -123,10 +123,10 @@ impl Reporter for Printer {
     }
 
     fn item_finished(&self, stage: &str, item: &str, error: Option<&str>) {
-        if let Some(error) = error {
-            tracing::error!("{stage}: {item}: {error}");
-        } else {
-            tracing::debug!("{stage}: {item} done");
+        // Failures are reported once, in the run's summary; here only for -v.
+        match error {
+            Some(error) => tracing::debug!("{stage}: {item} failed: {error}"),
+            None => tracing::debug!("{stage}: {item} done"),
         }
         if let Some(bar) = self.stage_bars.lock().expect("bar map").get(stage) {
             bar.inc(1);

@@ -180,7 +180,7 @@ impl Downloader {
         let mut transferred = 0;
         let mut last = String::new();
         for attempt in 0..self.policy.attempts {
-            let offset = usable_part_len(&part, url);
+            let offset = usable_part_len(&part);
             resumed_from.get_or_insert(offset);
             match self.attempt(url, &part, offset, expected, progress, &mut transferred) {
                 Ok(()) => {
@@ -286,14 +286,18 @@ fn save_meta(part: &Path, url: &str, response: &Response) {
     }
 }
 
-/// A partial file can only be resumed from the same URL with a validator to guard it.
-fn usable_part_len(part: &Path, url: &str) -> u64 {
+/// A partial file is resumed only with a validator to send as `If-Range`: the server then sends
+/// the rest only if it still has the same file (from any URL, such as a restarted mirror).
+fn usable_part_len(part: &Path) -> u64 {
     let Ok(metadata) = fs::metadata(part) else {
         return 0;
     };
     let meta = read_meta(part);
-    let guarded = meta.url == url && (meta.etag.is_some() || meta.last_modified.is_some());
-    if guarded { metadata.len() } else { 0 }
+    if meta.etag.is_some() || meta.last_modified.is_some() {
+        metadata.len()
+    } else {
+        0
+    }
 }
 
 fn check_content_range(response: &Response, offset: u64, url: &str) -> Result<u64, AttemptError> {

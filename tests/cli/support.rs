@@ -2,6 +2,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+use std::sync::OnceLock;
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -28,4 +29,22 @@ pub fn stdout(output: &Output) -> String {
 
 pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// One synthetic mirror (quick profile, 6 videos: every kind, and a test split) shared by every test in this binary; the tests
+/// only read it.
+pub fn mirror() -> &'static Path {
+    static MIRROR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    MIRROR
+        .get_or_init(|| {
+            let dir = tempfile::tempdir().unwrap();
+            let output = avaprep(dir.path())
+                .args(["synth", "--videos", "6", "--seed", "7", "--out"])
+                .arg(dir.path())
+                .output()
+                .unwrap();
+            assert!(output.status.success(), "synth failed: {}", stderr(&output));
+            dir
+        })
+        .path()
 }

@@ -1,0 +1,360 @@
+//! `avaprep fetch` against the real loopback server, with faults injected: resumes, retries,
+//! restarts, refusals, missing videos, and a kill -9 in the middle of a download.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use avaprep::serve::{self, Fault, FaultPlan, FaultRule, ServeConfig, ServerHandle};
+
+use crate::support::{avaprep, mirror, stderr, stdout};
+
+fn start(root: &Path, rules: Vec<FaultRule>) -> ServerHandle {
+    let mut config = ServeConfig::new(root);
+    config.faults = FaultPlan { rules };
+    serve::start(config).unwrap()
+}
+
+fn rule(path: &str, fault: Fault, first: Option<u64>) -> FaultRule {
+    FaultRule {
+        path: path.to_string(),
+        fault,
+        first,
+    }
+}
+
+fn fetch(data: &Path, mirror_root: &Path, server: &ServerHandle, extra: &[&str]) -> Output {
+    avaprep(data)
+        .arg("fetch")
+        .arg("--dataset")
+        .arg(mirror_root.join("manifest.toml"))
+        .args(["--base-url", &server.url(), "--split", "train,val,test"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+/// The mirror's videos: (URL path, file on disk).
+fn mirror_videos(root: &Path) -> Vec<(String, PathBuf)> {
+    let mut videos = Vec::new();
+    for folder in ["trainval", "test"] {
+        for entry in fs::read_dir(root.join("ava-dataset").join(folder)).unwrap() {
+            let path = entry.unwrap().path();
+            let url = format!(
+                "/ava-dataset/{folder}/{}",
+                path.file_name().unwrap().to_string_lossy()
+            );
+            videos.push((url, path));
+        }
+    }
+    videos.sort();
+    videos
+}
+
+fn fetched(data: &Path, url_path: &str) -> PathBuf {
+    data.join("videos")
+        .join(url_path.trim_start_matches("/ava-dataset/"))
+}
+
+fn largest_video(root: &Path) -> (String, PathBuf) {
+    mirror_videos(root)
+        .into_iter()
+        .max_by_key(|(_, path)| fs::metadata(path).unwrap().len())
+        .unwrap()
+}
+
+fn assert_same_files(data: &Path, root: &Path) {
+    for (url, source) in mirror_videos(root) {
+        let copy = fetched(data, &url);
+        assert_eq!(
+            fs::read(&copy).unwrap(),
+            fs::read(&source).unwrap(),
+            "{url} differs"
+        );
+    }
+}
+
+#[test]
+fn downloads_everything_then_skips_it_without_the_network() {
+    let root = mirror();
+    let server = start(root, Vec::new());
+    let data = tempfile::tempdir().unwrap();
+    let first = fetch(data.path(), root, &server, &[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_same_files(data.path(), root);
+    assert!(data.path().join("annotations/ava_val_v2.2.csv").exists());
+    assert!(
+        data.path()
+            .join("annotations/person_box_67091280_iou90/ava_detection_val_boxes_and_labels.csv")
+            .exists()
+    );
+
+    let sent = server.stats().total_body_bytes;
+    let again = fetch(data.path(), root, &server, &[]);
+    assert!(again.status.success());
+    assert!(stdout(&again).contains("up to date"), "{}", stdout(&again));
+    assert_eq!(
+        server.stats().total_body_bytes,
+        sent,
+        "a re-run must not download"
+    );
+}
+
+#[test]
+fn a_dropped_connection_resumes_with_only_the_missing_bytes() {
+    let root = mirror();
+    let (url, source) = largest_video(root);
+    let size = fs::metadata(&source).unwrap().len();
+    let server = start(
+        root,
+        vec![rule(&url, Fault::DropAfterBytes(size / 2), Some(1))],
+    );
+    let data = tempfile::tempdir().unwrap();
+    let output = fetch(data.path(), root, &server, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_same_files(data.path(), root);
+    let stats = server.stats();
+    let path_stats = stats.path(&url).unwrap();
+    assert_eq!(path_stats.requests, 2);
+    assert_eq!(
+        path_stats.body_bytes, size,
+        "the resume must transfer only the second half"
+    );
+}
+
+#[test]
+fn service_unavailable_is_retried_after_the_servers_delay() {
+    let root = mirror();
+    let zip = "/ava-dataset/annotations/ava_v2.2.zip";
+    let fault = Fault::StatusFirst {
+        code: 503,
+        count: 2,
+        retry_after: Some(1),
+    };
+    let server = start(root, vec![rule(zip, fault, None)]);
+    let data = tempfile::tempdir().unwrap();
+    let started = Instant::now();
+    let output = fetch(data.path(), root, &server, &["--annotations-only"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "Retry-After: 1 was not honoured"
+    );
+    let stats = server.stats();
+    assert_eq!(stats.path(zip).unwrap().statuses.get(&503), Some(&2));
+    assert!(data.path().join("annotations/ava_train_v2.2.csv").exists());
+}
+
+#[test]
+fn a_server_that_ignores_range_gets_a_clean_restart() {
+    let root = mirror();
+    let (url, _) = largest_video(root);
+    let rules = vec![
+        rule(&url, Fault::IgnoreRange, None),
+        rule(&url, Fault::DropAfterBytes(100_000), Some(1)),
+    ];
+    let server = start(root, rules);
+    let data = tempfile::tempdir().unwrap();
+    let output = fetch(data.path(), root, &server, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_same_files(data.path(), root);
+}
+
+#[test]
+fn a_short_body_under_a_longer_content_length_is_completed() {
+    let root = mirror();
+    let (url, _) = largest_video(root);
+    let fault = Fault::WrongLength {
+        declared_delta: 5000,
+    };
+    let server = start(root, vec![rule(&url, fault, Some(1))]);
+    let data = tempfile::tempdir().unwrap();
+    let output = fetch(data.path(), root, &server, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_same_files(data.path(), root);
+}
+
+#[test]
+fn a_file_shorter_than_the_manifest_says_is_not_kept() {
+    let root = mirror();
+    let zip = "/ava-dataset/annotations/ava_v2.2.zip";
+    let fault = Fault::WrongLength {
+        declared_delta: -100,
+    };
+    let server = start(root, vec![rule(zip, fault, None)]);
+    let data = tempfile::tempdir().unwrap();
+    let output = fetch(data.path(), root, &server, &["--annotations-only"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.contains("ava_v2.2.zip") && message.contains("expected"),
+        "{message}"
+    );
+    assert!(!data.path().join("downloads/ava_v2.2.zip").exists());
+}
+
+#[test]
+fn a_checksum_mismatch_is_refused_with_a_clear_error() {
+    let root = mirror();
+    let zip = "/ava-dataset/annotations/ava_v2.2.zip";
+    let server = start(
+        root,
+        vec![rule(zip, Fault::CorruptBody { offset: 100 }, None)],
+    );
+    let data = tempfile::tempdir().unwrap();
+    let output = fetch(data.path(), root, &server, &["--annotations-only"]);
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.contains("sha256 is") && message.contains("not kept"),
+        "{message}"
+    );
+    assert!(!data.path().join("downloads/ava_v2.2.zip").exists());
+    assert!(!data.path().join("annotations/ava_train_v2.2.csv").exists());
+}
+
+#[test]
+fn a_missing_video_is_reported_recorded_and_the_rest_finish() {
+    let root = mirror();
+    let videos = mirror_videos(root);
+    let (missing_url, missing_path) = &videos[0];
+    let missing_id = missing_path
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let server = start(root, vec![rule(missing_url, Fault::NotFound, None)]);
+    let data = tempfile::tempdir().unwrap();
+    let output = fetch(data.path(), root, &server, &[]);
+    assert_eq!(
+        output.status.code(),
+        Some(1),
+        "finding a missing video fails the run"
+    );
+    assert!(stderr(&output).contains(&missing_id), "{}", stderr(&output));
+    let marker = fs::read_to_string(data.path().join("work/missing").join(&missing_id)).unwrap();
+    assert!(marker.contains("not found"), "{marker}");
+    for (url, _) in &videos[1..] {
+        assert!(
+            fetched(data.path(), url).exists(),
+            "{url} should have finished"
+        );
+    }
+    // The missing set is recorded: the next run does not fail again on it.
+    let again = fetch(data.path(), root, &server, &[]);
+    assert!(again.status.success(), "{}", stderr(&again));
+}
+
+#[test]
+fn kill_9_mid_download_then_rerun_resumes_and_skips_what_was_complete() {
+    let root = mirror();
+    let (slow_url, slow_source) = largest_video(root);
+    let size = fs::metadata(&slow_source).unwrap().len();
+    let server = start(root, vec![rule(&slow_url, Fault::Slow(size / 6), None)]);
+    let data = tempfile::tempdir().unwrap();
+    let mut child = avaprep(data.path())
+        .arg("fetch")
+        .arg("--dataset")
+        .arg(root.join("manifest.toml"))
+        .args(["--base-url", &server.url(), "--split", "train,val,test"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let part = avaprep::fetch::download::part_path(&fetched(data.path(), &slow_url));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fs::metadata(&part).map_or(0, |meta| meta.len()) < size / 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the slow download made no progress"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let kept = fs::metadata(&part).unwrap().len();
+    assert!(kept < size);
+    let others_done: Vec<String> = mirror_videos(root)
+        .into_iter()
+        .filter(|(url, _)| *url != slow_url && fetched(data.path(), url).exists())
+        .map(|(url, _)| url)
+        .collect();
+    assert!(
+        !others_done.is_empty(),
+        "the other videos should have finished first"
+    );
+
+    let fast = start(root, Vec::new());
+    let output = fetch(data.path(), root, &fast, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_same_files(data.path(), root);
+    let stats = fast.stats();
+    assert_eq!(
+        stats.path(&slow_url).unwrap().body_bytes,
+        size - kept,
+        "only the rest is sent"
+    );
+    for url in &others_done {
+        assert!(
+            stats.path(url).is_none(),
+            "{url} was complete and must not be downloaded again"
+        );
+    }
+}
+
+#[test]
+fn hostile_archive_entries_and_names_are_refused() {
+    let root = mirror();
+    // A copy of the mirror's annotations with one hostile entry in the zip and one hostile name.
+    let hostile = tempfile::tempdir().unwrap();
+    let annotations = hostile.path().join("ava-dataset/annotations");
+    fs::create_dir_all(&annotations).unwrap();
+    let mut zip = zip::ZipWriter::new(fs::File::create(annotations.join("ava_v2.2.zip")).unwrap());
+    zip.start_file(
+        "../../escaped.csv",
+        zip::write::SimpleFileOptions::default(),
+    )
+    .unwrap();
+    std::io::Write::write_all(&mut zip, b"x").unwrap();
+    zip.finish().unwrap();
+    let manifest = fs::read_to_string(root.join("manifest.toml")).unwrap();
+    let manifest = without_checksums_of(&manifest, "annotations/ava_v2.2.zip");
+    fs::write(hostile.path().join("manifest.toml"), manifest).unwrap();
+    let server = start(hostile.path(), Vec::new());
+    let data = tempfile::tempdir().unwrap();
+    let output = fetch(
+        data.path(),
+        hostile.path(),
+        &server,
+        &["--annotations-only"],
+    );
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.contains("refusing entry `../../escaped.csv`"),
+        "{message}"
+    );
+    assert!(!data.path().parent().unwrap().join("escaped.csv").exists());
+
+    // Hostile names in a name list are refused by the parser with file and line.
+    let names = data.path().join("names");
+    fs::create_dir_all(&names).unwrap();
+    let list = names.join("list.txt");
+    fs::write(&list, "-5KQ66BBWC4.mkv\n../../etc/passwd.mp4\n").unwrap();
+    let error = avaprep::annotations::read_video_file_names(&list)
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("list.txt:2"), "{error}");
+}
+
+/// The manifest entry of `path` without its size and sha256, so a replaced file is accepted.
+fn without_checksums_of(manifest: &str, path: &str) -> String {
+    let mut value: toml::Table = manifest.parse().unwrap();
+    let annotations = value["annotations"].as_table_mut().unwrap();
+    assert_eq!(annotations["path"].as_str(), Some(path));
+    annotations.remove("size");
+    annotations.remove("sha256");
+    annotations.remove("contents");
+    toml::to_string(&value).unwrap()
+}
