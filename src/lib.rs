@@ -18,3 +18,5 @@ pub mod serve;
 pub mod stages;
 #[cfg(feature = "extract")]
 pub mod synth;
+#[cfg(feature = "train")]
+pub mod train;

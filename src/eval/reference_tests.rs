@@ -25,10 +25,10 @@ fn script() -> PathBuf {
 /// The reference's JSON for the label map at `dir/map.pbtxt`, or `None`
 /// (after saying so loudly) without Python.
 pub(super) fn reference(dir: &Path, gt: &str, dets: &str) -> Option<Value> {
-    if !Path::new(PYTHON).exists() {
-        eprintln!("\n!!! SKIPPING the mmaction2 comparison: {PYTHON} is missing !!!\n");
-        return None;
-    }
+    assert!(
+        Path::new(PYTHON).exists(),
+        "{PYTHON} is missing: run scripts/setup.sh"
+    );
     let gt_path = write(dir, "ref_gt.csv", gt);
     let det_path = write(dir, "ref_det.csv", dets);
     let output = Command::new(PYTHON)

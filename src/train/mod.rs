@@ -1,0 +1,3 @@
+//! `avaprep train`: a single-GPU SlowFast trainer for AVA on the extracted frames.
+
+pub mod model;

@@ -1,0 +1,387 @@
+//! Model tests: parameter counts, init, frame selection, autograd end to end, and equivalence with
+//! pytorchvideo and torchvision (through `scripts/reference_model.py`).
+
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use tch::nn::OptimizerConfig;
+use tch::{Device, Kind, Tensor, nn};
+
+use super::*;
+
+fn count_parameters(cfg: &SlowFastConfig) -> i64 {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let _model = SlowFast::new(&vs.root(), cfg);
+    vs.trainable_variables()
+        .iter()
+        .map(Tensor::numel)
+        .sum::<usize>() as i64
+}
+
+#[test]
+fn r50_has_the_parameter_count_of_pytorchvideo() {
+    // pytorchvideo: create_slowfast_with_roi_head(model_num_class=80, dropout_rate=0.5).
+    assert_eq!(count_parameters(&SlowFastConfig::r50_8x8_ava()), 33_828_888);
+    // ... and with model_depth=18.
+    assert_eq!(count_parameters(&SlowFastConfig::r18_ava()), 11_161_624);
+}
+
+#[test]
+fn init_follows_pyslowfast() {
+    let vs = nn::VarStore::new(Device::Cpu);
+    let _model = SlowFast::new(&vs.root(), &SlowFastConfig::r50_8x8_ava());
+    let vars = vs.variables();
+    let value = |name: &str| {
+        vars.get(name)
+            .unwrap_or_else(|| panic!("no variable {name}"))
+    };
+    let all_equal = |t: &Tensor, v: f64| (t - v).abs().max().double_value(&[]) == 0.0;
+    assert!(all_equal(
+        value("s2.pathway0_res0.branch2.a_bn.weight"),
+        1.0
+    ));
+    assert!(all_equal(
+        value("s2.pathway0_res0.branch2.c_bn.weight"),
+        0.0
+    ));
+    assert!(all_equal(value("s1_fuse.bn.weight"), 1.0));
+    assert!(all_equal(value("head.projection.bias"), 0.0));
+    let std = value("head.projection.weight").std(true).double_value(&[]);
+    assert!((std - 0.01).abs() < 0.001, "head std {std}");
+    // Kaiming fan-out: std = sqrt(2 / (c_out * kernel volume)) = sqrt(2 / (512 * 9)).
+    let conv = value("s5.pathway0_res1.branch2.b.weight");
+    let std = conv.std(true).double_value(&[]);
+    let expected = (2.0f64 / (512.0 * 9.0)).sqrt();
+    assert!(
+        (std / expected - 1.0).abs() < 0.02,
+        "conv std {std} vs {expected}"
+    );
+    assert!(!vars.keys().any(|k| k.contains("num_batches_tracked")));
+}
+
+#[test]
+fn slow_frames_follow_pyslowfast_linspace() {
+    assert_eq!(slow_frame_indices(32, 4), [0, 4, 8, 13, 17, 22, 26, 31]);
+    assert_eq!(slow_frame_indices(32, 8), [0, 10, 20, 31]);
+    assert_eq!(slow_frame_indices(8, 2), [0, 2, 4, 7]);
+    assert_eq!(slow_frame_indices(64, 8), [0, 9, 18, 27, 36, 45, 54, 63]);
+}
+
+#[test]
+fn pack_pathways_selects_along_time_with_or_without_batch() {
+    let clip = Tensor::arange(32, (Kind::Int64, Device::Cpu))
+        .view([1, 32, 1, 1])
+        .expand([3, 32, 2, 2], true);
+    let (slow, fast) = pack_pathways(&clip, 4);
+    assert_eq!(slow.size(), [3, 8, 2, 2]);
+    assert_eq!(fast.size(), [3, 32, 2, 2]);
+    let times = Vec::<i64>::try_from(slow.get(1).select(2, 1).select(1, 0)).unwrap();
+    assert_eq!(times, [0, 4, 8, 13, 17, 22, 26, 31]);
+    let (slow, _) = pack_pathways(&clip.unsqueeze(0), 4);
+    assert_eq!(slow.size(), [1, 3, 8, 2, 2]);
+    assert!(slow.get(0).equal(&pack_pathways(&clip, 4).0));
+}
+
+fn tiny_batch(cfg: &SlowFastConfig) -> (Tensor, Tensor, Tensor) {
+    let opts = (Kind::Float, Device::Cpu);
+    let fast = Tensor::randn([2, 3, cfg.num_frames, 64, 64], opts);
+    let (slow, fast) = pack_pathways(&fast, cfg.alpha);
+    let boxes = Tensor::from_slice2(&[
+        [0.0f32, 4.0, 6.0, 40.0, 60.0],
+        [0.0, 30.0, 2.0, 63.0, 30.0],
+        [1.0, 0.0, 0.0, 64.0, 64.0],
+        [1.0, 10.0, 20.0, 20.0, 50.0],
+    ]);
+    (slow, fast, boxes)
+}
+
+#[test]
+fn tiny_model_trains_on_a_fixed_batch() {
+    tch::manual_seed(0);
+    let cfg = SlowFastConfig::tiny(5);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let model = SlowFast::new(&vs.root(), &cfg);
+    let (slow, fast, boxes) = tiny_batch(&cfg);
+    let targets = Tensor::from_slice2(&[
+        [1.0f32, 0.0, 0.0, 1.0, 0.0],
+        [0.0, 1.0, 0.0, 0.0, 0.0],
+        [0.0, 0.0, 1.0, 1.0, 0.0],
+        [0.0, 0.0, 0.0, 0.0, 1.0],
+    ]);
+    let mut opt = nn::Sgd {
+        momentum: 0.9,
+        ..Default::default()
+    }
+    .build(&vs, 0.05)
+    .unwrap();
+    let mut losses = Vec::new();
+    for _ in 0..8 {
+        let logits = model.forward_t(&slow, &fast, &boxes, true);
+        assert_eq!(logits.size(), [4, 5]);
+        let loss = logits.binary_cross_entropy_with_logits::<Tensor>(
+            &targets,
+            None,
+            None,
+            tch::Reduction::Mean,
+        );
+        opt.backward_step(&loss);
+        losses.push(loss.double_value(&[]));
+    }
+    println!("tiny losses: {losses:?}");
+    assert!(losses.iter().all(|l| l.is_finite()));
+    assert!(losses[7] < 0.8 * losses[0], "loss did not fall: {losses:?}");
+    // Every parameter received a gradient, so autograd reaches the stems through RoIAlign.
+    for (name, var) in vs.variables() {
+        if var.requires_grad() {
+            assert!(var.grad().defined(), "no gradient for {name}");
+        }
+    }
+}
+
+#[test]
+fn eval_mode_is_deterministic_and_predict_gives_probabilities() {
+    tch::manual_seed(1);
+    let cfg = SlowFastConfig::tiny(3);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let model = SlowFast::new(&vs.root(), &cfg);
+    let (slow, fast, boxes) = tiny_batch(&cfg);
+    let first = model.predict(&slow, &fast, &boxes);
+    let second = model.predict(&slow, &fast, &boxes);
+    assert!(first.equal(&second));
+    assert_eq!(first.size(), [4, 3]);
+    assert!(first.min().double_value(&[]) > 0.0 && first.max().double_value(&[]) < 1.0);
+}
+
+// ---- Equivalence with the Python references ---------------------------------------------------
+
+/// The repository's venv, which `scripts/setup.sh` installs: a missing venv fails the test.
+fn reference_python() -> PathBuf {
+    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh",
+        python.display()
+    );
+    python
+}
+
+/// Runs `scripts/reference_model.py ARGS --out DIR`.
+fn run_reference(args: &[&str], out: &Path) -> Option<()> {
+    let python = reference_python();
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/reference_model.py");
+    let status = Command::new(python)
+        .arg(script)
+        .args(args)
+        .arg("--out")
+        .arg(out)
+        .status()
+        .expect("run reference_model.py");
+    assert!(status.success(), "reference_model.py {args:?} failed");
+    Some(())
+}
+
+fn read_tensors(path: &Path) -> HashMap<String, Tensor> {
+    Tensor::read_safetensors(path)
+        .unwrap()
+        .into_iter()
+        .collect()
+}
+
+/// Max absolute error, and that error relative to the largest reference magnitude.
+fn errors(ours: &Tensor, reference: &Tensor) -> (f64, f64) {
+    assert_eq!(ours.size(), reference.size());
+    let ours = ours.to_kind(Kind::Double);
+    let reference = reference.to_kind(Kind::Double);
+    let abs = (&ours - &reference).abs().max().double_value(&[]);
+    let scale = reference.abs().max().double_value(&[]).max(1e-12);
+    (abs, abs / scale)
+}
+
+/// Loads pytorchvideo's weights (converted) into our model and compares the logits for both
+/// RoIAlign alignments.
+fn check_against_pytorchvideo(depth: &str, base: SlowFastConfig) {
+    let dir = tempfile::tempdir().unwrap();
+    if run_reference(&["model", "--depth", depth], dir.path()).is_none() {
+        return;
+    }
+    let io = read_tensors(&dir.path().join("io.safetensors"));
+    let weights = dir.path().join("weights.safetensors");
+    let file_names: BTreeSet<String> = read_tensors(&weights).into_keys().collect();
+    for (aligned, key) in [(true, "logits_aligned"), (false, "logits_unaligned")] {
+        let cfg = SlowFastConfig {
+            roi_aligned: aligned,
+            ..base.clone()
+        };
+        let mut vs = nn::VarStore::new(Device::Cpu);
+        let model = SlowFast::new(&vs.root(), &cfg);
+        vs.load(&weights).unwrap();
+        // Same names both ways: nothing converted is left unused.
+        let our_names: BTreeSet<String> = vs.variables().into_keys().collect();
+        assert_eq!(file_names, our_names);
+
+        let start = Instant::now();
+        let logits =
+            tch::no_grad(|| model.forward_t(&io["slow"], &io["fast"], &io["boxes"], false));
+        let elapsed = start.elapsed();
+        let (abs, rel) = errors(&logits, &io[key]);
+        println!(
+            "R{depth} vs pytorchvideo ({key}): max abs {abs:.3e}, relative {rel:.3e}, forward {elapsed:?}"
+        );
+        assert!(
+            rel < 1e-4,
+            "R{depth} logits differ from pytorchvideo: abs {abs}, rel {rel}"
+        );
+    }
+}
+
+#[test]
+fn r50_matches_pytorchvideo() {
+    check_against_pytorchvideo("50", SlowFastConfig::r50_8x8_ava());
+}
+
+#[test]
+fn r18_matches_pytorchvideo() {
+    check_against_pytorchvideo("18", SlowFastConfig::r18_ava());
+}
+
+#[test]
+fn converter_reads_pytorchvideo_and_pyslowfast_checkpoints() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["model", "--depth", "18", "--save-checkpoints"];
+    if run_reference(&args, dir.path()).is_none() {
+        return;
+    }
+    let expected = read_tensors(&dir.path().join("weights.safetensors"));
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/convert_checkpoint.py");
+    for source in ["pytorchvideo", "pyslowfast"] {
+        let converted = dir.path().join(format!("{source}.safetensors"));
+        let status = Command::new(reference_python())
+            .arg(&script)
+            .arg(dir.path().join(format!("{source}.pyth")))
+            .arg(&converted)
+            .status()
+            .unwrap();
+        assert!(status.success(), "convert_checkpoint.py failed on {source}");
+        let got = read_tensors(&converted);
+        let got_names: BTreeSet<&String> = got.keys().collect();
+        assert_eq!(got_names, expected.keys().collect(), "{source}");
+        for (name, tensor) in &got {
+            assert!(tensor.equal(&expected[name]), "{source}: {name} differs");
+        }
+        // A model built from our config accepts the file.
+        let mut vs = nn::VarStore::new(Device::Cpu);
+        let _model = SlowFast::new(&vs.root(), &SlowFastConfig::r18_ava());
+        vs.load(&converted).unwrap();
+    }
+}
+
+#[test]
+fn roi_align_matches_torchvision_forward_and_backward() {
+    let dir = tempfile::tempdir().unwrap();
+    if run_reference(&["roi-align"], dir.path()).is_none() {
+        return;
+    }
+    let cases = read_tensors(&dir.path().join("roi_align.safetensors"));
+    let count = cases.keys().filter(|k| k.ends_with(".params")).count();
+    assert!(count >= 5);
+    for n in 0..count {
+        let get = |name: &str| cases[&format!("case{n}.{name}")].shallow_clone();
+        let params = Vec::<f64>::try_from(get("params")).unwrap();
+        let spec = RoiAlignSpec {
+            output_size: (params[3] as i64, params[4] as i64),
+            spatial_scale: params[0],
+            sampling_ratio: params[1] as i64,
+            aligned: params[2] != 0.0,
+        };
+        let input = get("input").set_requires_grad(true);
+        let output = roi_align(&input, &get("boxes"), spec);
+        (&output * get("grad_output")).sum(output.kind()).backward();
+        let (abs, rel) = errors(&output, &get("output"));
+        let (gabs, grel) = errors(&input.grad(), &get("grad_input"));
+        println!(
+            "roi_align case {n} ({:?}, {spec:?}): output max abs {abs:.2e} rel {rel:.2e}; grad max abs {gabs:.2e} rel {grel:.2e}",
+            input.kind()
+        );
+        assert!(
+            abs < 1e-5 && gabs < 1e-5,
+            "roi_align case {n} differs from torchvision"
+        );
+    }
+}
+
+// ---- Timing (run with --ignored --nocapture in release) ---------------------------------------
+
+fn time_step(cfg: &SlowFastConfig, batch: i64, size: i64, boxes_per_clip: i64) {
+    tch::manual_seed(0);
+    let vs = nn::VarStore::new(Device::Cpu);
+    let model = SlowFast::new(&vs.root(), cfg);
+    let opts = (Kind::Float, Device::Cpu);
+    let fast = Tensor::randn([batch, 3, cfg.num_frames, size, size], opts);
+    let (slow, fast) = pack_pathways(&fast, cfg.alpha);
+    let k = batch * boxes_per_clip;
+    let index = Tensor::arange(k, (Kind::Int64, Device::Cpu))
+        .remainder(batch)
+        .to_kind(Kind::Float);
+    let corners = Tensor::rand([k, 2], opts) * (size as f64 / 2.0);
+    let boxes = Tensor::cat(
+        &[
+            index.unsqueeze(1),
+            corners.shallow_clone(),
+            corners + size as f64 / 2.0,
+        ],
+        1,
+    );
+    for round in 0..2 {
+        let start = Instant::now();
+        let logits = model.forward_t(&slow, &fast, &boxes, true);
+        logits.sum(Kind::Float).backward();
+        println!(
+            "round {round}: forward+backward, batch {batch}, {}x{size}x{size} fast frames, {k} boxes: {:?}",
+            cfg.num_frames,
+            start.elapsed()
+        );
+    }
+}
+
+fn time_roi_align(boxes: i64, images: i64, channels: i64) {
+    let input = Tensor::randn([images, channels, 14, 14], (Kind::Float, Device::Cpu))
+        .set_requires_grad(true);
+    let index = Tensor::arange(boxes, (Kind::Int64, Device::Cpu)).remainder(images);
+    let corners = Tensor::rand([boxes, 2], (Kind::Float, Device::Cpu)) * 112.0;
+    let boxes_t = Tensor::cat(
+        &[
+            index.to_kind(Kind::Float).unsqueeze(1),
+            corners.shallow_clone(),
+            corners + 100.0,
+        ],
+        1,
+    );
+    let spec = RoiAlignSpec {
+        output_size: (7, 7),
+        spatial_scale: 1.0 / 16.0,
+        sampling_ratio: 0,
+        aligned: true,
+    };
+    for round in 0..2 {
+        let start = Instant::now();
+        roi_align(&input, &boxes_t, spec)
+            .sum(Kind::Float)
+            .backward();
+        println!(
+            "round {round}: roi_align forward+backward, {boxes} boxes on [{images}, {channels}, 14, 14]: {:?}",
+            start.elapsed()
+        );
+    }
+}
+
+#[test]
+#[ignore = "timing, run explicitly"]
+fn timing_forward_backward_cpu() {
+    tch::set_num_threads(2);
+    time_roi_align(64, 8, 2304);
+    time_step(&SlowFastConfig::tiny(80), 2, 64, 4);
+    let r50_8x8 = SlowFastConfig::r50_8x8_ava();
+    time_step(&r50_8x8, 1, 112, 4);
+}
