@@ -26,8 +26,6 @@ pub use state::{ItemRecord, StateStore};
 pub enum PipelineError {
     #[error(transparent)]
     State(#[from] state::StateError),
-    #[error("stage `{stage}` depends on `{dependency}`, which is not in the pipeline")]
-    UnknownDependency { stage: String, dependency: String },
     #[error("the stages {0:?} depend on each other in a cycle")]
     Cycle(Vec<String>),
 }

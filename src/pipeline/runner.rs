@@ -195,9 +195,21 @@ impl<'a> Runner<'a> {
         Ok(RunReport { stages })
     }
 
+    /// A dependency that is not in this runner's stages (a single-step command such as `extract`
+    /// runs one stage) counts with the fingerprint its state file records, so the step shares state
+    /// with a full `run`; without a state file its inputs are whatever is on disk.
     pub(super) fn fingerprints(&self, order: &[&dyn Stage]) -> HashMap<&'static str, String> {
         let mut fingerprints: HashMap<&'static str, String> = HashMap::new();
         for stage in order {
+            for dependency in stage.depends_on() {
+                if !fingerprints.contains_key(dependency) {
+                    let recorded = match self.store.peek(dependency) {
+                        Ok(super::state::Peeked::Valid(state)) => state.fingerprint,
+                        _ => format!("external:{dependency}"),
+                    };
+                    fingerprints.insert(dependency, recorded);
+                }
+            }
             let dependencies: Vec<&str> = stage
                 .depends_on()
                 .iter()
@@ -352,8 +364,10 @@ impl<'a> Runner<'a> {
             let upstream = group[..position]
                 .iter()
                 .rposition(|earlier| prepared.stage.depends_on().contains(&earlier.stage.name()));
-            let upstream_state =
-                upstream.map(|index| group[index].state.lock().expect("state lock").clone());
+            let upstream_state = match upstream {
+                Some(index) => Some(group[index].state.lock().expect("state lock").clone()),
+                None => self.recorded_dependency_state(prepared.stage),
+            };
             let waits_on = upstream.filter(|&index| !group[index].up_to_date);
             let upstream_plan: BTreeSet<&String> = match waits_on {
                 Some(index) => group[index].plan.iter().collect(),
@@ -423,6 +437,15 @@ impl<'a> Runner<'a> {
                 }
             }
         }
+    }
+
+    /// The state of a per-video dependency that ran before this group (or in another command),
+    /// so the videos it found missing are dropped here too.
+    fn recorded_dependency_state(&self, stage: &dyn Stage) -> Option<StageState> {
+        stage.depends_on().iter().find_map(|dependency| match self.store.peek(dependency) {
+            Ok(super::state::Peeked::Valid(state)) if !state.missing.is_empty() => Some(state),
+            _ => None,
+        })
     }
 
     /// Runs an item unless an earlier run resolved it; returns what to hand to the next stage.
@@ -567,17 +590,12 @@ pub(super) fn topological_order<'s>(
 ) -> Result<Vec<&'s dyn Stage>, PipelineError> {
     let by_name: BTreeMap<&str, &dyn Stage> =
         stages.iter().map(|stage| (stage.name(), *stage)).collect();
-    for stage in stages {
-        for dependency in stage.depends_on() {
-            if !by_name.contains_key(dependency) {
-                return Err(PipelineError::UnknownDependency {
-                    stage: stage.name().to_string(),
-                    dependency: dependency.to_string(),
-                });
-            }
-        }
-    }
-    let mut placed: BTreeSet<&str> = BTreeSet::new();
+    // Dependencies outside the list are inputs produced earlier (see `Runner::fingerprints`).
+    let mut placed: BTreeSet<&str> = stages
+        .iter()
+        .flat_map(|stage| stage.depends_on().iter().copied())
+        .filter(|dependency| !by_name.contains_key(dependency))
+        .collect();
     let mut order = Vec::new();
     while order.len() < stages.len() {
         let next = stages.iter().find(|stage| {

@@ -212,6 +212,33 @@ fn skips_when_up_to_date_and_redoes_downstream_of_a_change() {
 }
 
 #[test]
+fn a_single_step_shares_state_with_the_full_pipeline() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    run(data, &stages(1, Duration::ZERO), None);
+    // `avaprep extract` alone: its dependency counts with the fingerprint it recorded.
+    let extract_only = |value| {
+        let mut all = stages(value, Duration::ZERO);
+        vec![all.remove(1)]
+    };
+    let same = run(data, &extract_only(1), None);
+    assert_eq!(same.stages[0].outcome, StageOutcome::UpToDate);
+    let changed = run(data, &extract_only(3), None);
+    assert_eq!(changed.stages[0].outcome, StageOutcome::Completed);
+    assert_eq!(changed.stages[0].completed, VIDEOS);
+    // The full pipeline then sees extract done with the new value and redoes only what follows.
+    let full = run(data, &stages(3, Duration::ZERO), None);
+    assert_eq!(
+        outcomes(&full),
+        vec![
+            ("download".to_string(), StageOutcome::UpToDate),
+            ("extract".to_string(), StageOutcome::UpToDate),
+            ("lists".to_string(), StageOutcome::Completed),
+        ]
+    );
+}
+
+#[test]
 fn a_failed_video_stops_only_itself_and_blocks_whole_stages() {
     let dir = tempfile::tempdir().unwrap();
     let data = dir.path();
