@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! data/
-//!   frames/<video_id>/<video_id>_000001.jpg   extracted frames (+ index.csv per video)
+//!   frames/<video_id>/<video_id>_000001.jpg   extracted frames
+//!   frame_index/<video_id>.csv                which instant each frame shows
 //!   frame_lists/train.csv, val.csv            PySlowFast frame lists
 //!   annotations/                              annotation CSVs, label maps, person boxes
 //!   videos/<folder>/<file>                    downloaded videos (trainval/, test/)
@@ -53,6 +54,23 @@ impl DataLayout {
     /// A video id is 11 URL-safe characters, so it can never leave the frames folder.
     pub fn video_frames(&self, video: &VideoId) -> PathBuf {
         self.frames().join(video.as_str())
+    }
+
+    /// The per-video frame index (`frame,target_seconds,source_seconds,width,height`); its
+    /// presence marks the video's extraction complete. Kept outside `frames/` because
+    /// pytorchvideo takes every file in a video's frame folder for a frame.
+    pub fn frame_index(&self, video: &VideoId) -> PathBuf {
+        self.root
+            .join("frame_index")
+            .join(format!("{}.csv", video.as_str()))
+    }
+
+    /// Where a video's frames are written before the complete set is renamed into `frames/`.
+    pub fn extracting(&self, video: &VideoId) -> PathBuf {
+        self.root
+            .join("work")
+            .join("extracting")
+            .join(video.as_str())
     }
 
     pub fn frame_lists(&self) -> PathBuf {

@@ -6,6 +6,8 @@
 pub mod annotations;
 pub mod cli;
 pub mod eval;
+#[cfg(feature = "extract")]
+pub mod extract;
 pub mod fetch;
 pub mod fsutil;
 pub mod layout;

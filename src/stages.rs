@@ -8,6 +8,8 @@ use anyhow::Context as _;
 use crate::annotations::plan::Selection;
 use crate::annotations::read_video_ids;
 use crate::annotations::stage::ParseStage;
+#[cfg(feature = "extract")]
+use crate::extract::stage::{ExtractParams, ExtractStage};
 use crate::fetch::{FetchAnnotationsStage, FetchParams, FetchVideosStage};
 use crate::manifest::DatasetManifest;
 use crate::pipeline::{PipelineSpec, Stage};
@@ -39,6 +41,13 @@ impl ProductStages {
         self.unimplemented.clear();
         self
     }
+
+    /// Only the stage named `name`; the stages before it count with what they recorded.
+    pub fn only(mut self, name: &str) -> Self {
+        self.stages.retain(|stage| stage.name() == name);
+        self.unimplemented.clear();
+        self
+    }
 }
 
 pub fn build(
@@ -63,7 +72,8 @@ pub fn build(
         videos_per_split: spec.videos_per_split,
         video_list,
     };
-    let stages: Vec<Box<dyn Stage>> = vec![
+    #[cfg_attr(not(feature = "extract"), allow(unused_mut))]
+    let mut stages: Vec<Box<dyn Stage>> = vec![
         Box::new(FetchAnnotationsStage {
             manifest: manifest.clone(),
             params: fetch.clone(),
@@ -77,6 +87,11 @@ pub fn build(
             params: fetch,
         }),
     ];
+    #[cfg(feature = "extract")]
+    {
+        let params: ExtractParams = spec.stage_params("extract")?;
+        stages.push(Box::new(ExtractStage { params }));
+    }
     let unimplemented = PIPELINE_ORDER[stages.len()..].to_vec();
     Ok(ProductStages {
         stages,

@@ -10,9 +10,8 @@ use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use reqwest::StatusCode;
-use reqwest::blocking::{Client, Response};
 use reqwest::header::{CONTENT_RANGE, ETAG, IF_RANGE, LAST_MODIFIED, RANGE, RETRY_AFTER};
+use reqwest::{Client, Response, StatusCode};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -127,9 +126,12 @@ impl<F: Fn(u64, Option<u64>) + Sync> Progress for F {
     }
 }
 
+/// One downloader per worker thread: its runtime drives only this thread's transfer, so bytes go
+/// from the socket to the file without crossing threads.
 pub struct Downloader {
     client: Client,
     policy: RetryPolicy,
+    runtime: tokio::runtime::Runtime,
 }
 
 /// How one attempt ended when it did not finish the file.
@@ -154,14 +156,25 @@ const BUFFER: usize = 1 << 20;
 
 impl Downloader {
     pub fn new(policy: RetryPolicy) -> Result<Self, DownloadError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|error| DownloadError::Client(error.to_string()))?;
+        // The client's connection pool and resolver belong to this runtime.
+        let _context = runtime.enter();
         let client = Client::builder()
             .user_agent(concat!("avaprep/", env!("CARGO_PKG_VERSION")))
             .connect_timeout(Duration::from_secs(30))
-            // Blocking reqwest applies this to every read: it is an idle timeout, not a total one.
-            .timeout(Duration::from_secs(60))
+            // An idle timeout, not a total one: a 3 GB video may take long, a silent server may not.
+            .read_timeout(Duration::from_secs(60))
             .build()
             .map_err(|error| DownloadError::Client(error.to_string()))?;
-        Ok(Downloader { client, policy })
+        drop(_context);
+        Ok(Downloader {
+            client,
+            policy,
+            runtime,
+        })
     }
 
     /// Downloads `url` to `destination`, resuming a `.part` file left by an earlier attempt.
@@ -172,6 +185,8 @@ impl Downloader {
         expected: &Expected,
         progress: &dyn Progress,
     ) -> Result<Downloaded, DownloadError> {
+        // Responses and connections are created and dropped inside this downloader's runtime.
+        let _context = self.runtime.enter();
         if let Some(parent) = destination.parent() {
             fs::create_dir_all(parent).map_err(|source| io_error(parent, source))?;
         }
@@ -179,12 +194,18 @@ impl Downloader {
         let mut resumed_from = None;
         let mut transferred = 0;
         let mut last = String::new();
+        let mut hash = PartHash::default();
         for attempt in 0..self.policy.attempts {
             let offset = usable_part_len(&part);
             resumed_from.get_or_insert(offset);
-            match self.attempt(url, &part, offset, expected, progress, &mut transferred) {
+            let mut progress_in_attempt = Transfer {
+                hash: &mut hash,
+                transferred: &mut transferred,
+                progress,
+            };
+            match self.attempt(url, &part, offset, expected, &mut progress_in_attempt) {
                 Ok(()) => {
-                    let mut done = finish(url, &part, destination, expected)?;
+                    let mut done = finish(url, &part, destination, expected, &mut hash)?;
                     done.transferred = transferred;
                     done.resumed_from = resumed_from.unwrap_or(0);
                     return Ok(done);
@@ -215,8 +236,7 @@ impl Downloader {
         part: &Path,
         offset: u64,
         expected: &Expected,
-        progress: &dyn Progress,
-        transferred: &mut u64,
+        transfer: &mut Transfer<'_>,
     ) -> Result<(), AttemptError> {
         let meta = read_meta(part);
         let mut request = self.client.get(url);
@@ -226,7 +246,10 @@ impl Downloader {
                 request = request.header(IF_RANGE, validator);
             }
         }
-        let response = request.send().map_err(|error| retry(describe(&error)))?;
+        let response = self
+            .runtime
+            .block_on(request.send())
+            .map_err(|error| retry(describe(&error)))?;
         let status = response.status();
         let start = match status {
             StatusCode::PARTIAL_CONTENT if offset > 0 => {
@@ -243,7 +266,12 @@ impl Downloader {
         check_space(part, total.map(|total| total.saturating_sub(start)))?;
         save_meta(part, url, &response);
         let file = open_part(part, start).map_err(AttemptError::Fatal)?;
-        stream_body(response, file, part, start, total, progress, transferred)
+        transfer
+            .hash
+            .rewind_to(part, start)
+            .map_err(AttemptError::Fatal)?;
+        self.runtime
+            .block_on(stream_body(response, file, part, start, total, transfer))
     }
 }
 
@@ -407,40 +435,39 @@ fn open_part(part: &Path, start: u64) -> Result<File, DownloadError> {
     Ok(file)
 }
 
-fn stream_body(
+async fn stream_body(
     mut response: Response,
     file: File,
     part: &Path,
     start: u64,
     total: Option<u64>,
-    progress: &dyn Progress,
-    transferred: &mut u64,
+    transfer: &mut Transfer<'_>,
 ) -> Result<(), AttemptError> {
     let mut writer = io::BufWriter::with_capacity(BUFFER, file);
     use io::Seek;
     writer
         .seek(io::SeekFrom::Start(start))
         .map_err(|source| AttemptError::Fatal(io_error(part, source)))?;
-    let mut buffer = vec![0; BUFFER];
     let mut position = start;
     loop {
-        let read = match response.read(&mut buffer) {
-            Ok(0) => break,
-            Ok(read) => read,
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+        let chunk = match response.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => break,
             Err(error) => {
                 flush(writer, part)?;
                 return Err(retry(format!(
-                    "connection lost after {position} bytes: {error}"
+                    "connection lost after {position} bytes: {}",
+                    describe(&error)
                 )));
             }
         };
         writer
-            .write_all(&buffer[..read])
+            .write_all(&chunk)
             .map_err(|source| AttemptError::Fatal(io_error(part, source)))?;
-        position += read as u64;
-        *transferred += read as u64;
-        progress.update(position, total);
+        transfer.hash.update(&chunk);
+        position += chunk.len() as u64;
+        *transfer.transferred += chunk.len() as u64;
+        transfer.progress.update(position, total);
     }
     flush(writer, part)?;
     match total {
@@ -451,12 +478,63 @@ fn stream_body(
     }
 }
 
+/// Data is not fsynced: a killed process can never leave a partial file under the final name
+/// (the rename comes after the last write), and the recorded sha256 lets `--verify` catch what a
+/// power loss might leave. Syncing every video would halve the download rate.
 fn flush(writer: io::BufWriter<File>, part: &Path) -> Result<(), AttemptError> {
-    let file = writer
+    writer
         .into_inner()
-        .map_err(|error| AttemptError::Fatal(io_error(part, error.into_error())))?;
-    file.sync_data()
-        .map_err(|source| AttemptError::Fatal(io_error(part, source)))
+        .map(drop)
+        .map_err(|error| AttemptError::Fatal(io_error(part, error.into_error())))
+}
+
+/// The sha256 of the partial file's first `len` bytes, kept up to date while bytes arrive so the
+/// finished file is not read again.
+#[derive(Default)]
+struct PartHash {
+    hasher: Sha256,
+    len: u64,
+}
+
+impl PartHash {
+    fn update(&mut self, bytes: &[u8]) {
+        self.hasher.update(bytes);
+        self.len += bytes.len() as u64;
+    }
+
+    /// Makes the hash cover exactly the part's first `start` bytes (re-reading them only when the
+    /// transfer resumes somewhere other than where this hash stands: a part from an earlier run).
+    fn rewind_to(&mut self, part: &Path, start: u64) -> Result<(), DownloadError> {
+        if self.len == start {
+            return Ok(());
+        }
+        *self = PartHash::default();
+        let file = File::open(part).map_err(|source| io_error(part, source))?;
+        let mut prefix = file.take(start);
+        let mut buffer = vec![0; BUFFER];
+        loop {
+            let read = prefix
+                .read(&mut buffer)
+                .map_err(|source| io_error(part, source))?;
+            if read == 0 {
+                break;
+            }
+            self.update(&buffer[..read]);
+        }
+        Ok(())
+    }
+
+    fn finish(&mut self) -> (u64, String) {
+        let hasher = std::mem::take(&mut self.hasher);
+        (self.len, hex::encode(hasher.finalize()))
+    }
+}
+
+/// What one attempt updates as bytes arrive.
+struct Transfer<'a> {
+    hash: &'a mut PartHash,
+    transferred: &'a mut u64,
+    progress: &'a dyn Progress,
 }
 
 /// Checks the complete partial file and gives it its final name.
@@ -465,8 +543,14 @@ fn finish(
     part: &Path,
     destination: &Path,
     expected: &Expected,
+    hash: &mut PartHash,
 ) -> Result<Downloaded, DownloadError> {
-    let (size, sha256) = hash_file(part)?;
+    // A 416 answer means the part was already whole: its hash may still need computing.
+    let on_disk = fs::metadata(part)
+        .map_err(|source| io_error(part, source))?
+        .len();
+    hash.rewind_to(part, on_disk)?;
+    let (size, sha256) = hash.finish();
     let reject = |error: DownloadError| {
         let _ = fs::remove_file(part);
         let _ = fs::remove_file(meta_path(part));

@@ -49,6 +49,8 @@ pub struct StageReport {
     pub newly_missing: Vec<ItemFailure>,
     /// Items recorded as missing, by this run or an earlier one.
     pub missing: usize,
+    /// The stage's own counts (frames decoded, videos downloaded ...), summed over its items.
+    pub counts: BTreeMap<String, u64>,
     pub files: u64,
     pub bytes: u64,
     pub seconds: f64,
@@ -67,6 +69,7 @@ impl StageReport {
             failures: Vec::new(),
             newly_missing: Vec::new(),
             missing: 0,
+            counts: BTreeMap::new(),
             files: 0,
             bytes: 0,
             seconds: 0.0,
@@ -442,10 +445,13 @@ impl<'a> Runner<'a> {
     /// The state of a per-video dependency that ran before this group (or in another command),
     /// so the videos it found missing are dropped here too.
     fn recorded_dependency_state(&self, stage: &dyn Stage) -> Option<StageState> {
-        stage.depends_on().iter().find_map(|dependency| match self.store.peek(dependency) {
-            Ok(super::state::Peeked::Valid(state)) if !state.missing.is_empty() => Some(state),
-            _ => None,
-        })
+        stage
+            .depends_on()
+            .iter()
+            .find_map(|dependency| match self.store.peek(dependency) {
+                Ok(super::state::Peeked::Valid(state)) if !state.missing.is_empty() => Some(state),
+                _ => None,
+            })
     }
 
     /// Runs an item unless an earlier run resolved it; returns what to hand to the next stage.
@@ -568,6 +574,7 @@ impl<'a> Runner<'a> {
             failures,
             newly_missing: prepared.newly_missing.lock().expect("missing lock").clone(),
             missing: state.missing.len(),
+            counts: state.total_counts(),
             files: state.total_files(),
             bytes: state.total_bytes(),
             seconds: if prepared.up_to_date {

@@ -88,6 +88,16 @@ impl StageState {
         self.items.values().map(|record| record.bytes).sum()
     }
 
+    pub fn total_counts(&self) -> BTreeMap<String, u64> {
+        let mut totals = BTreeMap::new();
+        for record in self.items.values() {
+            for (name, value) in &record.counts {
+                *totals.entry(name.clone()).or_insert(0) += value;
+            }
+        }
+        totals
+    }
+
     pub fn total_files(&self) -> u64 {
         self.items.values().map(|record| record.files).sum()
     }

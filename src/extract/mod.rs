@@ -1,0 +1,172 @@
+//! Frame extraction: the JPEG frames of each video at the instants a trainer needs.
+//!
+//! Frame k (1-based) of a video is the source frame nearest to `segment_start + (k - 1) / fps`
+//! seconds after the stream's first timestamp (a tie goes to the later frame). Numbering is
+//! therefore the same whatever ranges are extracted, and frame k at a given rate always shows
+//! the same instant. Only the k inside the requested ranges are written, as
+//! `<out>/<video_id>_%06d.jpg`, together with an index of target and source times.
+//!
+//! Decoding is by timestamp, never by counting, so 25 / 23.976 / 29.97 fps and variable frame
+//! rate sources come out right. Source frames that no target needs are not decoded when nothing
+//! references them (libavcodec's `skip_frame`, lifted per packet), and nothing between ranges is
+//! decoded at all.
+
+mod error;
+mod jpeg;
+mod plan;
+mod ranges;
+mod run;
+mod source;
+pub mod stage;
+#[cfg(test)]
+mod tests;
+mod timing;
+
+use std::io::Write as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use error::{ExtractError, MissingFrames};
+pub use jpeg::output_size;
+pub use ranges::{DEFAULT_MARGIN_S, TimeRange, frame_numbers, ranges_around, segment_range};
+
+/// How frames are produced; `fps` and `height` are free parameters.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExtractSpec {
+    /// Output frame rate (frames per second of video time), e.g. 5 or 10.
+    pub fps: f64,
+    /// Output height in pixels; 0 keeps the native size.
+    pub height: u32,
+    /// JPEG quantiser as ffmpeg's `-q:v`: 2 (best) ..= 31.
+    pub quality: u8,
+    /// Scale sources smaller than `height` up (off: they keep their size).
+    pub upscale: bool,
+    /// Decoder threads: 1 when several videos run at once, more for a video running alone.
+    pub threads: usize,
+    /// Leave frames that no target needs undecoded where nothing references them. Off gives
+    /// identical output more slowly; it exists to check that claim and as a fallback.
+    pub skip_unneeded: bool,
+}
+
+impl Default for ExtractSpec {
+    fn default() -> Self {
+        ExtractSpec {
+            fps: 5.0,
+            height: 480,
+            quality: 2,
+            upscale: false,
+            threads: 1,
+            skip_unneeded: true,
+        }
+    }
+}
+
+impl ExtractSpec {
+    fn validate(&self) -> Result<(), ExtractError> {
+        let invalid = |what: String| Err(ExtractError::InvalidSpec(what));
+        if !(self.fps > 0.0 && self.fps <= 1000.0) {
+            return invalid(format!("fps {} must be in (0, 1000]", self.fps));
+        }
+        if !(2..=31).contains(&self.quality) {
+            return invalid(format!(
+                "quality {} must be in 2..=31 (as ffmpeg -q:v)",
+                self.quality
+            ));
+        }
+        if self.height % 2 == 1 {
+            return invalid(format!("height {} must be even (JPEG 4:2:0)", self.height));
+        }
+        Ok(())
+    }
+}
+
+/// What one video's extraction did. `segment_source_frames` is what a full extraction at the
+/// native rate would have written, counted from the packets in the segment.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct VideoStats {
+    pub frames_written: u64,
+    pub jpeg_bytes: u64,
+    /// Source frames the decoder produced.
+    pub source_frames_decoded: u64,
+    /// Source frames read from the file but never decoded (unneeded, unreferenced, or
+    /// between ranges).
+    pub source_frames_skipped: u64,
+    /// Source frames whose timestamp lies in the segment.
+    pub segment_source_frames: u64,
+    pub source_size: (u32, u32),
+    pub output_size: (u32, u32),
+}
+
+/// One written frame: its number, target time, the source frame chosen for it (seconds on the
+/// same clock as the target: from the stream's first timestamp) and the JPEG size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct IndexRow {
+    pub frame: u32,
+    pub target_seconds: f64,
+    pub source_seconds: f64,
+    pub width: u32,
+    pub height: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Extraction {
+    pub stats: VideoStats,
+    /// One row per written frame, ascending.
+    pub index: Vec<IndexRow>,
+}
+
+/// Extracts frames `frames` (ascending, 1-based) of `input` into `out_dir`, which must exist
+/// and which the caller renames into place after `Ok`. `segment` is the annotated segment
+/// `[start, end)` in seconds from the stream's first timestamp: frame numbers count from its
+/// start, and its source frames are counted for the stats. `progress(done, planned)` is called
+/// after each frame.
+pub fn extract_video(
+    input: &Path,
+    video_id: &str,
+    frames: &[u32],
+    segment: [f64; 2],
+    spec: &ExtractSpec,
+    out_dir: &Path,
+    progress: &dyn Fn(u64, u64),
+) -> Result<Extraction, ExtractError> {
+    spec.validate()?;
+    if frames.first().is_some_and(|&k| k == 0) || frames.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(ExtractError::InvalidSpec(
+            "frame numbers must be ascending, unique and start at 1".into(),
+        ));
+    }
+    ffmpeg_next::init().map_err(|source| ExtractError::Open {
+        path: input.to_path_buf(),
+        source,
+    })?;
+    run::extract(&run::Request {
+        input,
+        video_id,
+        frames,
+        segment,
+        spec,
+        out_dir,
+        progress,
+    })
+}
+
+/// Header of the per-video index CSV.
+pub const INDEX_HEADER: &str = "frame,target_seconds,source_seconds,width,height";
+
+/// Writes the index as CSV (`INDEX_HEADER`, then one row per frame) via a temporary file.
+pub fn write_index(path: &Path, rows: &[IndexRow]) -> Result<(), ExtractError> {
+    let mut text = Vec::with_capacity(48 * (rows.len() + 1));
+    let _ = writeln!(text, "{INDEX_HEADER}");
+    for r in rows {
+        let _ = writeln!(
+            text,
+            "{},{:.6},{:.6},{},{}",
+            r.frame, r.target_seconds, r.source_seconds, r.width, r.height
+        );
+    }
+    crate::fsutil::write_atomic(path, &text).map_err(|source| ExtractError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
+}

@@ -1,0 +1,78 @@
+//! Opening a video: the container, its best video stream, and a decoder with the caller's
+//! thread count.
+
+use std::path::Path;
+
+use ff::{codec, decoder, format, media, threading};
+use ffmpeg_next as ff;
+
+use super::ExtractError;
+
+pub struct Source {
+    pub input: format::context::Input,
+    pub stream: usize,
+    pub time_base: (i32, i32),
+    /// First timestamp of the video stream (its time base): AVA second 0.
+    pub first_ts: i64,
+    pub decoder: decoder::Video,
+}
+
+pub fn open(path: &Path, threads: usize) -> Result<Source, ExtractError> {
+    let input = format::input(path).map_err(|source| ExtractError::Open {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let stream =
+        input
+            .streams()
+            .best(media::Type::Video)
+            .ok_or_else(|| ExtractError::NoVideoStream {
+                path: path.to_path_buf(),
+            })?;
+    let tb = stream.time_base();
+    let time_base = (tb.numerator(), tb.denominator());
+    let first_ts = first_timestamp(&input, stream.start_time(), tb);
+    let codec_err = |source| ExtractError::Codec {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut context =
+        codec::context::Context::from_parameters(stream.parameters()).map_err(codec_err)?;
+    // Threading must be set before the decoder opens; frame threads keep per-frame work whole,
+    // which is what the skip decision (made per packet) relies on.
+    context.set_threading(threading::Config {
+        kind: if threads > 1 {
+            threading::Type::Frame
+        } else {
+            threading::Type::None
+        },
+        count: threads.max(1),
+        ..Default::default()
+    });
+    unsafe {
+        // Timestamps of frames come from packets in this time base.
+        (*context.as_mut_ptr()).pkt_timebase = tb.into();
+    }
+    let decoder = context.decoder().video().map_err(codec_err)?;
+    Ok(Source {
+        stream: stream.index(),
+        time_base,
+        first_ts,
+        decoder,
+        input,
+    })
+}
+
+/// The stream's own start time, else the container's (as the ffmpeg CLI uses for `-ss`), else 0.
+fn first_timestamp(input: &format::context::Input, stream_start: i64, tb: ff::Rational) -> i64 {
+    if stream_start != ff::ffi::AV_NOPTS_VALUE {
+        return stream_start;
+    }
+    let start = unsafe { (*input.as_ptr()).start_time };
+    if start == ff::ffi::AV_NOPTS_VALUE {
+        return 0;
+    }
+    start.rescale(ff::rescale::TIME_BASE, tb)
+}
+
+use ff::Rescale as _;

@@ -1,0 +1,224 @@
+//! The `extract` pipeline stage: one item per planned video, several videos at once.
+//!
+//! A video's frames are written to `work/extracting/<id>/`, moved to `frames/<id>/` when all of
+//! them are there, and only then is its index written to `frame_index/<id>.csv`. A kill at any
+//! moment leaves either no index (the next run redoes the video) or a complete set.
+
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::{
+    ExtractSpec, VideoStats, extract_video, frame_numbers, ranges_around, segment_range,
+    write_index,
+};
+use crate::annotations::plan::{PlannedVideo, VideoPlan};
+use crate::layout::DataLayout;
+use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext};
+
+/// Which parts of each video to extract.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum Ranges {
+    /// [t - margin, t + margin] around every annotated keyframe t, merged, clipped to the segment.
+    Annotated,
+    /// The whole annotated segment (what PySlowFast's contiguous frame lists need).
+    Segment,
+}
+
+/// The `[extract]` table of a pipeline file; the `extract` command's flags of the same names.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ExtractParams {
+    pub fps: f64,
+    /// Output height; 0 keeps the native size.
+    pub height: u32,
+    /// JPEG quantiser as ffmpeg's -q:v (2 best .. 31).
+    pub quality: u8,
+    pub upscale: bool,
+    pub ranges: Ranges,
+    /// Seconds kept on each side of a keyframe.
+    pub margin: f64,
+    /// Videos extracted at once.
+    pub jobs: usize,
+    /// Delete a downloaded video once its frames are complete.
+    pub delete_videos_after_extract: bool,
+}
+
+impl Default for ExtractParams {
+    fn default() -> Self {
+        ExtractParams {
+            fps: 5.0,
+            height: 480,
+            quality: 2,
+            upscale: false,
+            ranges: Ranges::Annotated,
+            margin: super::DEFAULT_MARGIN_S,
+            jobs: std::thread::available_parallelism().map_or(2, usize::from),
+            delete_videos_after_extract: false,
+        }
+    }
+}
+
+pub struct ExtractStage {
+    pub params: ExtractParams,
+}
+
+impl ExtractStage {
+    fn spec(&self) -> ExtractSpec {
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        ExtractSpec {
+            fps: self.params.fps,
+            height: self.params.height,
+            quality: self.params.quality,
+            upscale: self.params.upscale,
+            // One decoder thread per video when several run at once: no oversubscription.
+            threads: if self.params.jobs > 1 { 1 } else { cores },
+            skip_unneeded: true,
+        }
+    }
+
+    fn frames(&self, plan: &VideoPlan, video: &PlannedVideo) -> Vec<u32> {
+        let ranges = match self.params.ranges {
+            Ranges::Annotated => ranges_around(&video.keyframes, self.params.margin, plan.segment),
+            Ranges::Segment => segment_range(plan.segment),
+        };
+        frame_numbers(&ranges, plan.segment[0], self.params.fps)
+    }
+}
+
+impl Stage for ExtractStage {
+    fn name(&self) -> &'static str {
+        "extract"
+    }
+
+    fn depends_on(&self) -> &'static [&'static str] {
+        &["fetch-videos"]
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::PerVideo
+    }
+
+    fn params(&self) -> serde_json::Value {
+        let mut params = serde_json::to_value(&self.params).expect("params serialise");
+        // How many run at once and whether videos are kept change nothing in the frames.
+        if let Some(object) = params.as_object_mut() {
+            object.remove("jobs");
+            object.remove("delete_videos_after_extract");
+            object.insert("version".into(), 1.into());
+        }
+        params
+    }
+
+    fn plan(&self, context: &StageContext) -> Result<Vec<String>, ItemError> {
+        let plan = load_plan(context.data_dir)?;
+        Ok(plan
+            .videos
+            .iter()
+            .map(|video| video.id.to_string())
+            .collect())
+    }
+
+    fn concurrency(&self) -> usize {
+        self.params.jobs.max(1)
+    }
+
+    fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
+        let layout = DataLayout::new(context.data_dir);
+        let plan = load_plan(context.data_dir)?;
+        let video = plan
+            .video(item)
+            .ok_or_else(|| ItemError::new(format!("video {item}: not in the video plan")))?;
+        let input = layout
+            .videos(&video.folder)
+            .join(video.file_name.to_string());
+        if !input.exists() {
+            return Err(ItemError::new(format!(
+                "video {item}: {} is not there (deleted after an earlier extraction?); run `avaprep fetch` again",
+                input.display()
+            )));
+        }
+        let stats = self.extract_into_place(context, &layout, &plan, video, &input)?;
+        if self.params.delete_videos_after_extract {
+            let _ = std::fs::remove_file(&input);
+        }
+        Ok(record(&stats))
+    }
+}
+
+impl ExtractStage {
+    fn extract_into_place(
+        &self,
+        context: &StageContext,
+        layout: &DataLayout,
+        plan: &VideoPlan,
+        video: &PlannedVideo,
+        input: &Path,
+    ) -> Result<VideoStats, ItemError> {
+        let fail =
+            |error: &dyn std::fmt::Display| ItemError::new(format!("video {}: {error}", video.id));
+        let staging = layout.extracting(&video.id);
+        let final_dir = layout.video_frames(&video.id);
+        let index = layout.frame_index(&video.id);
+        // Whatever an interrupted or earlier run left is redone from scratch.
+        let _ = std::fs::remove_file(&index);
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir_all(&staging).map_err(|error| fail(&error))?;
+        let frames = self.frames(plan, video);
+        let item = video.id.to_string();
+        let progress = |done: u64, total: u64| {
+            context
+                .reporter
+                .item_progress("extract", &item, done, total);
+        };
+        let extraction = extract_video(
+            input,
+            video.id.as_str(),
+            &frames,
+            plan.segment,
+            &self.spec(),
+            &staging,
+            &progress,
+        )
+        .map_err(|error| fail(&error))?;
+        let _ = std::fs::remove_dir_all(&final_dir);
+        if let Some(parent) = final_dir.parent() {
+            std::fs::create_dir_all(parent).map_err(|error| fail(&error))?;
+        }
+        std::fs::rename(&staging, &final_dir).map_err(|error| fail(&error))?;
+        write_index(&index, &extraction.index).map_err(|error| fail(&error))?;
+        Ok(extraction.stats)
+    }
+}
+
+fn load_plan(data_dir: &Path) -> Result<VideoPlan, ItemError> {
+    VideoPlan::load(&DataLayout::new(data_dir).video_plan())
+        .map_err(|error| ItemError::new(error.to_string()))
+}
+
+fn record(stats: &VideoStats) -> ItemRecord {
+    let mut record = ItemRecord {
+        files: stats.frames_written,
+        bytes: stats.jpeg_bytes,
+        ..ItemRecord::default()
+    };
+    let (source_width, source_height) = stats.source_size;
+    let (width, height) = stats.output_size;
+    for (name, value) in [
+        ("source_frames_decoded", stats.source_frames_decoded),
+        ("source_frames_skipped", stats.source_frames_skipped),
+        ("segment_source_frames", stats.segment_source_frames),
+        (
+            "segment_source_pixels",
+            stats.segment_source_frames * u64::from(source_width) * u64::from(source_height),
+        ),
+        (
+            "pixels_written",
+            stats.frames_written * u64::from(width) * u64::from(height),
+        ),
+    ] {
+        record.counts.insert(name.to_string(), value);
+    }
+    record
+}

@@ -1,0 +1,458 @@
+//! Tests on real encoded videos from the synthetic dataset: every frame carries its source
+//! index, so each written JPEG is traced back to the source frame it shows.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+use std::time::Instant;
+
+use ffmpeg_next as ff;
+
+use super::*;
+use crate::synth::{self, Profile, SynthConfig, SynthReport, VideoReport};
+
+struct Data {
+    root: PathBuf,
+    report: SynthReport,
+    /// Per video: (seconds from the first timestamp, burned-in index) of every frame, in order.
+    truth: Vec<Vec<(f64, u32)>>,
+}
+
+fn data() -> &'static Data {
+    static DATA: OnceLock<Data> = OnceLock::new();
+    DATA.get_or_init(|| {
+        ff::init().unwrap();
+        ff::log::set_level(ff::log::Level::Error);
+        let root = std::env::temp_dir().join(format!("avaprep-extract-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&root);
+        let started = Instant::now();
+        let report = synth::generate(&SynthConfig {
+            out: root.clone(),
+            videos: 6,
+            seed: 11,
+            profile: Profile::Quick,
+        })
+        .expect("synth");
+        eprintln!("synth: {:.1} s", started.elapsed().as_secs_f64());
+        let truth = report
+            .videos
+            .iter()
+            .map(|v| decode_all(&root.join(&v.path)))
+            .collect();
+        Data {
+            root,
+            report,
+            truth,
+        }
+    })
+}
+
+/// Every frame's time and code, by a plain full decode (no seeking, no skipping).
+fn decode_all(path: &Path) -> Vec<(f64, u32)> {
+    let mut input = ff::format::input(path).unwrap();
+    let stream = input.streams().best(ff::media::Type::Video).unwrap();
+    let (index, tb) = (stream.index(), f64::from(stream.time_base()));
+    let start = stream.start_time();
+    let ctx = ff::codec::context::Context::from_parameters(stream.parameters()).unwrap();
+    let mut dec = ctx.decoder().video().unwrap();
+    let mut out = Vec::new();
+    let mut frame = ff::frame::Video::empty();
+    let mut take = |dec: &mut ff::decoder::Video, out: &mut Vec<(f64, u32)>| {
+        while dec.receive_frame(&mut frame).is_ok() {
+            let ts = frame.timestamp().unwrap();
+            let code = synth::read_frame_code(
+                frame.data(0),
+                frame.width(),
+                frame.height(),
+                frame.stride(0),
+            )
+            .expect("frame code");
+            out.push(((ts - start) as f64 * tb, code));
+        }
+    };
+    for (s, packet) in input.packets() {
+        if s.index() == index {
+            dec.send_packet(&packet).unwrap();
+            take(&mut dec, &mut out);
+        }
+    }
+    dec.send_eof().unwrap();
+    take(&mut dec, &mut out);
+    out
+}
+
+/// The code of the frame nearest to `t` (ties to the later frame), computed independently of
+/// the extractor, in floating point with a tolerance for the tie.
+fn expected_code(truth: &[(f64, u32)], t: f64) -> u32 {
+    let mut best = truth[0];
+    for &(time, code) in truth {
+        if (time - t).abs() <= (best.0 - t).abs() + 1e-9 {
+            best = (time, code);
+        }
+    }
+    best.1
+}
+
+fn video(i: usize) -> (&'static VideoReport, PathBuf, &'static [(f64, u32)]) {
+    let d = data();
+    let v = &d.report.videos[i];
+    (v, d.root.join(&v.path), &d.truth[i])
+}
+
+fn segment() -> [f64; 2] {
+    let t = data().report.times;
+    [f64::from(t.segment_start), f64::from(t.segment_end)]
+}
+
+fn out_dir(tag: &str) -> PathBuf {
+    let dir = data().root.join("out").join(tag);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+struct Jpeg {
+    width: u32,
+    height: u32,
+    code: Option<u32>,
+}
+
+fn read_jpeg(path: &Path) -> Jpeg {
+    let img = image::open(path).unwrap().to_luma8();
+    let (width, height) = img.dimensions();
+    let code = synth::read_frame_code(img.as_raw(), width, height, width as usize);
+    Jpeg {
+        width,
+        height,
+        code,
+    }
+}
+
+fn jpeg_names(dir: &Path) -> BTreeSet<String> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Extracts `ranges` and checks every frame against the truth; returns the stats.
+fn check(i: usize, ranges: &[TimeRange], spec: &ExtractSpec, tag: &str) -> Extraction {
+    let (v, path, truth) = video(i);
+    let seg = segment();
+    let frames = frame_numbers(ranges, seg[0], spec.fps);
+    let dir = out_dir(tag);
+    let started = Instant::now();
+    let done = std::cell::Cell::new(0);
+    let result = extract_video(&path, &v.id, &frames, seg, spec, &dir, &|d, planned| {
+        assert_eq!(planned, frames.len() as u64);
+        done.set(d);
+    })
+    .unwrap_or_else(|e| panic!("{tag}: {e}"));
+    let elapsed = started.elapsed().as_secs_f64();
+    assert_eq!(done.get(), frames.len() as u64);
+    let s = &result.stats;
+    eprintln!(
+        "{tag}: {} {} {}x{}: {} frames in {elapsed:.2} s; decoded {} skipped {} of {} in segment; {} B/frame",
+        v.file_name,
+        v.frame_rate,
+        v.width,
+        v.height,
+        s.frames_written,
+        s.source_frames_decoded,
+        s.source_frames_skipped,
+        s.segment_source_frames,
+        s.jpeg_bytes / s.frames_written.max(1)
+    );
+    let expected_names: BTreeSet<String> = frames
+        .iter()
+        .map(|k| format!("{}_{k:06}.jpg", v.id))
+        .collect();
+    assert_eq!(
+        jpeg_names(&dir),
+        expected_names,
+        "{tag}: only the selected frames"
+    );
+    assert_eq!(result.index.len(), frames.len());
+    let (w, h) = output_size(v.width, v.height, spec.height, spec.upscale);
+    for (row, &k) in result.index.iter().zip(&frames) {
+        let target = seg[0] + f64::from(k - 1) / spec.fps;
+        let want = expected_code(truth, target);
+        let jpeg = read_jpeg(&dir.join(format!("{}_{k:06}.jpg", v.id)));
+        assert_eq!(jpeg.code, Some(want), "{tag}: frame {k} at {target:.4} s");
+        assert_eq!((jpeg.width, jpeg.height), (w, h), "{tag}: size");
+        assert_eq!((row.frame, row.width, row.height), (k, w, h));
+        assert!((row.target_seconds - target).abs() < 1e-6);
+        let source = truth.iter().find(|f| f.1 == want).unwrap().0;
+        assert!(
+            (row.source_seconds - source).abs() < 1e-6,
+            "{tag}: index source time"
+        );
+    }
+    // The segment's frames, counted independently.
+    let in_segment = truth
+        .iter()
+        .filter(|f| f.0 >= seg[0] - 1e-9 && f.0 < seg[1] - 1e-9)
+        .count();
+    assert_eq!(
+        s.segment_source_frames, in_segment as u64,
+        "{tag}: segment frames"
+    );
+    result
+}
+
+fn r(start: f64, end: f64) -> TimeRange {
+    TimeRange { start, end }
+}
+
+/// Ranges with edges between source frames, a gap longer than a GOP, and the segment's end.
+fn typical_ranges() -> Vec<TimeRange> {
+    vec![r(5.0, 7.13), r(12.31, 14.9), r(31.05, 35.0)]
+}
+
+#[test]
+fn every_kind_of_video_at_5_fps() {
+    for i in 0..data().report.videos.len() {
+        let spec = ExtractSpec::default();
+        check(i, &typical_ranges(), &spec, &format!("kind{i}"));
+    }
+}
+
+#[test]
+fn ten_fps_ties_and_frame_threads() {
+    // At 10 fps a 25 fps source has a tie on every other target (0.1 s between 0.08 and 0.12).
+    let spec = ExtractSpec {
+        fps: 10.0,
+        threads: 2,
+        ..ExtractSpec::default()
+    };
+    for i in [2, 0, 3] {
+        check(
+            i,
+            &[r(5.0, 9.0), r(20.0, 21.0)],
+            &spec,
+            &format!("tenfps{i}"),
+        );
+    }
+}
+
+#[test]
+fn sizes() {
+    let (v, ..) = video(4);
+    assert_eq!((v.width, v.height), (1280, 720));
+    let native = ExtractSpec {
+        height: 0,
+        ..ExtractSpec::default()
+    };
+    check(4, &[r(10.0, 11.0)], &native, "native720");
+    check(4, &[r(10.0, 11.0)], &ExtractSpec::default(), "to480");
+    let up = ExtractSpec {
+        upscale: true,
+        ..ExtractSpec::default()
+    };
+    check(2, &[r(10.0, 11.0)], &up, "upscale282");
+    let low = ExtractSpec {
+        height: 240,
+        ..ExtractSpec::default()
+    };
+    check(2, &[r(10.0, 11.0)], &low, "to240");
+}
+
+#[test]
+fn whole_segment() {
+    let spec = ExtractSpec {
+        threads: 2,
+        ..ExtractSpec::default()
+    };
+    let result = check(0, &segment_range(segment()), &spec, "segment");
+    assert_eq!(result.stats.frames_written, 150);
+    assert_eq!(result.stats.segment_source_frames, 900);
+}
+
+/// The skip optimisation must not change a single byte, with one thread or frame threads.
+#[test]
+fn skipping_changes_nothing() {
+    for threads in [1, 3] {
+        for i in [0, 3, 4, 2] {
+            let (v, path, _) = video(i);
+            let seg = segment();
+            let frames = frame_numbers(&typical_ranges(), seg[0], 5.0);
+            let mut outputs = Vec::new();
+            for skip in [true, false] {
+                let spec = ExtractSpec {
+                    threads,
+                    skip_unneeded: skip,
+                    ..ExtractSpec::default()
+                };
+                let dir = out_dir(&format!("skip{i}-{threads}-{skip}"));
+                let started = Instant::now();
+                let result =
+                    extract_video(&path, &v.id, &frames, seg, &spec, &dir, &|_, _| {}).unwrap();
+                eprintln!(
+                    "{} threads={threads} skip={skip}: decoded {} of {} read, {:.2} s",
+                    v.file_name,
+                    result.stats.source_frames_decoded,
+                    result.stats.source_frames_decoded + result.stats.source_frames_skipped,
+                    started.elapsed().as_secs_f64()
+                );
+                let bytes: Vec<Vec<u8>> = frames
+                    .iter()
+                    .map(|k| std::fs::read(dir.join(format!("{}_{k:06}.jpg", v.id))).unwrap())
+                    .collect();
+                outputs.push((bytes, result));
+            }
+            assert!(
+                outputs[0].0 == outputs[1].0,
+                "{}: JPEG bytes differ",
+                v.file_name
+            );
+            assert_eq!(outputs[0].1.index, outputs[1].1.index);
+            if v.b_frames {
+                assert!(
+                    outputs[0].1.stats.source_frames_decoded
+                        < outputs[1].1.stats.source_frames_decoded,
+                    "{}: skipping should save decoding",
+                    v.file_name
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn index_csv() {
+    let rows = vec![
+        IndexRow {
+            frame: 1,
+            target_seconds: 900.0,
+            source_seconds: 900.0167,
+            width: 854,
+            height: 480,
+        },
+        IndexRow {
+            frame: 2,
+            target_seconds: 900.2,
+            source_seconds: 900.2,
+            width: 854,
+            height: 480,
+        },
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("index.csv");
+    write_index(&path, &rows).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        "frame,target_seconds,source_seconds,width,height\n\
+         1,900.000000,900.016700,854,480\n2,900.200000,900.200000,854,480\n"
+    );
+}
+
+fn extract_err(path: &Path, frames: &[u32]) -> ExtractError {
+    let dir = out_dir("err");
+    extract_video(
+        path,
+        "x",
+        frames,
+        segment(),
+        &ExtractSpec::default(),
+        &dir,
+        &|_, _| {},
+    )
+    .unwrap_err()
+}
+
+fn ffmpeg_cli(args: &[&str]) {
+    let status = std::process::Command::new("ffmpeg")
+        .args(["-y", "-loglevel", "error"])
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(status.success(), "ffmpeg {args:?}");
+}
+
+#[test]
+fn errors_are_clear() {
+    let (v, path, _) = video(0);
+    assert_eq!(v.container, "mp4");
+    let tmp = data().root.join("broken");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
+    let frames: Vec<u32> = (1..=10).collect();
+    // The moov atom is at the end: any cut loses it.
+    for percent in [30, 80] {
+        let cut = tmp.join(format!("cut{percent}.mp4"));
+        std::fs::write(&cut, &bytes[..bytes.len() * percent / 100]).unwrap();
+        let err = extract_err(&cut, &frames);
+        eprintln!("{err}");
+        assert!(matches!(err, ExtractError::Open { .. }), "{err}");
+    }
+    let text = tmp.join("notes.mp4");
+    std::fs::write(&text, "not a video\n".repeat(100)).unwrap();
+    let err = extract_err(&text, &frames);
+    eprintln!("{err}");
+    assert!(matches!(err, ExtractError::Open { .. }), "{err}");
+    let audio = tmp.join("audio.m4a");
+    ffmpeg_cli(&["-f", "lavfi", "-i", "sine=d=2", audio.to_str().unwrap()]);
+    let err = extract_err(&audio, &frames);
+    eprintln!("{err}");
+    assert!(matches!(err, ExtractError::NoVideoStream { .. }), "{err}");
+    // Past the end: the video lasts 36 s; frames 151.. of a segment from 5 s start at 35 s.
+    let frames: Vec<u32> = (141..=170).collect();
+    let err = extract_err(&path, &frames);
+    eprintln!("{err}");
+    match &err {
+        ExtractError::ShortVideo {
+            missing,
+            video_end_seconds,
+            ..
+        } => {
+            assert_eq!((missing[0].first, missing[0].last), (156, 170));
+            assert!((video_end_seconds - 36.0).abs() < 0.05);
+        }
+        other => panic!("{other}"),
+    }
+    assert!(
+        err.to_string()
+            .contains("frames 156-170 (36.0-38.8 s): the video ends at 36.0 s")
+    );
+    // moov first, then cut at 80%: it opens and ends early.
+    let fast = tmp.join("faststart.mp4");
+    ffmpeg_cli(&[
+        "-i",
+        path.to_str().unwrap(),
+        "-c",
+        "copy",
+        "-movflags",
+        "+faststart",
+        fast.to_str().unwrap(),
+    ]);
+    let fast_bytes = std::fs::read(&fast).unwrap();
+    let cut = tmp.join("faststart-cut80.mp4");
+    std::fs::write(&cut, &fast_bytes[..fast_bytes.len() * 80 / 100]).unwrap();
+    let frames: Vec<u32> = (140..=150).collect();
+    let err = extract_err(&cut, &frames);
+    eprintln!("{err}");
+    assert!(matches!(err, ExtractError::ShortVideo { .. }), "{err}");
+}
+
+#[test]
+fn invalid_requests() {
+    let (_, path, _) = video(0);
+    let dir = out_dir("invalid");
+    let bad = ExtractSpec {
+        quality: 1,
+        ..ExtractSpec::default()
+    };
+    let err = extract_video(&path, "x", &[1], segment(), &bad, &dir, &|_, _| {}).unwrap_err();
+    assert!(matches!(err, ExtractError::InvalidSpec(_)));
+    let err = extract_video(
+        &path,
+        "x",
+        &[3, 2],
+        segment(),
+        &ExtractSpec::default(),
+        &dir,
+        &|_, _| {},
+    )
+    .unwrap_err();
+    assert!(matches!(err, ExtractError::InvalidSpec(_)));
+}
