@@ -103,11 +103,12 @@ impl StageState {
     }
 }
 
-/// The on-disk envelope: the state plus a checksum of its canonical JSON.
+/// The on-disk envelope: the state's JSON text and the sha256 of exactly that text (checking the
+/// text, not a re-serialisation, keeps the check independent of float formatting).
 #[derive(Serialize, Deserialize)]
 struct Envelope {
-    state: StageState,
     sha256: String,
+    state: Box<serde_json::value::RawValue>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -221,19 +222,15 @@ impl StateStore {
 
     pub fn save(&self, state: &StageState) -> Result<(), StateError> {
         let path = self.path(&state.stage);
+        let text = serde_json::to_string_pretty(state).expect("state serialises");
         let envelope = Envelope {
-            sha256: checksum(state),
-            state: state.clone(),
+            sha256: hex::encode(Sha256::digest(text.as_bytes())),
+            state: serde_json::value::RawValue::from_string(text).expect("valid JSON"),
         };
         let mut bytes = serde_json::to_vec_pretty(&envelope).expect("state serialises");
         bytes.push(b'\n');
         fsutil::write_atomic(&path, &bytes).map_err(|source| StateError::Write { path, source })
     }
-}
-
-fn checksum(state: &StageState) -> String {
-    let canonical = serde_json::to_vec(state).expect("state serialises");
-    hex::encode(Sha256::digest(canonical))
 }
 
 fn load_file(path: &Path, stage: &str) -> Result<Loaded, StateError> {
@@ -266,22 +263,22 @@ fn load_file(path: &Path, stage: &str) -> Result<Loaded, StateError> {
 fn parse(bytes: &[u8], stage: &str) -> Result<StageState, String> {
     let envelope: Envelope = serde_json::from_slice(bytes)
         .map_err(|error| format!("not a valid state file ({error})"))?;
-    if envelope.state.format != STATE_FORMAT {
-        return Err(format!(
-            "state format {} is not the supported format {STATE_FORMAT}",
-            envelope.state.format
-        ));
-    }
-    if envelope.state.stage != stage {
-        return Err(format!(
-            "it records stage `{}`, not `{stage}`",
-            envelope.state.stage
-        ));
-    }
-    if checksum(&envelope.state) != envelope.sha256 {
+    let text = envelope.state.get();
+    if hex::encode(Sha256::digest(text.as_bytes())) != envelope.sha256 {
         return Err("its checksum does not match its content (edited or damaged)".to_string());
     }
-    Ok(envelope.state)
+    let state: StageState =
+        serde_json::from_str(text).map_err(|error| format!("not a valid state ({error})"))?;
+    if state.format != STATE_FORMAT {
+        return Err(format!(
+            "state format {} is not the supported format {STATE_FORMAT}",
+            state.format
+        ));
+    }
+    if state.stage != stage {
+        return Err(format!("it records stage `{}`, not `{stage}`", state.stage));
+    }
+    Ok(state)
 }
 
 /// Keeps the untrusted file for inspection instead of deleting what a user may want to look at.
@@ -299,6 +296,8 @@ mod tests {
 
     fn sample() -> StageState {
         let mut state = StageState::new("extract", "abc", serde_json::json!({"fps": 5}));
+        // A value whose decimal text a fast float parser reads back one ULP off.
+        state.seconds = 0.1 + 0.2 + 1.0e-17 * 3.0 + 1.383_777_331_247_221;
         state.items.insert(
             "video-00001".into(),
             ItemRecord {
