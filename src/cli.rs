@@ -61,8 +61,9 @@ pub enum Command {
     Lists(NotImplemented),
     /// Check a prepared dataset (not implemented yet).
     Validate(NotImplemented),
-    /// Train SlowFast on a prepared dataset (not implemented yet).
-    Train(NotImplemented),
+    /// Train SlowFast on the extracted frames, with evaluation and early stopping on val mAP.
+    #[cfg(feature = "train")]
+    Train(TrainArgs),
     /// Score detections with the AVA frame-mAP@0.5 protocol of the official evaluator.
     Eval(EvalArgs),
     /// Make a synthetic miniature of AVA: real videos, AVA-format annotations, a download mirror.
@@ -111,6 +112,27 @@ pub struct ExtractArgs {
     /// Delete each downloaded video once its frames are complete, to save disk.
     #[arg(long)]
     pub delete_videos_after_extract: bool,
+}
+
+#[cfg(feature = "train")]
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    /// The starting recipe: ava-r50 (SlowFast R50 8x8, PySlowFast's recipe for one GPU and 5 fps
+    /// frames) or synthetic-tiny (a tiny SlowFast for the synthetic dataset, trains on a CPU).
+    #[arg(long, default_value = "ava-r50", value_parser = ["ava-r50", "synthetic-tiny"])]
+    pub preset: String,
+    /// A TOML file of training settings (keys as in the run's config.toml) applied over the preset.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Override one setting, e.g. --set epochs=10 --set device=\"cuda:0\". Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+    /// Where checkpoints, metrics, curves and detections go. Default: DATA_DIR/runs/<preset>.
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// Continue from the run directory's last checkpoint.
+    #[arg(long)]
+    pub resume: bool,
 }
 
 #[derive(Debug, Args)]
@@ -270,7 +292,8 @@ pub fn run(cli: Cli, cancel: &AtomicBool) -> anyhow::Result<ExitStatus> {
         Command::Extract(args) => extract(&cli, args, &printer, cancel),
         Command::Lists(_) => not_implemented("lists", 5),
         Command::Validate(_) => not_implemented("validate", 5),
-        Command::Train(_) => not_implemented("train", 6),
+        #[cfg(feature = "train")]
+        Command::Train(args) => train(&cli, args, &printer, cancel),
         Command::Eval(args) => evaluate(args, &printer),
         #[cfg(feature = "extract")]
         Command::Synth(args) => synthesize(args, &printer),
@@ -374,6 +397,92 @@ fn extract(
     } else {
         ExitStatus::Failure
     })
+}
+
+#[cfg(feature = "train")]
+fn train(
+    cli: &Cli,
+    args: &TrainArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<ExitStatus> {
+    use crate::train::{TrainConfig, TrainEvent};
+    let preset = match args.preset.as_str() {
+        "synthetic-tiny" => TrainConfig::synthetic_tiny(),
+        _ => TrainConfig::ava_r50(),
+    };
+    let mut table: toml::Table = toml::Table::try_from(&preset)?;
+    if let Some(path) = &args.config {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading training settings {}", path.display()))?;
+        let file: toml::Table = text
+            .parse()
+            .with_context(|| format!("{} is not valid TOML", path.display()))?;
+        table.extend(file);
+    }
+    for assignment in &args.overrides {
+        let (key, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--set {assignment}: expected KEY=VALUE"))?;
+        let value = format!("value = {value}")
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut parsed| parsed.remove("value"))
+            .unwrap_or_else(|| toml::Value::String(value.to_string()));
+        table.insert(key.trim().to_string(), value);
+    }
+    if args.resume {
+        table.insert("resume".into(), toml::Value::Boolean(true));
+    }
+    let config: TrainConfig = table.try_into().context("training settings")?;
+    let run_dir = args
+        .run_dir
+        .clone()
+        .unwrap_or_else(|| cli.data_dir.join("runs").join(&args.preset));
+    let progress = |event: TrainEvent| {
+        printer.record("train", &event);
+        match &event {
+            TrainEvent::Started {
+                device,
+                train_clips,
+                val_clips,
+                resumed_from,
+                ..
+            } => printer.note(&format!(
+                "training on {device}: {train_clips} train clips, {val_clips} val clips{}",
+                resumed_from.map_or(String::new(), |(epoch, step)| format!(
+                    ", resumed at epoch {epoch} step {step}"
+                ))
+            )),
+            TrainEvent::EpochEnd {
+                epoch,
+                loss,
+                clips_per_s,
+            } => printer.note(&format!(
+                "epoch {epoch}: loss {loss:.4}, {clips_per_s:.1} clips/s"
+            )),
+            TrainEvent::Evaluated { epoch, map, best } => printer.note(&format!(
+                "epoch {epoch}: val mAP {}, best {}",
+                map.map_or("-".into(), |map| format!("{map:.4}")),
+                best.map_or("-".into(), |best| format!("{best:.4}"))
+            )),
+            TrainEvent::Stopped { reason } => printer.note(&format!("stopped: {reason}")),
+            _ => {}
+        }
+    };
+    let summary = crate::train::train(&config, &cli.data_dir, &run_dir, cancel, &progress)?;
+    printer.record("train_summary", &summary);
+    printer.result(&format!(
+        "{}; {} epochs, {} steps; best val mAP {}; run: {}",
+        summary.reason,
+        summary.epochs_run,
+        summary.steps,
+        summary.best.map_or("-".into(), |(map, epoch)| format!(
+            "{map:.4} (epoch {epoch})"
+        )),
+        run_dir.display()
+    ));
+    Ok(ExitStatus::Success)
 }
 
 /// Re-hashes the downloads; damaged files lose their record and their stage item, so the run that
@@ -570,14 +679,34 @@ fn print_run_report(printer: &Printer, report: &RunReport) {
             stage.stage,
             figures(stage.files, stage.bytes, stage.seconds)
         ));
-        if let Some(reduction) = reduction(stage) {
-            printer.result(&format!("{:<18} {reduction}", ""));
+        for detail in [reduction(stage), download_summary(stage)]
+            .into_iter()
+            .flatten()
+        {
+            printer.result(&format!("{:<18} {detail}", ""));
         }
     }
     printer.record(
         "summary",
         &serde_json::json!({ "succeeded": report.succeeded() }),
     );
+}
+
+/// For downloads: how each file came to be on disk (counted over every recorded video).
+fn download_summary(stage: &StageReport) -> Option<String> {
+    let counts = &stage.counts;
+    let count = |name: &str| counts.get(name).copied().unwrap_or(0);
+    let total = count("downloaded") + count("resumed") + count("verified");
+    (total > 0 || stage.missing > 0).then(|| {
+        format!(
+            "{} downloaded, {} resumed, {} already on disk and verified, {} missing, {} failed",
+            count("downloaded"),
+            count("resumed"),
+            count("verified"),
+            stage.missing,
+            stage.failures.len()
+        )
+    })
 }
 
 /// For extraction: how much smaller the result is than every source frame of the segment at native

@@ -18,9 +18,16 @@ pub trait Reporter: Sync {
     fn stage_started(&self, _stage: &str, _items: usize, _already_done: usize) {}
     /// One item finished (successfully or not) or was skipped as already done.
     fn item_finished(&self, _stage: &str, _item: &str, _error: Option<&str>) {}
-    /// Progress inside one item, in the item's own unit (bytes, frames).
-    fn item_progress(&self, _stage: &str, _item: &str, _done: u64, _total: u64) {}
+    /// Progress inside one item, in the item's own unit (0 for `total` when unknown).
+    fn item_progress(&self, _stage: &str, _item: &str, _done: u64, _total: u64, _unit: Unit) {}
     fn stage_finished(&self, _stage: &str) {}
+}
+
+/// What an item's progress counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Bytes,
+    Frames,
 }
 
 /// A reporter that shows nothing: for tests and library callers.
@@ -41,6 +48,8 @@ pub struct Printer {
     json: bool,
     bars: Option<MultiProgress>,
     stage_bars: Mutex<HashMap<String, ProgressBar>>,
+    /// One bar per item in progress (a download, a video being extracted).
+    item_bars: Mutex<HashMap<(String, String), ProgressBar>>,
 }
 
 impl Printer {
@@ -51,6 +60,7 @@ impl Printer {
             json,
             bars: show_bars.then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr())),
             stage_bars: Mutex::new(HashMap::new()),
+            item_bars: Mutex::new(HashMap::new()),
         }
     }
 
@@ -128,10 +138,43 @@ impl Reporter for Printer {
             Some(error) => tracing::debug!("{stage}: {item} failed: {error}"),
             None => tracing::debug!("{stage}: {item} done"),
         }
+        let key = (stage.to_string(), item.to_string());
+        if let Some(bar) = self.item_bars.lock().expect("bar map").remove(&key) {
+            bar.finish_and_clear();
+        }
         if let Some(bar) = self.stage_bars.lock().expect("bar map").get(stage) {
             bar.inc(1);
             bar.set_message(item.to_string());
         }
+    }
+
+    fn item_progress(&self, stage: &str, item: &str, done: u64, total: u64, unit: Unit) {
+        let Some(bars) = &self.bars else {
+            return;
+        };
+        let mut item_bars = self.item_bars.lock().expect("bar map");
+        let bar = item_bars
+            .entry((stage.to_string(), item.to_string()))
+            .or_insert_with(|| {
+                let template = match unit {
+                    Unit::Bytes => {
+                        "{prefix:>16} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ({eta})"
+                    }
+                    Unit::Frames => "{prefix:>16} [{bar:30}] {pos}/{len} frames ({eta})",
+                };
+                let bar = bars.add(ProgressBar::new(total));
+                bar.set_style(
+                    ProgressStyle::with_template(template)
+                        .expect("valid template")
+                        .progress_chars("=> "),
+                );
+                bar.set_prefix(item.to_string());
+                bar
+            });
+        if total > 0 {
+            bar.set_length(total);
+        }
+        bar.set_position(done);
     }
 
     fn stage_finished(&self, stage: &str) {

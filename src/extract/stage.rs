@@ -15,6 +15,7 @@ use super::{
 use crate::annotations::plan::{PlannedVideo, VideoPlan};
 use crate::layout::DataLayout;
 use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext};
+use crate::report::Unit;
 
 /// Which parts of each video to extract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -170,7 +171,7 @@ impl ExtractStage {
         let progress = |done: u64, total: u64| {
             context
                 .reporter
-                .item_progress("extract", &item, done, total);
+                .item_progress("extract", &item, done, total, Unit::Frames);
         };
         let extraction = extract_video(
             input,

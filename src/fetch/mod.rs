@@ -17,6 +17,7 @@ use crate::fsutil;
 use crate::layout::DataLayout;
 use crate::manifest::{DatasetManifest, RemoteFile};
 use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, WHOLE};
+use crate::report::Unit;
 use download::{DownloadError, Downloader, Expected, RetryPolicy};
 
 /// The `[fetch]` table of a pipeline file; the `fetch` command's flags of the same names.
@@ -75,13 +76,14 @@ pub fn fetch_file(
     urls: &[String],
     destination: &Path,
     expected: &Expected,
+    progress: &dyn download::Progress,
 ) -> Result<HowFetched, DownloadError> {
     if is_recorded(layout, destination, expected) {
         return Ok(HowFetched::Verified);
     }
     let mut last_error = None;
     for url in urls {
-        match downloader.fetch(url, destination, expected, &|_, _| {}) {
+        match downloader.fetch(url, destination, expected, progress) {
             Ok(done) => {
                 record(layout, destination, &done)?;
                 return Ok(if done.resumed_from > 0 {
@@ -222,6 +224,7 @@ impl FetchAnnotationsStage {
             &self.manifest.urls(file),
             &archive,
             &expected(file),
+            &|_, _| {},
         )
         .map_err(item_error)?;
         let annotations = layout.annotations();
@@ -311,6 +314,7 @@ impl Stage for FetchAnnotationsStage {
                 &self.manifest.urls(list),
                 &destination,
                 &expected(list),
+                &|_, _| {},
             )
             .map_err(item_error)?;
             files.push(destination);
@@ -395,7 +399,21 @@ impl Stage for FetchVideosStage {
         let (url, path) = self.video_url_and_path(&layout, &plan, item)?;
         let downloader = Downloader::new(self.params.policy()).map_err(item_error)?;
         let marker = layout.missing_videos().join(item);
-        let how = match fetch_file(&downloader, &layout, &[url], &path, &Expected::default()) {
+        let progress = |done: u64, total: Option<u64>| {
+            let total = total.unwrap_or(0);
+            context
+                .reporter
+                .item_progress("fetch-videos", item, done, total, Unit::Bytes);
+        };
+        let fetched = fetch_file(
+            &downloader,
+            &layout,
+            &[url],
+            &path,
+            &Expected::default(),
+            &progress,
+        );
+        let how = match fetched {
             Err(error) if error.is_not_found() => {
                 let message = format!("video {item}: {error}");
                 fsutil::write_atomic(&marker, message.as_bytes()).map_err(item_error)?;

@@ -1,0 +1,237 @@
+//! Checkpoints in the run directory, atomic as a set.
+//!
+//! Tensors go to files named by their step (`model-s<step>.safetensors`,
+//! `optimizer-s<step>.safetensors`, `best-s<step>.safetensors`), each written under a temporary
+//! name, synced and renamed. `checkpoint.json` names the files of the current checkpoint and
+//! holds the rest of the state; it is written last, atomically, so it is the commit point: a
+//! crash at any moment leaves the previous checkpoint whole. Files no longer named are removed
+//! after the commit.
+
+use std::fs::{self, File};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use tch::{Tensor, nn};
+
+use super::early_stop::EarlyStopping;
+use super::optim::{LossScaler, Sgd};
+use super::{StopReason, TrainError};
+use crate::fsutil::{sync_parent, write_atomic};
+
+pub const STATE_FILE: &str = "checkpoint.json";
+
+/// Where training stands. Together with the config this is everything a resumed run needs: the
+/// data order, augmentation and dropout are functions of (seed, epoch, step).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainState {
+    /// Epochs completed.
+    pub epoch: usize,
+    /// Batches of epoch `epoch` already trained on: non-zero only after a cancel mid-epoch.
+    pub batch: usize,
+    /// Sum of the batch losses so far in that epoch, for its mean.
+    pub epoch_loss_sum: f64,
+    /// Optimizer updates done.
+    pub step: u64,
+    pub early_stopping: EarlyStopping,
+    pub scaler: Option<LossScaler>,
+    /// Why the run ended, once it has.
+    pub stopped: Option<StopReason>,
+    pub model_file: Option<String>,
+    pub optimizer_file: Option<String>,
+    /// Weights of the best evaluation so far.
+    pub best_file: Option<String>,
+}
+
+impl TrainState {
+    pub fn new(early_stopping: EarlyStopping, scaler: Option<LossScaler>) -> Self {
+        Self {
+            epoch: 0,
+            batch: 0,
+            epoch_loss_sum: 0.0,
+            step: 0,
+            early_stopping,
+            scaler,
+            stopped: None,
+            model_file: None,
+            optimizer_file: None,
+            best_file: None,
+        }
+    }
+
+    /// The committed state in `run_dir`, if any.
+    pub fn load(run_dir: &Path) -> Result<Option<Self>, TrainError> {
+        let path = run_dir.join(STATE_FILE);
+        if !path.exists() {
+            return Ok(None);
+        }
+        let bytes = fs::read(&path).map_err(|e| TrainError::io(&path, e))?;
+        serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", path.display())))
+    }
+}
+
+/// Writes `tensors` to `run_dir/name` through a synced temporary file. The temporary name
+/// keeps the `.safetensors` extension because tch picks the format from it.
+pub fn write_tensors(
+    run_dir: &Path,
+    name: &str,
+    tensors: &[(String, Tensor)],
+) -> Result<(), TrainError> {
+    let path = run_dir.join(name);
+    let temporary = run_dir.join(format!(".tmp-{}-{name}", std::process::id()));
+    let result = (|| {
+        Tensor::write_safetensors(tensors, &temporary)
+            .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", temporary.display())))?;
+        File::open(&temporary)
+            .and_then(|f| f.sync_all())
+            .map_err(|e| TrainError::io(&temporary, e))?;
+        fs::rename(&temporary, &path).map_err(|e| TrainError::io(&path, e))?;
+        sync_parent(&path).map_err(|e| TrainError::io(&path, e))
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&temporary);
+    }
+    result
+}
+
+/// The model's variables (weights and BatchNorm statistics) by name, on the CPU.
+pub fn model_tensors(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
+    let mut named: Vec<(String, Tensor)> = vs
+        .variables()
+        .into_iter()
+        .map(|(name, t)| (name, t.detach().to_device(tch::Device::Cpu)))
+        .collect();
+    named.sort_by(|a, b| a.0.cmp(&b.0));
+    named
+}
+
+pub fn read_tensors(path: &Path) -> Result<Vec<(String, Tensor)>, TrainError> {
+    Tensor::read_safetensors(path)
+        .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", path.display())))
+}
+
+/// Copies saved values into the model; every variable must be present with its shape.
+pub fn load_model(vs: &nn::VarStore, path: &Path) -> Result<(), TrainError> {
+    let saved: std::collections::HashMap<String, Tensor> =
+        read_tensors(path)?.into_iter().collect();
+    tch::no_grad(|| {
+        for (name, mut var) in vs.variables() {
+            let source = saved.get(&name).ok_or_else(|| {
+                TrainError::Checkpoint(format!("{}: no tensor {name}", path.display()))
+            })?;
+            var.f_copy_(source)
+                .map_err(|e| TrainError::Checkpoint(format!("{}: {name}: {e}", path.display())))?;
+        }
+        Ok(())
+    })
+}
+
+/// Saves the model and optimizer for `state` (whose `step` names the files), commits the
+/// state, and removes the files the previous checkpoint named.
+pub fn save(
+    run_dir: &Path,
+    state: &mut TrainState,
+    vs: &nn::VarStore,
+    optimizer: &Sgd,
+) -> Result<(), TrainError> {
+    let model_file = format!("model-s{}.safetensors", state.step);
+    let optimizer_file = format!("optimizer-s{}.safetensors", state.step);
+    write_tensors(run_dir, &model_file, &model_tensors(vs))?;
+    let momentum: Vec<(String, Tensor)> = optimizer
+        .state()
+        .into_iter()
+        .map(|(n, t)| (n, t.to_device(tch::Device::Cpu)))
+        .collect();
+    write_tensors(run_dir, &optimizer_file, &momentum)?;
+    state.model_file = Some(model_file);
+    state.optimizer_file = Some(optimizer_file);
+    commit(run_dir, state)
+}
+
+/// Writes `checkpoint.json` atomically, then deletes tensor files it does not name.
+pub fn commit(run_dir: &Path, state: &TrainState) -> Result<(), TrainError> {
+    let path = run_dir.join(STATE_FILE);
+    let json = serde_json::to_vec_pretty(state).expect("the state serialises");
+    write_atomic(&path, &json).map_err(|e| TrainError::io(&path, e))?;
+    remove_stale(run_dir, state);
+    Ok(())
+}
+
+fn remove_stale(run_dir: &Path, state: &TrainState) {
+    let keep: Vec<&str> = [&state.model_file, &state.optimizer_file, &state.best_file]
+        .into_iter()
+        .filter_map(|f| f.as_deref())
+        .collect();
+    let Ok(entries) = fs::read_dir(run_dir) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let ours = ["model-s", "optimizer-s", "best-s"]
+            .iter()
+            .any(|p| name.starts_with(p));
+        if ours && name.ends_with(".safetensors") && !keep.contains(&name.as_str()) {
+            let _ = fs::remove_file(entry.path());
+        }
+    }
+}
+
+/// Path of a file the state names.
+pub fn named(run_dir: &Path, file: &Option<String>) -> Option<PathBuf> {
+    file.as_ref().map(|f| run_dir.join(f))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::train::optim::Sgd;
+    use tch::{Device, Kind};
+
+    fn store(value: f64) -> nn::VarStore {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let _ = vs.root().var("w", &[3], nn::Init::Const(value));
+        vs
+    }
+
+    #[test]
+    fn a_crash_before_the_commit_leaves_the_previous_checkpoint_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let vs = store(1.0);
+        let mut sgd = Sgd::new(&vs, 0.9, 0.0);
+        let w = vs.variables()["w"].shallow_clone();
+        (&w * 2.0).sum(Kind::Float).backward();
+        sgd.step(0.1);
+        let mut state = TrainState::new(EarlyStopping::new(3, 0.0), None);
+        state.step = 1;
+        save(dir.path(), &mut state, &vs, &sgd).unwrap();
+
+        // A later save that died after writing its tensors but before committing, plus a
+        // temporary file from a write interrupted half-way.
+        write_tensors(
+            dir.path(),
+            "model-s2.safetensors",
+            &model_tensors(&store(9.0)),
+        )
+        .unwrap();
+        std::fs::write(dir.path().join(".tmp-1-model-s3.safetensors"), b"half").unwrap();
+
+        let loaded = TrainState::load(dir.path()).unwrap().unwrap();
+        assert_eq!(loaded, state);
+        let restored = store(0.0);
+        load_model(&restored, &named(dir.path(), &loaded.model_file).unwrap()).unwrap();
+        assert!(restored.variables()["w"].equal(&vs.variables()["w"]));
+        let mut fresh = Sgd::new(&restored, 0.9, 0.0);
+        fresh
+            .load_state(read_tensors(&named(dir.path(), &loaded.optimizer_file).unwrap()).unwrap())
+            .unwrap();
+        assert_eq!(fresh.state().len(), 1);
+
+        // The next commit removes the uncommitted tensors.
+        state.step = 4;
+        save(dir.path(), &mut state, &vs, &sgd).unwrap();
+        assert!(!dir.path().join("model-s2.safetensors").exists());
+        assert!(!dir.path().join("model-s1.safetensors").exists());
+        assert!(dir.path().join("model-s4.safetensors").exists());
+    }
+}

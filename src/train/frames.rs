@@ -1,0 +1,176 @@
+//! The extracted frames of one video and the choice of frames for a clip, by time.
+//!
+//! The contract with the extraction stage: `frames/<id>/<id>_%06d.jpg` (1-based k) and
+//! `frame_index/<id>.csv` with `frame,target_seconds,source_seconds,width,height`, one row per
+//! written frame, where frame k shows the instant `segment_start + (k - 1) / fps`. Only frames
+//! around annotated keyframes exist, so clips are built from the index's times, never from a
+//! frame rate assumed here.
+
+use std::path::{Path, PathBuf};
+
+use super::DataError;
+
+const HEADER: &str = "frame,target_seconds,source_seconds,width,height";
+
+/// One video's written frames, ascending by number (and so by time).
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameIndex {
+    pub frames: Vec<u32>,
+    pub times: Vec<f64>,
+    /// Seconds between consecutive frame numbers.
+    pub period: f64,
+    pub width: u32,
+    pub height: u32,
+}
+
+/// `DATA/frame_index/<video_id>.csv`.
+pub fn index_path(data_dir: &Path, video: &str) -> PathBuf {
+    data_dir.join("frame_index").join(format!("{video}.csv"))
+}
+
+/// `DATA/frames/<video_id>/<video_id>_%06d.jpg`.
+pub fn frame_path(data_dir: &Path, video: &str, frame: u32) -> PathBuf {
+    data_dir
+        .join("frames")
+        .join(video)
+        .join(format!("{video}_{frame:06}.jpg"))
+}
+
+impl FrameIndex {
+    pub fn read(path: &Path) -> Result<Self, DataError> {
+        let text = std::fs::read_to_string(path).map_err(|source| DataError::io(path, source))?;
+        Self::parse(&text).map_err(|message| DataError::Invalid {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let mut lines = text.lines();
+        if lines.next().map(str::trim) != Some(HEADER) {
+            return Err(format!("the first line must be `{HEADER}`"));
+        }
+        let mut rows = Vec::new();
+        for (n, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
+            rows.push(parse_row(line).map_err(|e| format!("line {}: {e}", n + 2))?);
+        }
+        rows.sort_by_key(|r| r.0);
+        Self::from_rows(&rows)
+    }
+
+    fn from_rows(rows: &[(u32, f64, u32, u32)]) -> Result<Self, String> {
+        let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
+            return Err("no frames".into());
+        };
+        if rows
+            .windows(2)
+            .any(|w| w[0].0 == w[1].0 || w[0].1 >= w[1].1)
+        {
+            return Err("frame numbers must be unique and times must ascend with them".into());
+        }
+        // target = start + (k - 1) / fps exactly, so any two rows give the period.
+        let period = if last.0 > first.0 {
+            (last.1 - first.1) / f64::from(last.0 - first.0)
+        } else {
+            return Err("a clip needs at least two frames to know the frame rate".into());
+        };
+        Ok(Self {
+            frames: rows.iter().map(|r| r.0).collect(),
+            times: rows.iter().map(|r| r.1).collect(),
+            period,
+            width: first.2,
+            height: first.3,
+        })
+    }
+
+    /// The frame whose target time is nearest `t` (the earlier on a tie).
+    pub fn nearest(&self, t: f64) -> u32 {
+        let after = self.times.partition_point(|&x| x < t);
+        let pick = match after {
+            0 => 0,
+            i if i == self.times.len() => i - 1,
+            i if t - self.times[i - 1] <= self.times[i] - t => i - 1,
+            i => i,
+        };
+        self.frames[pick]
+    }
+
+    /// The frames of a clip of `len` frames, `stride` frame periods apart, around `centre`
+    /// (seconds). As in PySlowFast the keyframe is frame `len / 2` of the clip. Instants outside
+    /// the extracted frames repeat the nearest frame, as PySlowFast clamps at the video's ends.
+    pub fn clip(&self, centre: f64, len: usize, stride: u32) -> Vec<u32> {
+        let step = self.period * f64::from(stride);
+        (0..len)
+            .map(|i| self.nearest(centre + (i as f64 - (len / 2) as f64) * step))
+            .collect()
+    }
+
+    /// Whether a frame lies within half a period of `t`: a keyframe without one has no frames.
+    pub fn covers(&self, t: f64) -> bool {
+        let k = self.nearest(t);
+        let i = self
+            .frames
+            .binary_search(&k)
+            .expect("nearest returns an indexed frame");
+        (self.times[i] - t).abs() <= self.period * 0.5 + 1e-6
+    }
+}
+
+fn parse_row(line: &str) -> Result<(u32, f64, u32, u32), String> {
+    let fields: Vec<&str> = line.trim().split(',').collect();
+    if fields.len() != 5 {
+        return Err(format!("expected 5 fields, found {}", fields.len()));
+    }
+    let bad = |name: &str| format!("field {name} is not a number");
+    let frame: u32 = fields[0].parse().map_err(|_| bad("frame"))?;
+    let time: f64 = fields[1].parse().map_err(|_| bad("target_seconds"))?;
+    let width: u32 = fields[3].parse().map_err(|_| bad("width"))?;
+    let height: u32 = fields[4].parse().map_err(|_| bad("height"))?;
+    if frame == 0 || !time.is_finite() || width == 0 || height == 0 {
+        return Err("frame numbers start at 1; times are finite; sizes are positive".into());
+    }
+    Ok((frame, time, width, height))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Frames 1..=5 and 21..=25 of a 5 fps extraction starting at 900 s.
+    fn index() -> FrameIndex {
+        let mut text = format!("{HEADER}\n");
+        for k in (1..=5).chain(21..=25) {
+            let t = 900.0 + f64::from(k - 1) / 5.0;
+            text.push_str(&format!("{k},{t:.6},{:.6},854,480\n", t + 0.01));
+        }
+        FrameIndex::parse(&text).unwrap()
+    }
+
+    #[test]
+    fn period_comes_from_the_index_not_an_assumed_rate() {
+        let index = index();
+        assert!((index.period - 0.2).abs() < 1e-9);
+        assert_eq!((index.width, index.height), (854, 480));
+    }
+
+    #[test]
+    fn clips_take_the_nearest_frames_and_centre_on_the_keyframe() {
+        let index = index();
+        // Keyframe 904.4 s is frame 23; 4 frames at stride 1: 23 - 2 .. 23 + 1.
+        assert_eq!(index.clip(904.4, 4, 1), vec![21, 22, 23, 24]);
+        assert_eq!(index.clip(904.4, 4, 2), vec![21, 21, 23, 25]);
+        // Past the last written frame: the last one repeats.
+        assert_eq!(index.clip(904.8, 4, 1), vec![23, 24, 25, 25]);
+        assert!(index.covers(904.4));
+        assert!(!index.covers(902.0), "in the gap between ranges");
+    }
+
+    #[test]
+    fn malformed_indexes_are_refused() {
+        assert!(FrameIndex::parse("frame,x\n1,2\n").is_err());
+        let dup = format!("{HEADER}\n1,900.0,900.0,4,4\n1,900.2,900.2,4,4\n");
+        assert!(FrameIndex::parse(&dup).is_err());
+        let one = format!("{HEADER}\n1,900.0,900.0,4,4\n");
+        assert!(FrameIndex::parse(&one).is_err());
+    }
+}
