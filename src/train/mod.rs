@@ -41,6 +41,14 @@ use std::sync::atomic::AtomicBool;
 use serde::{Deserialize, Serialize};
 
 pub use checkpoint::{STATE_FILE, TrainState};
+
+/// libtorch's random generator is global to the process: tests that seed it and rely on the
+/// numbers that follow (bitwise-identical runs) must not interleave with each other.
+#[cfg(test)]
+pub(crate) fn torch_rng_lock() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 pub use config::{ModelPreset, Precision, TrainConfig};
 pub use error::{DataError, TrainError};
 pub use predict::{PredictSummary, predict, write_detections};

@@ -49,6 +49,7 @@ fn quick() -> TrainConfig {
 
 #[test]
 fn loader_is_deterministic_for_any_thread_count_and_fast_enough() {
+    let _rng = crate::train::torch_rng_lock();
     let data = Dataset::open(data()).unwrap();
     let (clips, _, skipped) = data.clips(&config(), "train", true).unwrap();
     assert_eq!(skipped, 0, "every keyframe has frames");
@@ -113,6 +114,7 @@ fn assert_bitwise_equal(a: &[(String, Tensor)], b: &[(String, Tensor)]) {
 
 #[test]
 fn resumed_run_ends_with_the_same_weights_bitwise() {
+    let _rng = crate::train::torch_rng_lock();
     let base = TrainConfig {
         epochs: 3,
         eval_every: 100,
@@ -172,6 +174,7 @@ fn resumed_run_ends_with_the_same_weights_bitwise() {
 
 #[test]
 fn absurd_lr_stops_with_a_clear_error_and_keeps_the_last_checkpoint() {
+    let _rng = crate::train::torch_rng_lock();
     let run = tempfile::tempdir().unwrap();
     let never = AtomicBool::new(false);
     let good = TrainConfig {
@@ -209,6 +212,7 @@ fn absurd_lr_stops_with_a_clear_error_and_keeps_the_last_checkpoint() {
 
 #[test]
 fn early_stopping_ends_a_plateaued_run() {
+    let _rng = crate::train::torch_rng_lock();
     let run = tempfile::tempdir().unwrap();
     let never = AtomicBool::new(false);
     let flat = TrainConfig {
@@ -245,6 +249,7 @@ fn early_stopping_ends_a_plateaued_run() {
 #[test]
 #[ignore = "slow, and the 0.7 target is not reached yet: run explicitly"]
 fn tiny_slowfast_learns_the_synthetic_actions_and_not_shuffled_labels() {
+    let _rng = crate::train::torch_rng_lock();
     let never = AtomicBool::new(false);
     let real_dir = tempfile::tempdir().unwrap();
     let started = Instant::now();
@@ -290,6 +295,7 @@ fn tiny_slowfast_learns_the_synthetic_actions_and_not_shuffled_labels() {
 
 #[test]
 fn two_runs_with_one_seed_agree_bitwise() {
+    let _rng = crate::train::torch_rng_lock();
     let base = TrainConfig {
         epochs: 1,
         eval_every: 100,

@@ -22,6 +22,7 @@ fn count_parameters(cfg: &SlowFastConfig) -> i64 {
 
 #[test]
 fn r50_has_the_parameter_count_of_pytorchvideo() {
+    let _rng = crate::train::torch_rng_lock();
     // pytorchvideo: create_slowfast_with_roi_head(model_num_class=80, dropout_rate=0.5).
     assert_eq!(count_parameters(&SlowFastConfig::r50_8x8_ava()), 33_828_888);
     // ... and with model_depth=18.
@@ -30,6 +31,7 @@ fn r50_has_the_parameter_count_of_pytorchvideo() {
 
 #[test]
 fn init_follows_pyslowfast() {
+    let _rng = crate::train::torch_rng_lock();
     let vs = nn::VarStore::new(Device::Cpu);
     let _model = SlowFast::new(&vs.root(), &SlowFastConfig::r50_8x8_ava());
     let vars = vs.variables();
@@ -63,6 +65,7 @@ fn init_follows_pyslowfast() {
 
 #[test]
 fn slow_frames_follow_pyslowfast_linspace() {
+    let _rng = crate::train::torch_rng_lock();
     assert_eq!(slow_frame_indices(32, 4), [0, 4, 8, 13, 17, 22, 26, 31]);
     assert_eq!(slow_frame_indices(32, 8), [0, 10, 20, 31]);
     assert_eq!(slow_frame_indices(8, 2), [0, 2, 4, 7]);
@@ -71,6 +74,7 @@ fn slow_frames_follow_pyslowfast_linspace() {
 
 #[test]
 fn pack_pathways_selects_along_time_with_or_without_batch() {
+    let _rng = crate::train::torch_rng_lock();
     let clip = Tensor::arange(32, (Kind::Int64, Device::Cpu))
         .view([1, 32, 1, 1])
         .expand([3, 32, 2, 2], true);
@@ -99,6 +103,7 @@ fn tiny_batch(cfg: &SlowFastConfig) -> (Tensor, Tensor, Tensor) {
 
 #[test]
 fn tiny_model_trains_on_a_fixed_batch() {
+    let _rng = crate::train::torch_rng_lock();
     tch::manual_seed(0);
     let cfg = SlowFastConfig::tiny(5);
     let vs = nn::VarStore::new(Device::Cpu);
@@ -142,6 +147,7 @@ fn tiny_model_trains_on_a_fixed_batch() {
 
 #[test]
 fn eval_mode_is_deterministic_and_predict_gives_probabilities() {
+    let _rng = crate::train::torch_rng_lock();
     tch::manual_seed(1);
     let cfg = SlowFastConfig::tiny(3);
     let vs = nn::VarStore::new(Device::Cpu);
@@ -238,16 +244,19 @@ fn check_against_pytorchvideo(depth: &str, base: SlowFastConfig) {
 
 #[test]
 fn r50_matches_pytorchvideo() {
+    let _rng = crate::train::torch_rng_lock();
     check_against_pytorchvideo("50", SlowFastConfig::r50_8x8_ava());
 }
 
 #[test]
 fn r18_matches_pytorchvideo() {
+    let _rng = crate::train::torch_rng_lock();
     check_against_pytorchvideo("18", SlowFastConfig::r18_ava());
 }
 
 #[test]
 fn converter_reads_pytorchvideo_and_pyslowfast_checkpoints() {
+    let _rng = crate::train::torch_rng_lock();
     let dir = tempfile::tempdir().unwrap();
     let args = ["model", "--depth", "18", "--save-checkpoints"];
     if run_reference(&args, dir.path()).is_none() {
@@ -279,6 +288,7 @@ fn converter_reads_pytorchvideo_and_pyslowfast_checkpoints() {
 
 #[test]
 fn roi_align_matches_torchvision_forward_and_backward() {
+    let _rng = crate::train::torch_rng_lock();
     let dir = tempfile::tempdir().unwrap();
     if run_reference(&["roi-align"], dir.path()).is_none() {
         return;
@@ -379,6 +389,7 @@ fn time_roi_align(boxes: i64, images: i64, channels: i64) {
 #[test]
 #[ignore = "timing, run explicitly"]
 fn timing_forward_backward_cpu() {
+    let _rng = crate::train::torch_rng_lock();
     tch::set_num_threads(2);
     time_roi_align(64, 8, 2304);
     time_step(&SlowFastConfig::tiny(80), 2, 64, 4);
