@@ -30,8 +30,15 @@ pub fn resized_size(width: u32, height: u32, short: u32) -> (u32, u32) {
     }
 }
 
-/// A random training geometry for a `width` x `height` frame.
-pub fn train_geometry(rng: &mut impl Rng, width: u32, height: u32, crop: u32) -> Geometry {
+/// A random training geometry for a `width` x `height` frame; `hflip` allows the mirror (the
+/// coin is tossed either way, so the scale and crop draws do not depend on it).
+pub fn train_geometry(
+    rng: &mut impl Rng,
+    width: u32,
+    height: u32,
+    crop: u32,
+    hflip: bool,
+) -> Geometry {
     let (lo, hi) = (
         f64::from(crop) * 256.0 / 224.0,
         f64::from(crop) * 320.0 / 224.0,
@@ -43,7 +50,7 @@ pub fn train_geometry(rng: &mut impl Rng, width: u32, height: u32, crop: u32) ->
     Geometry {
         resized,
         crop: (x, y, crop, crop),
-        flip: rng.random_bool(0.5),
+        flip: rng.random_bool(0.5) && hflip,
     }
 }
 
@@ -157,7 +164,7 @@ mod tests {
         let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
         let (mut shorts, mut flips) = (Vec::new(), 0);
         for _ in 0..500 {
-            let g = train_geometry(&mut rng, 640, 360, 112);
+            let g = train_geometry(&mut rng, 640, 360, 112, true);
             shorts.push(g.resized.1);
             flips += usize::from(g.flip);
             assert_eq!(g.output(), (112, 112));

@@ -41,8 +41,12 @@ pub struct Batch {
 /// How clips are transformed.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Augment {
-    /// Random scale, crop and flip, drawn from (seed, epoch, sample).
-    Train { seed: u64, epoch: usize },
+    /// Random scale, crop and (when `hflip`) flip, drawn from (seed, epoch, sample).
+    Train {
+        seed: u64,
+        epoch: usize,
+        hflip: bool,
+    },
     /// Short side = crop size, whole frame.
     Eval,
 }
@@ -213,9 +217,9 @@ pub fn load_batch(
 fn geometry_of(sample: &ClipSample, index: usize, augment: Augment, crop: u32) -> Geometry {
     let (w, h) = sample.size;
     match augment {
-        Augment::Train { seed, epoch } => {
+        Augment::Train { seed, epoch, hflip } => {
             let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(seed, epoch as u64, index as u64));
-            train_geometry(&mut rng, w, h, crop)
+            train_geometry(&mut rng, w, h, crop, hflip)
         }
         Augment::Eval => eval_geometry(w, h, crop),
     }
@@ -305,14 +309,17 @@ fn load_frame(
         f64::from(h) / f64::from(geometry.resized.1),
     );
     let (cx, cy, cw, ch) = geometry.crop;
-    // Resampling only the crop's source rectangle equals resizing the frame and cropping it.
+    // Resampling only the crop's source rectangle equals resizing the frame and cropping it. A
+    // crop flush with the resized frame's edge can overshoot the source by a rounding error,
+    // which the resizer refuses: clamp it to the frame.
+    let (left, top) = (f64::from(cx) * sx, f64::from(cy) * sy);
     let options = ResizeOptions::new()
         .resize_alg(ResizeAlg::Convolution(FilterType::Bilinear))
         .crop(
-            f64::from(cx) * sx,
-            f64::from(cy) * sy,
-            f64::from(cw) * sx,
-            f64::from(ch) * sy,
+            left,
+            top,
+            (f64::from(cw) * sx).min(f64::from(w) - left),
+            (f64::from(ch) * sy).min(f64::from(h) - top),
         );
     Resizer::new()
         .resize(&source, &mut target, &options)

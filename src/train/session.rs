@@ -280,6 +280,7 @@ impl Session<'_> {
             Augment::Train {
                 seed: config.seed,
                 epoch,
+                hflip: config.hflip,
             },
             self.loader_spec(),
         );

@@ -82,13 +82,17 @@ impl SlowFastConfig {
         }
     }
 
-    /// A model small enough for CPU tests: one block per stage, narrow widths, 16 Fast frames.
+    /// A model small enough for CPU tests: one block per stage, narrow widths, a Fast pathway
+    /// half as wide as Slow (motion is all it has to see), 16 Fast frames, and res4 unstrided so
+    /// the RoI features come from a 1/8 map (7 x 7 would be too coarse at 112 pixels).
     pub fn tiny(num_classes: i64) -> Self {
         Self {
             stage_depths: [1, 1, 1, 1],
             width_per_group: 8,
-            beta_inv: 4,
+            beta_inv: 2,
             num_frames: 16,
+            spatial_strides: [1, 2, 1, 1],
+            roi_spatial_scale: 1.0 / 8.0,
             num_classes,
             ..Self::r50_8x8_ava()
         }
