@@ -27,3 +27,6 @@ done
 
 "$avaprep" --data-dir "$data" run pipelines/demo.toml --set "fetch.base_url=[\"$url\"]"
 "$avaprep" --data-dir "$data" status pipelines/demo.toml --set "fetch.base_url=[\"$url\"]"
+
+# Train the tiny SlowFast on the extracted frames (a few minutes on 2 cores); a re-run resumes.
+"$avaprep" --data-dir "$data" train --preset synthetic-tiny --resume

@@ -26,7 +26,13 @@ fn main() -> ExitCode {
             if is_broken_pipe(&error) {
                 return ExitCode::SUCCESS;
             }
-            eprintln!("error: {error:#}");
+            // libtorch appends its C++ stack to its messages; the first lines say what is wrong.
+            let message = format!("{error:#}");
+            let message = message
+                .split("\nException raised from")
+                .next()
+                .unwrap_or(&message);
+            eprintln!("error: {message}");
             ExitCode::from(1)
         }
     }
