@@ -63,16 +63,22 @@ pub fn open(path: &Path, threads: usize) -> Result<Source, ExtractError> {
     })
 }
 
-/// The stream's own start time, else the container's (as the ffmpeg CLI uses for `-ss`), else 0.
+/// The container's start time (the earliest of its streams), which the ffmpeg CLI adds to `-ss`
+/// and so the reference AVA cuts used; else the video stream's own; else 0. The two differ when an
+/// audio stream starts before the video.
 fn first_timestamp(input: &format::context::Input, stream_start: i64, tb: ff::Rational) -> i64 {
-    if stream_start != ff::ffi::AV_NOPTS_VALUE {
-        return stream_start;
+    let container_start = unsafe { (*input.as_ptr()).start_time };
+    let container_start = (container_start != ff::ffi::AV_NOPTS_VALUE)
+        .then(|| container_start.rescale(ff::rescale::TIME_BASE, tb));
+    let stream_start = (stream_start != ff::ffi::AV_NOPTS_VALUE).then_some(stream_start);
+    match (container_start, stream_start) {
+        // The container's value went through microseconds: when the video stream is the earliest,
+        // its own exact timestamp is the same instant without the rounding.
+        (Some(container), Some(stream)) if stream <= container + 1 => stream,
+        (Some(container), _) => container,
+        (None, Some(stream)) => stream,
+        (None, None) => 0,
     }
-    let start = unsafe { (*input.as_ptr()).start_time };
-    if start == ff::ffi::AV_NOPTS_VALUE {
-        return 0;
-    }
-    start.rescale(ff::rescale::TIME_BASE, tb)
 }
 
 use ff::Rescale as _;
