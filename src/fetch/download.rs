@@ -8,8 +8,10 @@
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::mpsc;
 use std::time::Duration;
 
+use bytes::Bytes;
 use reqwest::header::{CONTENT_RANGE, ETAG, IF_RANGE, LAST_MODIFIED, RANGE, RETRY_AFTER};
 use reqwest::{Client, Response, StatusCode};
 use serde::{Deserialize, Serialize};
@@ -464,7 +466,7 @@ async fn stream_body(
         writer
             .write_all(&chunk)
             .map_err(|source| AttemptError::Fatal(io_error(part, source)))?;
-        transfer.hash.update(&chunk);
+        transfer.hash.update(chunk.clone());
         position += chunk.len() as u64;
         *transfer.transferred += chunk.len() as u64;
         transfer.progress.update(position, total);
@@ -489,17 +491,45 @@ fn flush(writer: io::BufWriter<File>, part: &Path) -> Result<(), AttemptError> {
 }
 
 /// The sha256 of the partial file's first `len` bytes, kept up to date while bytes arrive so the
-/// finished file is not read again.
-#[derive(Default)]
+/// finished file is not read again. Hashing runs on its own thread, beside the transfer: chunks
+/// are reference-counted, so handing one over copies nothing.
 struct PartHash {
-    hasher: Sha256,
+    jobs: mpsc::SyncSender<HashJob>,
     len: u64,
 }
 
+enum HashJob {
+    Update(Bytes),
+    Reset,
+    Finish(mpsc::Sender<String>),
+}
+
+impl Default for PartHash {
+    fn default() -> Self {
+        let (jobs, received) = mpsc::sync_channel::<HashJob>(64);
+        std::thread::spawn(move || {
+            let mut hasher = Sha256::new();
+            for job in received {
+                match job {
+                    HashJob::Update(bytes) => hasher.update(&bytes),
+                    HashJob::Reset => hasher = Sha256::new(),
+                    HashJob::Finish(reply) => {
+                        let digest = std::mem::take(&mut hasher).finalize();
+                        let _ = reply.send(hex::encode(digest));
+                    }
+                }
+            }
+        });
+        PartHash { jobs, len: 0 }
+    }
+}
+
 impl PartHash {
-    fn update(&mut self, bytes: &[u8]) {
-        self.hasher.update(bytes);
+    fn update(&mut self, bytes: Bytes) {
         self.len += bytes.len() as u64;
+        self.jobs
+            .send(HashJob::Update(bytes))
+            .expect("the hashing thread lives as long as its sender");
     }
 
     /// Makes the hash cover exactly the part's first `start` bytes (re-reading them only when the
@@ -508,25 +538,32 @@ impl PartHash {
         if self.len == start {
             return Ok(());
         }
-        *self = PartHash::default();
+        self.len = 0;
+        self.jobs.send(HashJob::Reset).expect("hashing thread");
         let file = File::open(part).map_err(|source| io_error(part, source))?;
         let mut prefix = file.take(start);
-        let mut buffer = vec![0; BUFFER];
         loop {
+            let mut buffer = vec![0; BUFFER];
             let read = prefix
                 .read(&mut buffer)
                 .map_err(|source| io_error(part, source))?;
             if read == 0 {
                 break;
             }
-            self.update(&buffer[..read]);
+            buffer.truncate(read);
+            self.update(Bytes::from(buffer));
         }
         Ok(())
     }
 
     fn finish(&mut self) -> (u64, String) {
-        let hasher = std::mem::take(&mut self.hasher);
-        (self.len, hex::encode(hasher.finalize()))
+        let (reply, answer) = mpsc::channel();
+        self.jobs
+            .send(HashJob::Finish(reply))
+            .expect("hashing thread");
+        let digest = answer.recv().expect("the hashing thread answers");
+        let len = std::mem::take(&mut self.len);
+        (len, digest)
     }
 }
 

@@ -358,3 +358,30 @@ fn without_checksums_of(manifest: &str, path: &str) -> String {
     annotations.remove("contents");
     toml::to_string(&value).unwrap()
 }
+
+#[test]
+fn verify_rehashes_and_downloads_a_damaged_file_again() {
+    let root = mirror();
+    let server = start(root, Vec::new());
+    let data = tempfile::tempdir().unwrap();
+    assert!(fetch(data.path(), root, &server, &[]).status.success());
+    let (url, source) = largest_video(root);
+    let copy = fetched(data.path(), &url);
+    let mut bytes = fs::read(&copy).unwrap();
+    bytes[1000] ^= 0xff; // same size: only re-hashing can tell
+    fs::write(&copy, &bytes).unwrap();
+
+    let plain = fetch(data.path(), root, &server, &[]);
+    assert!(
+        stdout(&plain).contains("up to date"),
+        "without --verify nothing is re-read"
+    );
+    let verified = fetch(data.path(), root, &server, &["--verify"]);
+    assert!(verified.status.success(), "{}", stderr(&verified));
+    let message = stderr(&verified);
+    assert!(
+        message.contains(&*copy.to_string_lossy()) && message.contains("downloading it again"),
+        "{message}"
+    );
+    assert_eq!(fs::read(&copy).unwrap(), fs::read(&source).unwrap());
+}
