@@ -340,23 +340,9 @@ fn fetch(
     if args.verify {
         verify_downloads(&cli.data_dir, &store, printer)?;
     }
-    let runner = Runner {
-        stages: built.stages.iter().map(|stage| stage.as_ref()).collect(),
-        store,
-        shard: None,
-        context: StageContext {
-            data_dir: &cli.data_dir,
-            reporter: printer,
-            cancel,
-        },
-    };
-    let report = runner.run()?;
-    print_run_report(printer, &report);
-    Ok(if report.succeeded() {
-        ExitStatus::Success
-    } else {
-        ExitStatus::Failure
-    })
+    let stages = built.stages.iter().map(|stage| stage.as_ref()).collect();
+    let report = run_stages(cli, stages, None, printer, cancel)?;
+    Ok(exit_status(&report))
 }
 
 #[cfg(feature = "extract")]
@@ -380,23 +366,8 @@ fn extract(
         params.jobs = jobs;
     }
     let stage = crate::extract::stage::ExtractStage { params };
-    let runner = Runner {
-        stages: vec![&stage],
-        store: StateStore::new(&cli.data_dir, None),
-        shard: None,
-        context: StageContext {
-            data_dir: &cli.data_dir,
-            reporter: printer,
-            cancel,
-        },
-    };
-    let report = runner.run()?;
-    print_run_report(printer, &report);
-    Ok(if report.succeeded() {
-        ExitStatus::Success
-    } else {
-        ExitStatus::Failure
-    })
+    let report = run_stages(cli, vec![&stage], None, printer, cancel)?;
+    Ok(exit_status(&report))
 }
 
 #[cfg(feature = "train")]
@@ -616,10 +587,30 @@ fn run_pipeline(
     cancel: &AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
     let loaded = load(cli, &args.pipeline, &args.overrides)?;
+    let stages = loaded.stages.iter().map(|stage| stage.as_ref()).collect();
+    let report = run_stages(cli, stages, args.shard, printer, cancel)?;
+    if !loaded.unimplemented.is_empty() {
+        printer.note(&format!(
+            "stopped after the implemented stages; not implemented yet: {}",
+            loaded.unimplemented.join(", ")
+        ));
+    }
+    Ok(exit_status(&report))
+}
+
+/// Runs stages through the pipeline runner (with the state under the data directory) and prints
+/// the report: what `run`, `fetch` and `extract` share.
+fn run_stages(
+    cli: &Cli,
+    stages: Vec<&dyn crate::pipeline::Stage>,
+    shard: Option<Shard>,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<RunReport> {
     let runner = Runner {
-        stages: loaded.stages.iter().map(|stage| stage.as_ref()).collect(),
-        store: StateStore::new(&cli.data_dir, args.shard),
-        shard: args.shard,
+        stages,
+        store: StateStore::new(&cli.data_dir, shard),
+        shard,
         context: StageContext {
             data_dir: &cli.data_dir,
             reporter: printer,
@@ -628,17 +619,15 @@ fn run_pipeline(
     };
     let report = runner.run()?;
     print_run_report(printer, &report);
-    if !loaded.unimplemented.is_empty() {
-        printer.note(&format!(
-            "stopped after the implemented stages; not implemented yet: {}",
-            loaded.unimplemented.join(", ")
-        ));
-    }
-    Ok(if report.succeeded() {
+    Ok(report)
+}
+
+fn exit_status(report: &RunReport) -> ExitStatus {
+    if report.succeeded() {
         ExitStatus::Success
     } else {
         ExitStatus::Failure
-    })
+    }
 }
 
 fn print_run_report(printer: &Printer, report: &RunReport) {
