@@ -56,6 +56,12 @@ impl DataLayout {
         self.frames().join(video.as_str())
     }
 
+    /// Frame `k` (1-based) of a video: the name PySlowFast's frame lists point at.
+    pub fn frame(&self, video: &VideoId, k: u32) -> PathBuf {
+        self.video_frames(video)
+            .join(frame_file_name(video.as_str(), k))
+    }
+
     /// The per-video frame index (`frame,target_seconds,source_seconds,width,height`); its
     /// presence marks the video's extraction complete. Kept outside `frames/` because
     /// pytorchvideo takes every file in a video's frame folder for a frame.
@@ -97,4 +103,9 @@ impl DataLayout {
         name.push(".json");
         self.download_records().join(name)
     }
+}
+
+/// `<video_id>_%06d.jpg`, the one spelling of a frame's file name.
+pub fn frame_file_name(video: &str, k: u32) -> String {
+    format!("{video}_{k:06}.jpg")
 }

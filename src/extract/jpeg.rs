@@ -62,7 +62,8 @@ impl JpegWriter {
     }
 
     pub fn path_of(&self, k: u32) -> PathBuf {
-        self.out_dir.join(format!("{}_{k:06}.jpg", self.video_id))
+        self.out_dir
+            .join(crate::layout::frame_file_name(&self.video_id, k))
     }
 
     /// Encodes `source` (whose timestamp is `ts`) as frame `k`; returns (bytes, width, height).

@@ -15,7 +15,8 @@ use crate::annotations::{
 };
 
 use super::DataError;
-use super::frames::{FrameIndex, frame_path, index_path};
+use super::frames::FrameIndex;
+use crate::layout::DataLayout;
 
 pub const LABELS_FULL: &str = "ava_action_list_v2.2.pbtxt";
 pub const LABELS_SCORED: &str = "ava_action_list_v2.2_for_activitynet_2019.pbtxt";
@@ -138,9 +139,9 @@ pub fn build_clips(
     let detections = group_detections(&annotations.detector, spec.box_threshold);
     let mut clips = Vec::new();
     let mut without_frames = 0;
+    let layout = DataLayout::new(data_dir);
     for video in plan.videos.iter().filter(|v| v.split == annotations.split) {
-        let id = video.id.as_str();
-        let index = FrameIndex::read(&index_path(data_dir, id))?;
+        let index = FrameIndex::read(&layout.frame_index(&video.id))?;
         for &second in &video.keyframes {
             let key = FrameKey {
                 video: video.id,
@@ -167,10 +168,7 @@ pub fn build_clips(
             let frames = index.clip(centre, spec.frames, spec.stride);
             clips.push(ClipSample {
                 key,
-                frames: frames
-                    .iter()
-                    .map(|&k| frame_path(data_dir, id, k))
-                    .collect(),
+                frames: frames.iter().map(|&k| layout.frame(&video.id, k)).collect(),
                 size: (index.width, index.height),
                 boxes,
             });

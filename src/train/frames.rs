@@ -6,7 +6,7 @@
 //! around annotated keyframes exist, so clips are built from the index's times, never from a
 //! frame rate assumed here.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use super::DataError;
 
@@ -21,19 +21,6 @@ pub struct FrameIndex {
     pub period: f64,
     pub width: u32,
     pub height: u32,
-}
-
-/// `DATA/frame_index/<video_id>.csv`.
-pub fn index_path(data_dir: &Path, video: &str) -> PathBuf {
-    data_dir.join("frame_index").join(format!("{video}.csv"))
-}
-
-/// `DATA/frames/<video_id>/<video_id>_%06d.jpg`.
-pub fn frame_path(data_dir: &Path, video: &str, frame: u32) -> PathBuf {
-    data_dir
-        .join("frames")
-        .join(video)
-        .join(format!("{video}_{frame:06}.jpg"))
 }
 
 impl FrameIndex {
