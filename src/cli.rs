@@ -75,6 +75,10 @@ pub enum Command {
     Run(RunArgs),
     /// Show where each stage of a pipeline stands: done, stale, pending, failed, interrupted.
     Status(StatusArgs),
+    /// Measurements for scripts/bench (loader throughput, training-step time).
+    #[cfg(feature = "train")]
+    #[command(hide = true, subcommand)]
+    Bench(BenchCommand),
 }
 
 /// A stage whose command exists in the interface but not yet in the tool.
@@ -133,6 +137,57 @@ pub struct TrainArgs {
     /// Continue from the run directory's last checkpoint.
     #[arg(long)]
     pub resume: bool,
+    /// Start from these weights (safetensors from scripts/convert_checkpoint.py); tensors of
+    /// another shape, such as a head for another class count, keep their fresh initialisation.
+    #[arg(long, value_name = "FILE")]
+    pub init: Option<PathBuf>,
+}
+
+#[cfg(feature = "train")]
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Clips per second of the training loader over DATA_DIR's train split.
+    Loader {
+        #[arg(long, default_value = "ava-r50", value_parser = ["ava-r50", "synthetic-tiny"])]
+        preset: String,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Epochs over the training clips.
+        #[arg(long, default_value_t = 1)]
+        passes: usize,
+        /// Loader threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
+    /// Seconds per SGD step on random clips, on the CPU.
+    TrainStep {
+        #[arg(long, value_enum, default_value = "r50")]
+        model: BenchModel,
+        #[arg(long, default_value_t = 16)]
+        frames: i64,
+        /// Side of the square input.
+        #[arg(long, default_value_t = 112)]
+        size: i64,
+        #[arg(long, default_value_t = 2)]
+        batch: i64,
+        #[arg(long, default_value_t = 2)]
+        boxes_per_clip: i64,
+        #[arg(long, default_value_t = 5)]
+        steps: usize,
+        #[arg(long, default_value_t = 2)]
+        warmup: usize,
+        /// libtorch intra-op threads.
+        #[arg(long, default_value_t = 2)]
+        threads: usize,
+    },
+}
+
+#[cfg(feature = "train")]
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum BenchModel {
+    R18,
+    R50,
+    Tiny,
 }
 
 #[derive(Debug, Args)]
@@ -300,6 +355,8 @@ pub fn run(cli: Cli, cancel: &AtomicBool) -> anyhow::Result<ExitStatus> {
         Command::Serve(args) => serve(args, &printer),
         Command::Run(args) => run_pipeline(&cli, args, &printer, cancel),
         Command::Status(args) => show_status(&cli, args, &printer),
+        #[cfg(feature = "train")]
+        Command::Bench(command) => bench(&cli, command, &printer),
     }
 }
 
@@ -377,35 +434,12 @@ fn train(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
-    use crate::train::{TrainConfig, TrainEvent};
-    let preset = match args.preset.as_str() {
-        "synthetic-tiny" => TrainConfig::synthetic_tiny(),
-        _ => TrainConfig::ava_r50(),
-    };
-    let mut table: toml::Table = toml::Table::try_from(&preset)?;
-    if let Some(path) = &args.config {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading training settings {}", path.display()))?;
-        let file: toml::Table = text
-            .parse()
-            .with_context(|| format!("{} is not valid TOML", path.display()))?;
-        table.extend(file);
+    use crate::train::TrainEvent;
+    let mut config = train_config(&args.preset, args.config.as_deref(), &args.overrides)?;
+    config.resume |= args.resume;
+    if let Some(init) = &args.init {
+        config.init_weights = Some(init.clone());
     }
-    for assignment in &args.overrides {
-        let (key, value) = assignment
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("--set {assignment}: expected KEY=VALUE"))?;
-        let value = format!("value = {value}")
-            .parse::<toml::Table>()
-            .ok()
-            .and_then(|mut parsed| parsed.remove("value"))
-            .unwrap_or_else(|| toml::Value::String(value.to_string()));
-        table.insert(key.trim().to_string(), value);
-    }
-    if args.resume {
-        table.insert("resume".into(), toml::Value::Boolean(true));
-    }
-    let config: TrainConfig = table.try_into().context("training settings")?;
     let run_dir = args
         .run_dir
         .clone()
@@ -437,6 +471,7 @@ fn train(
                 map.map_or("-".into(), |map| format!("{map:.4}")),
                 best.map_or("-".into(), |best| format!("{best:.4}"))
             )),
+            TrainEvent::Initialised(report) => printer.note(&init_summary(report)),
             TrainEvent::Stopped { reason } => printer.note(&format!("stopped: {reason}")),
             _ => {}
         }
@@ -453,6 +488,120 @@ fn train(
         )),
         run_dir.display()
     ));
+    Ok(ExitStatus::Success)
+}
+
+#[cfg(feature = "train")]
+fn init_summary(report: &crate::train::InitReport) -> String {
+    let mut text = format!(
+        "initialised from {}: {} tensors loaded, {} kept fresh, {} in the file unused",
+        report.file.display(),
+        report.loaded,
+        report.skipped.len(),
+        report.unused.len()
+    );
+    for skipped in &report.skipped {
+        text.push_str(&format!(
+            "\n  kept fresh: {} ({})",
+            skipped.name, skipped.reason
+        ));
+    }
+    for name in &report.unused {
+        text.push_str(&format!("\n  unused: {name}"));
+    }
+    text
+}
+
+/// A preset, then a settings file over it, then `--set` overrides.
+#[cfg(feature = "train")]
+fn train_config(
+    preset: &str,
+    file: Option<&std::path::Path>,
+    overrides: &[String],
+) -> anyhow::Result<crate::train::TrainConfig> {
+    use crate::train::TrainConfig;
+    let preset = match preset {
+        "synthetic-tiny" => TrainConfig::synthetic_tiny(),
+        _ => TrainConfig::ava_r50(),
+    };
+    let mut table: toml::Table = toml::Table::try_from(&preset)?;
+    if let Some(path) = file {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading training settings {}", path.display()))?;
+        let file: toml::Table = text
+            .parse()
+            .with_context(|| format!("{} is not valid TOML", path.display()))?;
+        table.extend(file);
+    }
+    for assignment in overrides {
+        let (key, value) = assignment
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--set {assignment}: expected KEY=VALUE"))?;
+        let value = format!("value = {value}")
+            .parse::<toml::Table>()
+            .ok()
+            .and_then(|mut parsed| parsed.remove("value"))
+            .unwrap_or_else(|| toml::Value::String(value.to_string()));
+        table.insert(key.trim().to_string(), value);
+    }
+    table.try_into().context("training settings")
+}
+
+#[cfg(feature = "train")]
+fn bench(cli: &Cli, command: &BenchCommand, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    use crate::train::ModelPreset;
+    use crate::train::bench::{StepShape, loader_throughput, train_step_times};
+    match command {
+        BenchCommand::Loader {
+            preset,
+            overrides,
+            passes,
+            threads,
+        } => {
+            let mut config = train_config(preset, None, overrides)?;
+            config.threads = *threads;
+            let measured = loader_throughput(&cli.data_dir, &config, *passes)?;
+            printer.record("bench_loader", &measured);
+            printer.result(&format!(
+                "{} clips of {} frames at {} px in {:.2} s: {:.1} clips/s on {} threads",
+                measured.clips,
+                measured.frames_per_clip,
+                measured.crop,
+                measured.seconds,
+                measured.clips_per_second,
+                measured.threads
+            ));
+        }
+        BenchCommand::TrainStep {
+            model,
+            frames,
+            size,
+            batch,
+            boxes_per_clip,
+            steps,
+            warmup,
+            threads,
+        } => {
+            let model = match model {
+                BenchModel::R18 => ModelPreset::R18,
+                BenchModel::R50 => ModelPreset::R50_8x8,
+                BenchModel::Tiny => ModelPreset::Tiny,
+            };
+            let shape = StepShape {
+                model,
+                frames: *frames,
+                size: *size,
+                batch: *batch,
+                boxes_per_clip: *boxes_per_clip,
+            };
+            let measured = train_step_times(shape, *steps, *warmup, *threads)?;
+            printer.record("bench_train_step", &measured);
+            printer.result(&format!(
+                "{model:?} {size}x{size}x{frames}, batch {batch}: median {:.3} s per step on {threads} threads",
+                measured.median_step_seconds
+            ));
+        }
+    }
     Ok(ExitStatus::Success)
 }
 

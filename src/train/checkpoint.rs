@@ -127,6 +127,68 @@ pub fn load_model(vs: &nn::VarStore, path: &Path) -> Result<(), TrainError> {
     })
 }
 
+/// What starting weights gave the model: the rest keeps its fresh initialisation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InitReport {
+    pub file: PathBuf,
+    /// Model variables copied from the file.
+    pub loaded: usize,
+    /// Model variables left as initialised, each with the reason.
+    pub skipped: Vec<SkippedTensor>,
+    /// Tensors of the file the model has no variable for.
+    pub unused: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SkippedTensor {
+    pub name: String,
+    pub reason: String,
+}
+
+/// Copies every tensor whose name and shape match a model variable; a head for another class
+/// count is skipped and reported. A file of which nothing fits (another depth or a classifier
+/// without the AVA naming) is an error rather than a silent fresh start.
+pub fn load_initial(vs: &nn::VarStore, path: &Path) -> Result<InitReport, TrainError> {
+    let mut saved: std::collections::BTreeMap<String, Tensor> =
+        read_tensors(path)?.into_iter().collect();
+    let mut variables = vs.variables().into_iter().collect::<Vec<_>>();
+    variables.sort_by(|a, b| a.0.cmp(&b.0));
+    let (mut loaded, mut skipped) = (0, Vec::new());
+    tch::no_grad(|| {
+        for (name, mut var) in variables {
+            let reason = match saved.remove(&name) {
+                None => "not in the file".to_string(),
+                Some(source) if source.size() != var.size() => format!(
+                    "shape {:?} in the file, {:?} in the model",
+                    source.size(),
+                    var.size()
+                ),
+                Some(source) => {
+                    var.f_copy_(&source).map_err(|e| {
+                        TrainError::Checkpoint(format!("{}: {name}: {e}", path.display()))
+                    })?;
+                    loaded += 1;
+                    continue;
+                }
+            };
+            skipped.push(SkippedTensor { name, reason });
+        }
+        Ok::<(), TrainError>(())
+    })?;
+    if loaded == 0 {
+        return Err(TrainError::Checkpoint(format!(
+            "{}: none of its tensors fits this model (weights for another depth, or not converted with scripts/convert_checkpoint.py?)",
+            path.display()
+        )));
+    }
+    Ok(InitReport {
+        file: path.to_path_buf(),
+        loaded,
+        skipped,
+        unused: saved.into_keys().collect(),
+    })
+}
+
 /// Saves the model and optimizer for `state` (whose `step` names the files), commits the
 /// state, and removes the files the previous checkpoint named.
 pub fn save(

@@ -17,6 +17,7 @@
 //! ```
 
 pub mod augment;
+pub mod bench;
 mod checkpoint;
 pub mod config;
 pub mod dataset;
@@ -40,7 +41,7 @@ use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
-pub use checkpoint::{STATE_FILE, TrainState};
+pub use checkpoint::{InitReport, STATE_FILE, SkippedTensor, TrainState};
 
 /// libtorch's random generator is global to the process: tests that seed it and rely on the
 /// numbers that follow (bitwise-identical runs) must not interleave with each other.
@@ -84,6 +85,8 @@ pub enum TrainEvent {
         map: Option<f64>,
         best: Option<f64>,
     },
+    /// `init_weights` was loaded (also written to `init.json` in the run directory).
+    Initialised(InitReport),
     CheckpointSaved {
         epoch: usize,
         step: u64,

@@ -1,6 +1,5 @@
 //! The training loop: epochs of SGD steps, evaluation rounds, early stopping, checkpoints.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -114,7 +113,9 @@ pub(crate) fn run(
     tch::manual_seed(config.seed as i64);
     let net = Net::new(config, data.classes.len(), device);
     if let Some(path) = &config.init_weights {
-        load_initial_weights(&net, path)?;
+        let report = checkpoint::load_initial(&net.vs, path)?;
+        write_json(run_dir, "init.json", &report)?;
+        progress(TrainEvent::Initialised(report));
     }
     let mut sgd = Sgd::new(&net.vs, config.momentum, config.weight_decay);
     let previous = match config.resume {
@@ -182,18 +183,19 @@ fn restore(
     Ok(state)
 }
 
-/// Copies every tensor whose name and shape match (a head for another class count is skipped).
-fn load_initial_weights(net: &Net, path: &Path) -> Result<(), TrainError> {
-    let saved: BTreeMap<String, Tensor> = checkpoint::read_tensors(path)?.into_iter().collect();
-    tch::no_grad(|| {
-        for (name, mut var) in net.vs.variables() {
-            if let Some(source) = saved.get(&name).filter(|s| s.size() == var.size()) {
-                var.f_copy_(source)?;
-            }
-        }
-        Ok::<(), tch::TchError>(())
-    })?;
-    Ok(())
+/// The training loss of a batch: mean BCE with logits over boxes x classes.
+pub(crate) fn batch_loss(net: &Net, batch: &Batch, autocast: bool) -> Tensor {
+    let logits = net.forward(batch, true, autocast);
+    let targets = Tensor::from_slice(&batch.targets)
+        .view([batch.owners.len() as i64, -1])
+        .to_device(logits.device());
+    logits.binary_cross_entropy_with_logits::<Tensor>(&targets, None, None, tch::Reduction::Mean)
+}
+
+fn write_json(run_dir: &Path, name: &str, value: &impl serde::Serialize) -> Result<(), TrainError> {
+    let path = run_dir.join(name);
+    let json = serde_json::to_vec_pretty(value).expect("serialises");
+    write_atomic(&path, &json).map_err(|e| TrainError::io(&path, e))
 }
 
 fn write_config(config: &TrainConfig, run_dir: &Path) -> Result<(), TrainError> {
@@ -332,17 +334,7 @@ impl Session<'_> {
         epoch: usize,
         index: usize,
     ) -> Result<f64, TrainError> {
-        let autocast = self.precision != Precision::Fp32;
-        let logits = self.net.forward(batch, true, autocast);
-        let targets = Tensor::from_slice(&batch.targets)
-            .view([batch.owners.len() as i64, -1])
-            .to_device(logits.device());
-        let loss = logits.binary_cross_entropy_with_logits::<Tensor>(
-            &targets,
-            None,
-            None,
-            tch::Reduction::Mean,
-        );
+        let loss = batch_loss(&self.net, batch, self.precision != Precision::Fp32);
         let value = loss.double_value(&[]);
         if !value.is_finite() {
             return Err(TrainError::NonFiniteLoss {
@@ -485,9 +477,7 @@ impl Session<'_> {
     }
 
     fn write_json(&self, name: &str, value: &impl serde::Serialize) -> Result<(), TrainError> {
-        let path = self.run_dir.join(name);
-        let json = serde_json::to_vec_pretty(value).expect("serialises");
-        write_atomic(&path, &json).map_err(|e| TrainError::io(&path, e))
+        write_json(self.run_dir, name, value)
     }
 
     fn loader_spec(&self) -> LoaderSpec {

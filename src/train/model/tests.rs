@@ -284,6 +284,48 @@ fn converter_reads_pytorchvideo_and_pyslowfast_checkpoints() {
         let _model = SlowFast::new(&vs.root(), &SlowFastConfig::r18_ava());
         vs.load(&converted).unwrap();
     }
+    init_skips_a_head_of_another_size(&dir.path().join("pytorchvideo.safetensors"), &expected);
+}
+
+/// `--init` with pytorchvideo's 80-class weights into a 5-class model: all but the head loads.
+fn init_skips_a_head_of_another_size(file: &Path, expected: &HashMap<String, Tensor>) {
+    use crate::train::checkpoint::load_initial;
+    let five_classes = SlowFastConfig {
+        num_classes: 5,
+        ..SlowFastConfig::r18_ava()
+    };
+    let vs = nn::VarStore::new(Device::Cpu);
+    let _model = SlowFast::new(&vs.root(), &five_classes);
+    let report = load_initial(&vs, file).unwrap();
+    let head = ["head.projection.bias", "head.projection.weight"];
+    let skipped: Vec<&str> = report.skipped.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(skipped, head);
+    let width = expected["head.projection.weight"].size()[1];
+    assert_eq!(
+        report.skipped[1].reason,
+        format!("shape [80, {width}] in the file, [5, {width}] in the model")
+    );
+    assert!(report.unused.is_empty(), "{:?}", report.unused);
+    assert_eq!(report.loaded, vs.variables().len() - 2);
+    println!(
+        "init: {} loaded, skipped {:?}",
+        report.loaded, report.skipped
+    );
+    let variables = vs.variables();
+    for (name, source) in expected
+        .iter()
+        .filter(|(name, _)| !head.contains(&name.as_str()))
+    {
+        assert!(variables[name].equal(source), "{name} was not loaded");
+    }
+    let fresh = &variables["head.projection.weight"];
+    assert!(fresh.abs().sum(Kind::Float).double_value(&[]) > 0.0);
+
+    // Weights for another network are refused, not silently ignored.
+    let tiny = nn::VarStore::new(Device::Cpu);
+    let _model = SlowFast::new(&tiny.root(), &SlowFastConfig::tiny(5));
+    let error = load_initial(&tiny, file).unwrap_err().to_string();
+    assert!(error.contains("none of its tensors fits"), "{error}");
 }
 
 #[test]
