@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A short real training of SlowFast R50 8x8 at 224x224 on a GPU, on the synthetic miniature's frames:
-# prints clips/s and peak GPU memory; sized to finish in a few minutes.
+# one epoch in fp16 and one in bf16 autocast, each printing clips/s and peak GPU memory; sized to
+# finish in a few minutes.
 #
 #   scripts/gpu-check.sh [DATA_DIR]
 #
@@ -22,14 +23,17 @@ export LD_LIBRARY_PATH=$AVAPREP_TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 cargo build --release --locked --no-default-features --features train
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 
-peak_log=$(mktemp)
-nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$peak_log" &
-monitor=$!
-trap 'kill $monitor 2>/dev/null; rm -f "$peak_log"' EXIT
-run=$(mktemp -d)
-target/release/avaprep --data-dir "$data" train --preset ava-r50 --run-dir "$run" \
-  --set 'device="cuda"' --set crop_size=224 --set batch_size=8 \
-  --set epochs=2 --set eval_every=2 --set box_threshold=0.5
-kill $monitor 2>/dev/null || true
-echo "peak GPU memory: $(sort -n "$peak_log" | tail -1) MiB"
-grep -h clips_per_s "$run/metrics.jsonl" | tail -2
+# One epoch in each mixed precision, each with its own peak-memory monitor.
+for precision in fp16 bf16; do
+  peak_log=$(mktemp)
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$peak_log" &
+  monitor=$!
+  run=$(mktemp -d)
+  target/release/avaprep --data-dir "$data" train --preset ava-r50 --run-dir "$run" \
+    --set 'device="cuda"' --set "precision=\"$precision\"" --set crop_size=224 --set batch_size=8 \
+    --set epochs=1 --set eval_every=1 --set box_threshold=0.5
+  kill $monitor 2>/dev/null || true
+  echo "$precision: peak GPU memory $(sort -n "$peak_log" | tail -1) MiB"
+  grep -h '"type":"epoch"' "$run/metrics.jsonl" | tail -1
+  rm -rf "$peak_log" "$run"
+done

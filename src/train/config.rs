@@ -37,7 +37,8 @@ impl ModelPreset {
     }
 }
 
-/// Arithmetic of the training step. `Auto` is bf16 autocast on CUDA and fp32 on CPU.
+/// Arithmetic of the training step. `Auto` is fp16 autocast with the loss scaler on CUDA (every
+/// CUDA GPU runs it natively) and fp32 on the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Precision {

@@ -16,6 +16,7 @@
 //!   eval.json, summary.json      their evaluation; how and why the run ended
 //! ```
 
+mod amp;
 pub mod augment;
 pub mod bench;
 mod checkpoint;

@@ -7,6 +7,7 @@ use std::time::Instant;
 
 use tch::{Device, Tensor};
 
+use super::amp::{AutocastDtype, set_cuda_autocast_dtype};
 use super::checkpoint::{self, TrainState};
 use super::config::{Precision, TrainConfig};
 use super::dataset::ClipSample;
@@ -20,8 +21,9 @@ use crate::annotations::{FrameKey, GroundTruthRow};
 use crate::eval::{EvalReport, evaluate};
 use crate::fsutil::write_atomic;
 
-/// The device and the precision actually used. Mixed precision is CUDA-only; `auto` picks fp16
-/// with the loss scaler there (see [`Precision::Bf16`] for why not bf16).
+/// The device and the precision actually used, with libtorch's autocast dtype set to match.
+/// Mixed precision is CUDA-only; `auto` picks fp16 with the loss scaler there, which every CUDA
+/// GPU runs natively (bf16 needs Ampere or later).
 pub(crate) fn resolve_device(config: &TrainConfig) -> Result<(Device, Precision), TrainError> {
     let cuda = |n: usize| {
         if tch::Cuda::is_available() && n < tch::Cuda::device_count() as usize {
@@ -48,18 +50,19 @@ pub(crate) fn resolve_device(config: &TrainConfig) -> Result<(Device, Precision)
     let precision = match (config.precision, device.is_cuda()) {
         (Precision::Auto, true) => Precision::Fp16,
         (Precision::Auto | Precision::Fp32, _) => Precision::Fp32,
-        (Precision::Bf16, _) => {
-            return Err(TrainError::Device(
-                "bf16 autocast is not available: tch 0.24 cannot set the autocast dtype (fp16 only); use --precision fp16".into(),
-            ));
-        }
-        (Precision::Fp16, true) => Precision::Fp16,
-        (Precision::Fp16, false) => {
-            return Err(TrainError::Device(
-                "fp16 needs CUDA; use --precision fp32 on the CPU".into(),
-            ));
+        (mixed @ (Precision::Fp16 | Precision::Bf16), true) => mixed,
+        (mixed, false) => {
+            let name = if mixed == Precision::Bf16 { "bf16" } else { "fp16" };
+            return Err(TrainError::Device(format!(
+                "{name} autocast needs CUDA; use --set precision=\"fp32\" on the CPU"
+            )));
         }
     };
+    match precision {
+        Precision::Bf16 => set_cuda_autocast_dtype(AutocastDtype::BFloat16),
+        Precision::Fp16 => set_cuda_autocast_dtype(AutocastDtype::Half),
+        Precision::Auto | Precision::Fp32 => {}
+    }
     Ok((device, precision))
 }
 

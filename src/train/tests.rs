@@ -322,3 +322,19 @@ fn two_runs_with_one_seed_agree_bitwise() {
     train(&base, data(), b.path(), &never, &quiet).unwrap();
     assert_bitwise_equal(&final_weights(a.path()), &final_weights(b.path()));
 }
+
+#[test]
+fn mixed_precision_needs_cuda_and_auto_is_fp32_on_the_cpu() {
+    use super::session::resolve_device;
+    let on_cpu = |precision| TrainConfig {
+        device: "cpu".into(),
+        precision,
+        ..TrainConfig::synthetic_tiny()
+    };
+    for (precision, name) in [(Precision::Fp16, "fp16"), (Precision::Bf16, "bf16")] {
+        let error = resolve_device(&on_cpu(precision)).unwrap_err().to_string();
+        assert!(error.contains(&format!("{name} autocast needs CUDA")), "{error}");
+    }
+    let (device, precision) = resolve_device(&on_cpu(Precision::Auto)).unwrap();
+    assert_eq!((device, precision), (tch::Device::Cpu, Precision::Fp32));
+}
