@@ -5,11 +5,10 @@
 //! plain integers. The names are those of the libtorch this crate pins (2.11.0): another version
 //! fails to link rather than misbehave.
 
-use tch::Kind;
-
 unsafe extern "C" {
     #[link_name = "_ZN2at8autocast18set_autocast_dtypeEN3c1010DeviceTypeENS1_10ScalarTypeE"]
     fn at_set_autocast_dtype(device_type: i8, scalar_type: i8);
+    #[cfg(test)]
     #[link_name = "_ZN2at8autocast18get_autocast_dtypeEN3c1010DeviceTypeE"]
     fn at_get_autocast_dtype(device_type: i8) -> i8;
 }
@@ -24,15 +23,6 @@ pub enum AutocastDtype {
     BFloat16 = 15,
 }
 
-impl AutocastDtype {
-    pub fn kind(self) -> Kind {
-        match self {
-            AutocastDtype::Half => Kind::Half,
-            AutocastDtype::BFloat16 => Kind::BFloat16,
-        }
-    }
-}
-
 /// Sets the dtype of CUDA autocast regions for the whole process.
 pub fn set_cuda_autocast_dtype(dtype: AutocastDtype) {
     // SAFETY: both functions only store or load one element of libtorch's per-device dtype table,
@@ -41,7 +31,8 @@ pub fn set_cuda_autocast_dtype(dtype: AutocastDtype) {
 }
 
 /// The dtype CUDA autocast regions use now, or `None` for one other than fp16 and bf16.
-pub fn cuda_autocast_dtype() -> Option<AutocastDtype> {
+#[cfg(test)]
+fn cuda_autocast_dtype() -> Option<AutocastDtype> {
     // SAFETY: as above.
     match unsafe { at_get_autocast_dtype(CUDA) } {
         5 => Some(AutocastDtype::Half),
@@ -64,6 +55,5 @@ mod tests {
         assert_eq!(cuda_autocast_dtype(), Some(AutocastDtype::BFloat16));
         set_cuda_autocast_dtype(AutocastDtype::Half);
         assert_eq!(cuda_autocast_dtype(), Some(AutocastDtype::Half));
-        assert_eq!(AutocastDtype::BFloat16.kind(), Kind::BFloat16);
     }
 }
