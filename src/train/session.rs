@@ -52,7 +52,11 @@ pub(crate) fn resolve_device(config: &TrainConfig) -> Result<(Device, Precision)
         (Precision::Auto | Precision::Fp32, _) => Precision::Fp32,
         (mixed @ (Precision::Fp16 | Precision::Bf16), true) => mixed,
         (mixed, false) => {
-            let name = if mixed == Precision::Bf16 { "bf16" } else { "fp16" };
+            let name = if mixed == Precision::Bf16 {
+                "bf16"
+            } else {
+                "fp16"
+            };
             return Err(TrainError::Device(format!(
                 "{name} autocast needs CUDA; use --set precision=\"fp32\" on the CPU"
             )));

@@ -333,7 +333,10 @@ fn mixed_precision_needs_cuda_and_auto_is_fp32_on_the_cpu() {
     };
     for (precision, name) in [(Precision::Fp16, "fp16"), (Precision::Bf16, "bf16")] {
         let error = resolve_device(&on_cpu(precision)).unwrap_err().to_string();
-        assert!(error.contains(&format!("{name} autocast needs CUDA")), "{error}");
+        assert!(
+            error.contains(&format!("{name} autocast needs CUDA")),
+            "{error}"
+        );
     }
     let (device, precision) = resolve_device(&on_cpu(Precision::Auto)).unwrap();
     assert_eq!((device, precision), (tch::Device::Cpu, Precision::Fp32));

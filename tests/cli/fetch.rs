@@ -3,7 +3,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Output, Stdio};
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 use avaprep::serve::{self, Fault, FaultPlan, FaultRule, ServeConfig, ServerHandle};
@@ -384,4 +384,86 @@ fn verify_rehashes_and_downloads_a_damaged_file_again() {
         "{message}"
     );
     assert_eq!(fs::read(&copy).unwrap(), fs::read(&source).unwrap());
+}
+
+/// `command` run with `folder` replaced by an empty tmpfs of `bytes`, in a private mount
+/// namespace: nothing on the host changes and no privileges are needed. `None` where this
+/// system forbids user namespaces.
+fn with_small_filesystem(command: &Command, folder: &Path, bytes: u64) -> Option<Command> {
+    let allowed = Command::new("unshare").args(["-rm", "true"]).output();
+    if !allowed.is_ok_and(|output| output.status.success()) {
+        return None;
+    }
+    let mut wrapped = Command::new("unshare");
+    wrapped
+        .args([
+            "-rm",
+            "sh",
+            "-c",
+            r#"mount -t tmpfs -o "size=$1" tmpfs "$2" && shift 2 && exec "$@""#,
+        ])
+        .args(["sh", &bytes.to_string()])
+        .arg(folder)
+        .arg(command.get_program())
+        .args(command.get_args());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => wrapped.env(key, value),
+            None => wrapped.env_remove(key),
+        };
+    }
+    if let Some(dir) = command.get_current_dir() {
+        wrapped.current_dir(dir);
+    }
+    Some(wrapped)
+}
+
+#[test]
+fn a_video_that_cannot_fit_is_refused_before_any_byte_is_written() {
+    let root = mirror();
+    let videos = mirror_videos(root);
+    let smallest = videos
+        .iter()
+        .map(|(_, path)| fs::metadata(path).unwrap().len())
+        .min()
+        .unwrap();
+    let server = start(root, vec![]);
+    let data = tempfile::tempdir().unwrap();
+    let video_dir = data.path().join("videos");
+    fs::create_dir_all(&video_dir).unwrap();
+    // Room for half the smallest video: every video must be refused.
+    let room = (smallest / 2).max(4096);
+    let mut command = avaprep(data.path());
+    command
+        .args(["--json", "fetch", "--dataset"])
+        .arg(root.join("manifest.toml"))
+        .args(["--base-url", &server.url(), "--split", "train,val,test"]);
+    let Some(mut command) = with_small_filesystem(&command, &video_dir, room) else {
+        eprintln!("skipped: this system does not allow the user namespace the test mounts in");
+        return;
+    };
+    let output = command.output().unwrap();
+    let errors = stderr(&output);
+    assert_eq!(output.status.code(), Some(1), "{errors}");
+    for (_, path) in &videos {
+        let id = path.file_stem().unwrap().to_string_lossy();
+        let line = errors
+            .lines()
+            .find(|line| line.contains(&*id))
+            .unwrap_or_else(|| panic!("no error names {id}:\n{errors}"));
+        let size = fs::metadata(path).unwrap().len();
+        assert!(
+            line.contains(&format!(
+                "not enough free space: the download needs {size} more bytes"
+            )),
+            "{line}"
+        );
+    }
+    // Refused at the first answer, not retried.
+    let stats = server.stats();
+    for (url, _) in &videos {
+        assert_eq!(stats.path(url).map(|p| p.requests), Some(1), "{url}");
+    }
+    // The annotations, on the roomy disk, are in.
+    assert!(data.path().join("annotations/ava_train_v2.2.csv").exists());
 }
