@@ -437,57 +437,46 @@ fn open_part(part: &Path, start: u64) -> Result<File, DownloadError> {
     Ok(file)
 }
 
+/// Each chunk is written as it arrives: hyper's reads grow to a few hundred KiB at speed, so a
+/// buffer in between would only add a copy. Data is not fsynced: a killed process can never leave
+/// a partial file under the final name (the rename comes after the last write), and the recorded
+/// sha256 lets `--verify` catch what a power loss might leave. Syncing every video would halve the
+/// download rate.
 async fn stream_body(
     mut response: Response,
-    file: File,
+    mut file: File,
     part: &Path,
     start: u64,
     total: Option<u64>,
     transfer: &mut Transfer<'_>,
 ) -> Result<(), AttemptError> {
-    let mut writer = io::BufWriter::with_capacity(BUFFER, file);
+    let fatal = |source| AttemptError::Fatal(io_error(part, source));
     use io::Seek;
-    writer
-        .seek(io::SeekFrom::Start(start))
-        .map_err(|source| AttemptError::Fatal(io_error(part, source)))?;
+    file.seek(io::SeekFrom::Start(start)).map_err(fatal)?;
     let mut position = start;
     loop {
         let chunk = match response.chunk().await {
             Ok(Some(chunk)) => chunk,
             Ok(None) => break,
             Err(error) => {
-                flush(writer, part)?;
                 return Err(retry(format!(
                     "connection lost after {position} bytes: {}",
                     describe(&error)
                 )));
             }
         };
-        writer
-            .write_all(&chunk)
-            .map_err(|source| AttemptError::Fatal(io_error(part, source)))?;
-        transfer.hash.update(chunk.clone());
+        file.write_all(&chunk).map_err(fatal)?;
         position += chunk.len() as u64;
         *transfer.transferred += chunk.len() as u64;
+        transfer.hash.update(chunk);
         transfer.progress.update(position, total);
     }
-    flush(writer, part)?;
     match total {
         Some(total) if position < total => Err(retry(format!(
             "the connection closed after {position} of {total} bytes"
         ))),
         _ => Ok(()),
     }
-}
-
-/// Data is not fsynced: a killed process can never leave a partial file under the final name
-/// (the rename comes after the last write), and the recorded sha256 lets `--verify` catch what a
-/// power loss might leave. Syncing every video would halve the download rate.
-fn flush(writer: io::BufWriter<File>, part: &Path) -> Result<(), AttemptError> {
-    writer
-        .into_inner()
-        .map(drop)
-        .map_err(|error| AttemptError::Fatal(io_error(part, error.into_error())))
 }
 
 /// The sha256 of the partial file's first `len` bytes, kept up to date while bytes arrive so the
