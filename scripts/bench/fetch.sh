@@ -123,14 +123,33 @@ fetch_curl() { # out-dir base-url list
 }
 
 plain=$(serve "")
-echo "== 1. large files: $(python3 -c "print(f'{$big_bytes/2**20:.0f}')") MiB in ${#big[@]} files" >&2
+echo "== 1. large files: $(python3 -c "print(f'{$big_bytes/2**20:.0f}')") MiB in ${#big[@]} files, 3 rounds" >&2
 # Annotations first, so the timed avaprep run is the videos alone.
 "$avaprep" -q --data-dir "$work/a1" fetch --dataset "$mirror/manifest.toml" --base-url "$plain" --split train --annotations-only >/dev/null
-sync
-t0=$(seconds); fetch_curl "$work/c1" "$plain" "$work/big.txt"; t1=$(seconds)
-curl_large=$(elapsed "$t0" "$t1"); rm -rf "$work/c1"; sync
-t0=$(seconds); stage_large=$(fetch_avaprep "$work/a1" "$plain" "$work/big.txt" 1); t1=$(seconds)
-avaprep_large=$(elapsed "$t0" "$t1")
+export -f fetch_avaprep
+export avaprep mirror work
+timed() { # out-file command...: runs the command, appends "wall cpu" (cpu = user + system)
+  local out=$1; shift
+  sync
+  /usr/bin/time -f "%e %U %S" -o "$work/time" "$@"
+  awk '{ printf "%s %.2f\n", $1, $2 + $3 }' "$work/time" >>"$out"
+}
+for _ in 1 2 3; do
+  mkdir -p "$work/c1"
+  timed "$work/curl.times" bash -c 'while read -r id; do curl -sf -o "$1/$id.mkv" "${2}ava-dataset/trainval/$id.mkv"; done <"$3"' _ "$work/c1" "$plain" "$work/big.txt"
+  rm -rf "$work/c1"; mkdir -p "$work/c1"
+  # The same work as avaprep's (transfer, write, sha256) with the usual tools.
+  timed "$work/curlsha.times" bash -c 'while read -r id; do curl -sf "${2}ava-dataset/trainval/$id.mkv" | tee "$1/$id.mkv" | sha256sum >/dev/null; done <"$3"' _ "$work/c1" "$plain" "$work/big.txt"
+  rm -rf "$work/c1" "$work/a1/videos" "$work/a1/.avaprep/downloads/videos" "$work/a1/.avaprep/state/fetch-videos.json"
+  timed "$work/avaprep.times" bash -c 'fetch_avaprep "$@" >>"$work/stage.times"' _ "$work/a1" "$plain" "$work/big.txt" 1
+done
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+curl_large=$(cut -d' ' -f1 "$work/curl.times" | median)
+curl_large_cpu=$(cut -d' ' -f2 "$work/curl.times" | median)
+curlsha_large=$(cut -d' ' -f1 "$work/curlsha.times" | median)
+stage_large=$(median <"$work/stage.times")
+avaprep_large=$(cut -d' ' -f1 "$work/avaprep.times" | median)
+avaprep_large_cpu=$(cut -d' ' -f2 "$work/avaprep.times" | median)
 
 echo "== 2. many files: ${#small[@]} files, 4 MiB/s per connection" >&2
 throttled=$(serve '{"rules":[{"path":"/ava-dataset/trainval/*","fault":{"slow":4194304}}]}')
@@ -152,8 +171,9 @@ cmp "$work/a3/videos/trainval/$first.mkv" "$mirror/ava-dataset/trainval/$first.m
 python3 - <<PY
 mib = 2**20
 print("fetch benchmark on $(nproc) cores, loopback mirror served by avaprep serve")
-print(f"large files ({$big_bytes/mib:.0f} MiB): curl {$curl_large} s ({$big_bytes/mib/$curl_large:.0f} MiB/s); avaprep fetch-videos {$stage_large:.2f} s ({$big_bytes/mib/$stage_large:.0f} MiB/s), whole command {$avaprep_large} s")
+print(f"large files ({$big_bytes/mib:.0f} MiB, medians of 3 rounds): curl {$curl_large} s ({$big_bytes/mib/$curl_large:.0f} MiB/s, {$curl_large_cpu} s CPU); avaprep fetch-videos {$stage_large:.2f} s ({$big_bytes/mib/$stage_large:.0f} MiB/s), whole command {$avaprep_large} s ({$avaprep_large_cpu} s CPU, sha256 included)")
 print(f"  ratio avaprep/curl throughput: {$curl_large/$stage_large:.2f}  (target >= 0.90); whole command: {$curl_large/$avaprep_large:.2f}")
+print(f"  curl | tee | sha256sum, the same work as avaprep's: {$curlsha_large} s ({$big_bytes/mib/$curlsha_large:.0f} MiB/s); ratio avaprep/that: {$curlsha_large/$stage_large:.2f}")
 print(f"many files ({${#small[@]}} x {$small_bytes/${#small[@]}/mib:.1f} MiB, 4 MiB/s per connection): sequential curl {$curl_many} s, avaprep --jobs 8 {$avaprep_many} s")
 print(f"  speed-up of avaprep over sequential curl: {$curl_many/$avaprep_many:.1f}x")
 print(f"resume after a drop at 50%: the server sent {$sent} bytes for a {$size}-byte file")

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""pytorchvideo's AVA loader over avaprep's extracted frames: the reference for scripts/bench/loader.sh.
+"""pytorchvideo's AVA loader on avaprep's extracted frames (reference for scripts/bench/loader.sh).
 
     loader_reference.py --data-dir DIR [--passes N] [--json]
 
@@ -19,21 +19,23 @@ what is decoded. A keyframe's clip is [centre - d/2, centre + d/2) and get_clip 
 positions ceil(30 t0) .. ceil(30 t1) - 1. With d = 15.75/30 s and centre = (s - 0.25)/30 + d/2 s
 (t0 = 0 when s = 0) that is exactly positions s .. s + 15, each decoded once. s is the listing
 position of avaprep's centre frame (the frame nearest the keyframe) minus 8, so the keyframe is
-frame 8 of 16 as in avaprep, clamped to the video (avaprep repeats edge frames instead; those
-clips are counted in the stderr note). The labels file carries these virtual centres as its
-seconds, so Ava's 900 s offset and its 902..1798 range check are disabled.
+frame 8 of 16 as in avaprep, clamped to the video; clips whose 16 files differ from avaprep's
+(avaprep repeats edge frames instead) are counted in a note on stderr. The labels file carries
+these virtual centres as its seconds, so Ava's 900 s offset and 902..1798 range check are disabled.
 
-Differences from avaprep that favour one side (none changes the work per clip by much):
-  - pytorchvideo converts the whole decoded clip to float32 and resizes every full frame
-    (F.interpolate, bilinear, no antialiasing) before cropping; avaprep resamples only the
-    crop's source rectangle on uint8 (fast_image_resize, bilinear convolution) and converts the
-    224x224 result. This is how each library works, so it is left as is.
+Differences from avaprep:
+  - The main one, and the point of the comparison: pytorchvideo converts the whole decoded clip
+    to float32 and resizes every full frame (F.interpolate, bilinear, no antialiasing) before
+    cropping; avaprep resamples only the crop's source rectangle on uint8 (fast_image_resize,
+    bilinear convolution) and converts the 224x224 result. Each library's own way, left as is.
   - Decoders: OpenCV's libjpeg-turbo here, the `image` crate in avaprep.
   - Boxes: ground truth only (Ava reads one labels file); avaprep also adds the detector's boxes,
     so its clips carry more boxes and may include keyframes with detector boxes alone. Ava merges
     boxes equal to 2 decimals, avaprep exact ones.
-  - Order: Ava samples keyframes at random across videos; avaprep shuffles them too.
-  - Workers are processes (batches cross by shared memory) here, threads in avaprep.
+  - Workers are processes (batches cross by shared memory) here, threads in avaprep. They start
+    once and serve every pass (persistent_workers); avaprep starts its pool for each pass.
+  - Box conventions: pytorchvideo clips to W - 1 and flips to W - 1 - x (PySlowFast's), avaprep
+    uses continuous coordinates; no effect on speed.
 """
 
 import argparse
@@ -98,7 +100,8 @@ class FrameIndex:
 
     def clip(self, t):
         """avaprep's 16 frame numbers for a keyframe at t."""
-        return [self.frames[self.nearest(t + (i - FRAMES // 2) * self.period)] for i in range(FRAMES)]
+        steps = range(-(FRAMES // 2), FRAMES - FRAMES // 2)
+        return [self.frames[self.nearest(t + i * self.period)] for i in steps]
 
 
 def read_excluded(path):
@@ -231,8 +234,9 @@ def main():
             transform=ClipTransform(class_ids(label_map)),
         )
         if clamped:
-            print(f"note: {clamped} of {keyframes} clips reach past the extracted frames; "
-                  "pytorchvideo shifts them inside, avaprep repeats the edge frame", file=sys.stderr)
+            print(f"note: {clamped} of {keyframes} clips are not avaprep's frames: past the ends "
+                  "of (or across gaps in) the extracted frames avaprep repeats the nearest frame, "
+                  "pytorchvideo takes 16 consecutive files", file=sys.stderr)
         started = time.perf_counter()
         loader = torch.utils.data.DataLoader(
             dataset,

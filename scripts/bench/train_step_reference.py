@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One CPU SGD step of pytorchvideo's SlowFast detector: the reference for scripts/bench/train-step.sh.
+"""CPU SGD steps of pytorchvideo's SlowFast detector (reference for scripts/bench/train-step.sh).
 
     train_step_reference.py [--depth 18|50] [--frames 16] [--height 112] [--width 112] [--batch 2]
                             [--boxes-per-clip 2] [--steps 5] [--warmup 2] [--threads 2] [--json]

@@ -10,11 +10,18 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, bounded};
-use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer, images::Image};
+use std::io::Read;
+
+use fast_image_resize::images::{Image, ImageRef};
+use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
+use zune_jpeg::JpegDecoder;
+use zune_jpeg::zune_core::bytestream::ZCursor;
+use zune_jpeg::zune_core::colorspace::ColorSpace;
+use zune_jpeg::zune_core::options::DecoderOptions;
 
 use super::DataError;
 use super::augment::{Geometry, eval_geometry, train_geometry};
@@ -160,26 +167,41 @@ impl Drop for Loader {
     }
 }
 
-/// Decodes and assembles one batch (runs inside the loader's pool).
+/// Decodes and assembles one batch (runs inside the loader's pool): every frame of every clip
+/// is decoded and resampled in parallel, then each clip is normalised straight into its place in
+/// the batch.
 pub fn load_batch(
     samples: &[ClipSample],
     members: &[usize],
     augment: Augment,
     spec: &LoaderSpec,
 ) -> Result<Batch, DataError> {
-    let clips: Vec<(Vec<f32>, Geometry)> = members
-        .par_iter()
-        .map(|&i| {
-            let sample = &samples[i];
-            let geometry = geometry_of(sample, i, augment, spec.crop);
-            Ok((load_clip(sample, &geometry)?, geometry))
+    let geometries: Vec<Geometry> = members
+        .iter()
+        .map(|&i| geometry_of(&samples[i], i, augment, spec.crop))
+        .collect();
+    let frames = samples[members[0]].frames.len();
+    let pixels: Vec<Vec<u8>> = (0..members.len() * frames)
+        .into_par_iter()
+        .map(|job| {
+            let (b, t) = (job / frames, job % frames);
+            let sample = &samples[members[b]];
+            load_frame(&sample.frames[t], sample.size, &geometries[b])
         })
         .collect::<Result<_, DataError>>()?;
-    let frames = samples[members[0]].frames.len();
-    let width = clips.iter().map(|c| c.1.output().0).max().unwrap_or(0);
-    let height = clips.iter().map(|c| c.1.output().1).max().unwrap_or(0);
+    let width = geometries.iter().map(|g| g.output().0).max().unwrap_or(0);
+    let height = geometries.iter().map(|g| g.output().1).max().unwrap_or(0);
+    let clip_len = 3 * frames * (width * height) as usize;
+    // Zeroed memory comes from the system already zero, and zero is the mean colour once
+    // normalised: the padding of smaller evaluation clips costs nothing.
+    let mut clips = vec![0.0f32; members.len() * clip_len];
+    clips
+        .par_chunks_mut(clip_len)
+        .zip(pixels.par_chunks(frames))
+        .zip(geometries.par_iter())
+        .for_each(|((out, rgb), geometry)| write_clip(out, rgb, geometry, (width, height)));
     let mut batch = Batch {
-        clips: Vec::new(),
+        clips,
         shape: [
             members.len() as i64,
             3,
@@ -191,14 +213,7 @@ pub fn load_batch(
         targets: Vec::new(),
         owners: Vec::new(),
     };
-    for (b, (pixels, geometry)) in clips.iter().enumerate() {
-        pad_into(
-            &mut batch.clips,
-            pixels,
-            3 * frames,
-            geometry.output(),
-            (width, height),
-        );
+    for (b, geometry) in geometries.iter().enumerate() {
         let sample = &samples[members[b]];
         for (j, labelled) in sample.boxes.iter().enumerate() {
             let [x1, y1, x2, y2] = geometry.transform_box(&labelled.bbox);
@@ -225,58 +240,47 @@ fn geometry_of(sample: &ClipSample, index: usize, augment: Augment, crop: u32) -
     }
 }
 
-/// Appends `planes` planes of `size` to `out`, each zero-padded at the right and bottom to
-/// `padded` (zero is the mean colour after normalisation).
-fn pad_into(
-    out: &mut Vec<f32>,
-    pixels: &[f32],
-    planes: usize,
-    size: (u32, u32),
-    padded: (u32, u32),
-) {
-    let (w, h) = (size.0 as usize, size.1 as usize);
-    let (pw, ph) = (padded.0 as usize, padded.1 as usize);
-    if (w, h) == (pw, ph) {
-        out.extend_from_slice(pixels);
-        return;
-    }
-    for plane in pixels.chunks(w * h).take(planes) {
-        for row in plane.chunks(w) {
-            out.extend_from_slice(row);
-            out.extend(std::iter::repeat_n(0.0, pw - w));
-        }
-        out.extend(std::iter::repeat_n(0.0, (ph - h) * pw));
-    }
+/// `(v / 255 - MEAN) / STD` for every byte value.
+fn normalised() -> &'static [f32; 256] {
+    static TABLE: std::sync::OnceLock<[f32; 256]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| std::array::from_fn(|v| (v as f32 / 255.0 - MEAN) / STD))
 }
 
-/// One clip as `[3, T, h, w]` floats.
-pub fn load_clip(sample: &ClipSample, geometry: &Geometry) -> Result<Vec<f32>, DataError> {
-    let frames: Vec<Vec<u8>> = sample
-        .frames
-        .par_iter()
-        .map(|path| load_frame(path, sample.size, geometry))
-        .collect::<Result<_, DataError>>()?;
+/// Writes one clip's RGB frames (each the geometry's output size) into `out`, laid out as
+/// `[3, T, H, W]` for the batch's `padded` size `(W, H)`, mirrored when the geometry flips.
+fn write_clip(out: &mut [f32], frames: &[Vec<u8>], geometry: &Geometry, padded: (u32, u32)) {
+    let table = normalised();
     let (w, h) = geometry.output();
-    let plane = (w * h) as usize;
-    let t = frames.len();
-    let mut out = vec![0.0f32; 3 * t * plane];
-    for (ti, rgb) in frames.iter().enumerate() {
-        for c in 0..3 {
-            let dst = &mut out[(c * t + ti) * plane..][..plane];
-            write_channel(dst, rgb, c, w as usize, geometry.flip);
+    let (w, h) = (w as usize, h as usize);
+    let (pw, ph) = (padded.0 as usize, padded.1 as usize);
+    let t_len = frames.len();
+    for (t, rgb) in frames.iter().enumerate() {
+        for (y, row) in rgb.chunks_exact(w * 3).take(h).enumerate() {
+            let at = |c: usize| ((c * t_len + t) * ph + y) * pw;
+            let (r, g, b) = (at(0), at(1), at(2));
+            for (x, pixel) in row.chunks_exact(3).enumerate() {
+                let dx = if geometry.flip { w - 1 - x } else { x };
+                out[r + dx] = table[pixel[0] as usize];
+                out[g + dx] = table[pixel[1] as usize];
+                out[b + dx] = table[pixel[2] as usize];
+            }
         }
     }
-    Ok(out)
 }
 
-fn write_channel(dst: &mut [f32], rgb: &[u8], channel: usize, width: usize, flip: bool) {
-    for (y, row) in dst.chunks_mut(width).enumerate() {
-        let src = &rgb[y * width * 3..][..width * 3];
-        for (x, value) in row.iter_mut().enumerate() {
-            let sx = if flip { width - 1 - x } else { x };
-            *value = (f32::from(src[sx * 3 + channel]) / 255.0 - MEAN) / STD;
-        }
-    }
+/// Buffers each loader thread reuses from frame to frame, so decoding allocates nothing.
+struct Scratch {
+    jpeg: Vec<u8>,
+    rgb: Vec<u8>,
+    resizer: Resizer,
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Scratch> = std::cell::RefCell::new(Scratch {
+        jpeg: Vec::new(),
+        rgb: Vec::new(),
+        resizer: Resizer::new(),
+    });
 }
 
 /// Decodes one JPEG and resamples the geometry's crop of it to the output size, as RGB8.
@@ -289,19 +293,39 @@ fn load_frame(
         path: path.to_path_buf(),
         message,
     };
-    let bytes = std::fs::read(path).map_err(|source| DataError::io(path, source))?;
-    let image = image::load_from_memory_with_format(&bytes, image::ImageFormat::Jpeg)
-        .map_err(|e| bad(e.to_string()))?
-        .into_rgb8();
-    let (w, h) = image.dimensions();
-    if (w, h) != expected {
-        return Err(bad(format!(
-            "frame is {w}x{h}, the index says {}x{}",
-            expected.0, expected.1
-        )));
-    }
-    let source = Image::from_vec_u8(w, h, image.into_raw(), PixelType::U8x3)
-        .map_err(|e| bad(e.to_string()))?;
+    SCRATCH.with_borrow_mut(|scratch| {
+        let Scratch { jpeg, rgb, resizer } = scratch;
+        jpeg.clear();
+        std::fs::File::open(path)
+            .and_then(|mut file| file.read_to_end(jpeg))
+            .map_err(|source| DataError::io(path, source))?;
+        let options = DecoderOptions::default().jpeg_set_out_colorspace(ColorSpace::RGB);
+        let mut decoder = JpegDecoder::new_with_options(ZCursor::new(&jpeg[..]), options);
+        decoder.decode_headers().map_err(|e| bad(e.to_string()))?;
+        let (w, h) = decoder
+            .dimensions()
+            .map(|(w, h)| (w as u32, h as u32))
+            .ok_or_else(|| bad("no image size".into()))?;
+        if (w, h) != expected {
+            return Err(bad(format!(
+                "frame is {w}x{h}, the index says {}x{}",
+                expected.0, expected.1
+            )));
+        }
+        rgb.resize(w as usize * h as usize * 3, 0);
+        decoder.decode_into(rgb).map_err(|e| bad(e.to_string()))?;
+        let source = ImageRef::new(w, h, rgb, PixelType::U8x3).map_err(|e| bad(e.to_string()))?;
+        resample(resizer, &source, geometry).map_err(bad)
+    })
+}
+
+/// The geometry's crop of `source`, resampled to the output size.
+fn resample(
+    resizer: &mut Resizer,
+    source: &ImageRef,
+    geometry: &Geometry,
+) -> Result<Vec<u8>, String> {
+    let (w, h) = (source.width(), source.height());
     let (out_w, out_h) = geometry.output();
     let mut target = Image::new(out_w, out_h, PixelType::U8x3);
     let (sx, sy) = (
@@ -321,9 +345,9 @@ fn load_frame(
             (f64::from(cw) * sx).min(f64::from(w) - left),
             (f64::from(ch) * sy).min(f64::from(h) - top),
         );
-    Resizer::new()
-        .resize(&source, &mut target, &options)
-        .map_err(|e| bad(e.to_string()))?;
+    resizer
+        .resize(source, &mut target, &options)
+        .map_err(|e| e.to_string())?;
     Ok(target.into_vec())
 }
 
@@ -344,9 +368,24 @@ mod tests {
     }
 
     #[test]
-    fn padding_extends_rows_and_planes_with_zeros() {
-        let mut out = Vec::new();
-        pad_into(&mut out, &[1.0, 2.0, 3.0, 4.0], 1, (2, 2), (3, 3));
-        assert_eq!(out, vec![1.0, 2.0, 0.0, 3.0, 4.0, 0.0, 0.0, 0.0, 0.0]);
+    fn clips_are_planar_normalised_mirrored_and_padded() {
+        // Two frames of 2x1 pixels in a batch padded to 3x2.
+        let frames = vec![vec![0, 255, 10, 20, 30, 40], vec![1, 2, 3, 4, 5, 6]];
+        let geometry = |flip| Geometry {
+            resized: (2, 1),
+            crop: (0, 0, 2, 1),
+            flip,
+        };
+        let n = |v: u8| (f32::from(v) / 255.0 - MEAN) / STD;
+        let mut out = vec![0.0; 3 * 2 * 6];
+        write_clip(&mut out, &frames, &geometry(false), (3, 2));
+        // [channel][frame][row][column]: red of frame 0, then red of frame 1, ...
+        assert_eq!(&out[..6], &[n(0), n(20), 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(&out[6..12], &[n(1), n(4), 0.0, 0.0, 0.0, 0.0]);
+        assert_eq!(&out[12..14], &[n(255), n(30)]);
+        assert_eq!(&out[30..32], &[n(3), n(6)]);
+        let mut mirrored = vec![0.0; 3 * 2 * 6];
+        write_clip(&mut mirrored, &frames, &geometry(true), (3, 2));
+        assert_eq!(&mirrored[..3], &[n(20), n(0), 0.0]);
     }
 }

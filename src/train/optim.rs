@@ -89,27 +89,30 @@ impl Sgd {
         norm
     }
 
-    /// One update with learning rate `lr`.
+    /// One update with learning rate `lr`, in place as PyTorch's foreach SGD does (the
+    /// gradients become the update; they are zeroed before the next backward pass anyway).
     pub fn step(&mut self, lr: f64) {
         let (momentum, weight_decay) = (self.momentum, self.weight_decay);
         tch::no_grad(|| {
             for p in &mut self.params {
-                let grad = p.tensor.grad();
-                if !grad.defined() {
+                let mut d = p.tensor.grad();
+                if !d.defined() {
                     continue;
                 }
-                let mut d = grad.to_kind(p.tensor.kind());
                 if p.decay && weight_decay != 0.0 {
-                    d += &p.tensor * weight_decay;
+                    let _ = d.f_add_(&(&p.tensor * weight_decay));
                 }
-                let buffer = match p.momentum.take() {
-                    None => d.copy(),
-                    Some(buffer) => buffer * momentum + &d,
+                let buffer = match &mut p.momentum {
+                    None => p.momentum.insert(d.copy()),
+                    Some(buffer) => {
+                        let _ = buffer.f_mul_scalar_(momentum);
+                        let _ = buffer.f_add_(&d);
+                        buffer
+                    }
                 };
                 // Nesterov: step along the gradient plus the momentum-extrapolated buffer.
-                let update = d + &buffer * momentum;
-                p.momentum = Some(buffer);
-                let _ = p.tensor.f_sub_(&(update * lr));
+                let _ = d.f_add_(&(&*buffer * momentum));
+                let _ = p.tensor.f_sub_(&(d * lr));
             }
         });
     }
