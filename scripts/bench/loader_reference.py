@@ -28,7 +28,7 @@ Differences from avaprep:
     to float32 and resizes every full frame (F.interpolate, bilinear, no antialiasing) before
     cropping; avaprep resamples only the crop's source rectangle on uint8 (fast_image_resize,
     bilinear convolution) and converts the 224x224 result. Each library's own way, left as is.
-  - Decoders: OpenCV's libjpeg-turbo here, the `image` crate in avaprep.
+  - Decoders: OpenCV's libjpeg-turbo here, zune-jpeg (the `image` crate's decoder) in avaprep.
   - Boxes: ground truth only (Ava reads one labels file); avaprep also adds the detector's boxes,
     so its clips carry more boxes and may include keyframes with detector boxes alone. Ava merges
     boxes equal to 2 decimals, avaprep exact ones.
