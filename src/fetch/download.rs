@@ -424,16 +424,30 @@ fn check_space(part: &Path, needed: Option<u64>) -> Result<(), AttemptError> {
     }
 }
 
+/// The part file, holding exactly its first `start` bytes. A fresh start removes the old part
+/// rather than truncating it: ext4 flushes a file truncated to zero when it is closed (its
+/// safeguard for programs that rewrite files in place), which would put the writeback of the
+/// whole video on this thread.
 fn open_part(part: &Path, start: u64) -> Result<File, DownloadError> {
+    if start == 0 {
+        match fs::remove_file(part) {
+            Err(error) if error.kind() != io::ErrorKind::NotFound => {
+                return Err(io_error(part, error));
+            }
+            _ => {}
+        }
+    }
     let file = OpenOptions::new()
         .create(true)
         .write(true)
-        .truncate(start == 0)
         .open(part)
         .map_err(|source| io_error(part, source))?;
     // A resume appends exactly where the server's range starts.
-    file.set_len(start)
-        .map_err(|source| io_error(part, source))?;
+    let len = file.metadata().map_err(|source| io_error(part, source))?.len();
+    if len != start {
+        file.set_len(start)
+            .map_err(|source| io_error(part, source))?;
+    }
     Ok(file)
 }
 
