@@ -439,6 +439,7 @@ fn open_part(part: &Path, start: u64) -> Result<File, DownloadError> {
     }
     let file = OpenOptions::new()
         .create(true)
+        .truncate(false)
         .write(true)
         .open(part)
         .map_err(|source| io_error(part, source))?;
