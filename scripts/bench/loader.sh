@@ -20,14 +20,7 @@ if [[ ! -d "$DATA/frame_index" ]]; then
     "(or run avaprep's pipeline up to extract on DATA_DIR)" >&2
   exit 1
 fi
-(cd "$ROOT" && eval "$(scripts/setup.sh)" >/dev/null && cargo build --release --locked --quiet)
-AVAPREP="$ROOT/target/release/avaprep"
-PY="$ROOT/.venv/bin/python"
-field() { # key: its value in the JSON line on stdin that has it
-  "$PY" -c 'import json, sys; print(next(r[sys.argv[1]] for r in map(json.loads, sys.stdin) if sys.argv[1] in r))' "$1"
-}
-
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); both sides on cores 0,1"
+source "$ROOT/scripts/bench/against-python.sh"
 ours=$(taskset -c 0,1 "$AVAPREP" --json --data-dir "$DATA" bench loader --passes "$PASSES" --threads 2)
 ref=$(taskset -c 0,1 "$PY" "$ROOT/scripts/bench/loader_reference.py" --data-dir "$DATA" --passes "$PASSES" --json)
 ours_rate=$(field clips_per_second <<<"$ours")

@@ -17,14 +17,7 @@ BATCH=${BATCH:-2}
 STEPS=${STEPS:-5}
 WARMUP=${WARMUP:-2}
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
-(cd "$ROOT" && eval "$(scripts/setup.sh)" >/dev/null && cargo build --release --locked --quiet)
-AVAPREP="$ROOT/target/release/avaprep"
-PY="$ROOT/.venv/bin/python"
-field() { # key: its value in the JSON line on stdin that has it
-  "$PY" -c 'import json, sys; print(next(r[sys.argv[1]] for r in map(json.loads, sys.stdin) if sys.argv[1] in r))' "$1"
-}
-
-echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs); both sides on cores 0,1"
+source "$ROOT/scripts/bench/against-python.sh"
 for depth in 18 50; do
   ours=$(taskset -c 0,1 "$AVAPREP" --json bench train-step --model "r$depth" --frames "$FRAMES" \
     --size "$SIZE" --batch "$BATCH" --boxes-per-clip 2 --steps "$STEPS" --warmup "$WARMUP" --threads 2)

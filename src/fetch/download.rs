@@ -444,7 +444,10 @@ fn open_part(part: &Path, start: u64) -> Result<File, DownloadError> {
         .open(part)
         .map_err(|source| io_error(part, source))?;
     // A resume appends exactly where the server's range starts.
-    let len = file.metadata().map_err(|source| io_error(part, source))?.len();
+    let len = file
+        .metadata()
+        .map_err(|source| io_error(part, source))?
+        .len();
     if len != start {
         file.set_len(start)
             .map_err(|source| io_error(part, source))?;
