@@ -196,3 +196,69 @@ fn recorded(state: &Path) -> Vec<String> {
         .map(|items| items.keys().cloned().collect())
         .unwrap_or_default()
 }
+
+/// `--delete-videos-after-extract`: each video goes once its frames are in, and neither fetch
+/// nor extract wants it back on the next run.
+#[test]
+fn deleted_videos_stay_deleted_and_their_frames_stay_complete() {
+    let root = mirror();
+    let server = serve::start(ServeConfig::new(root)).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let fetch = || {
+        avaprep(data.path())
+            .arg("fetch")
+            .arg("--dataset")
+            .arg(root.join("manifest.toml"))
+            .args(["--base-url", &server.url()])
+            .output()
+            .unwrap()
+    };
+    let extract = || {
+        avaprep(data.path())
+            .args(["extract", "--fps", "5", "--height", "240"])
+            .arg("--delete-videos-after-extract")
+            .output()
+            .unwrap()
+    };
+    assert!(fetch().status.success());
+    let output = extract();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let videos = planned_videos(data.path());
+    assert!(!videos.is_empty());
+    for video in &videos {
+        assert_complete(data.path(), video, 5.0);
+    }
+    let left: Vec<_> = walk_files(&data.path().join("videos"));
+    assert!(left.is_empty(), "videos left: {left:?}");
+
+    server.reset_stats();
+    let again = fetch();
+    assert!(again.status.success(), "{}", stderr(&again));
+    let requested: u64 = server
+        .stats()
+        .paths
+        .iter()
+        .filter(|(path, _)| path.contains("/trainval/") || path.contains("/test/"))
+        .map(|(_, stats)| stats.requests)
+        .sum();
+    assert_eq!(requested, 0, "a deleted video was downloaded again");
+    let again = extract();
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(stdout(&again).contains("up to date"), "{}", stdout(&again));
+}
+
+fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+    let Ok(entries) = fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files = Vec::new();
+    for entry in entries.flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(walk_files(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
