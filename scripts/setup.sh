@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test avaprep. Idempotent: each step checks first.
 #   - Debian packages: FFmpeg 5.1 development libraries (ffmpeg-next), clang (bindgen), the ffmpeg CLI
-#     (tests and benchmarks only), curl (benchmarks).
+#     (tests and benchmarks only), util-linux (unshare, for the no-space test), curl and GNU time
+#     (benchmarks).
 #   - .venv/ in the repository: torch==2.11.0 (the libtorch that tch 0.24 links) and the Python packages
 #     that tests use as references (pytorchvideo, torchvision, mmaction2's AVA evaluator).
 # Prints the environment the build needs as `export` lines on stdout (`eval "$(scripts/setup.sh)"`).
@@ -13,7 +14,7 @@ log() { echo "setup: $*" >&2; }
 debian_packages=(
   pkg-config clang libclang-dev
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libavfilter-dev libavdevice-dev libswresample-dev
-  ffmpeg curl
+  ffmpeg util-linux curl time
 )
 missing=()
 for package in "${debian_packages[@]}"; do

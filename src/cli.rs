@@ -161,8 +161,8 @@ pub enum BenchCommand {
     },
     /// Seconds per SGD step on random clips, on the CPU.
     TrainStep {
-        #[arg(long, value_enum, default_value = "r50")]
-        model: BenchModel,
+        #[arg(long, value_enum, default_value = "r50-8x8")]
+        model: crate::train::ModelPreset,
         #[arg(long, default_value_t = 16)]
         frames: i64,
         /// Side of the square input.
@@ -180,14 +180,6 @@ pub enum BenchCommand {
         #[arg(long, default_value_t = 2)]
         threads: usize,
     },
-}
-
-#[cfg(feature = "train")]
-#[derive(Debug, Clone, Copy, clap::ValueEnum)]
-pub enum BenchModel {
-    R18,
-    R50,
-    Tiny,
 }
 
 #[derive(Debug, Args)]
@@ -549,7 +541,6 @@ fn train_config(
 
 #[cfg(feature = "train")]
 fn bench(cli: &Cli, command: &BenchCommand, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    use crate::train::ModelPreset;
     use crate::train::bench::{StepShape, loader_throughput, train_step_times};
     match command {
         BenchCommand::Loader {
@@ -582,13 +573,8 @@ fn bench(cli: &Cli, command: &BenchCommand, printer: &Printer) -> anyhow::Result
             warmup,
             threads,
         } => {
-            let model = match model {
-                BenchModel::R18 => ModelPreset::R18,
-                BenchModel::R50 => ModelPreset::R50_8x8,
-                BenchModel::Tiny => ModelPreset::Tiny,
-            };
             let shape = StepShape {
-                model,
+                model: *model,
                 frames: *frames,
                 size: *size,
                 batch: *batch,

@@ -22,10 +22,12 @@ ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 source "$ROOT/scripts/bench/against-python.sh"
 median() { tr ',' '\n' | sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 steps() { field steps | tr -d '[] '; }
-for depth in 18 50; do
+# avaprep names its R50 preset after its 8x8 Kinetics recipe; the network is the same.
+for pair in 18:r18 50:r50-8x8; do
+  depth=${pair%%:*} model=${pair#*:}
   ours=() ref=()
   for _ in $(seq "$ROUNDS"); do
-    ours+=("$(taskset -c 0,1 "$AVAPREP" --json bench train-step --model "r$depth" --frames "$FRAMES" \
+    ours+=("$(taskset -c 0,1 "$AVAPREP" --json bench train-step --model "$model" --frames "$FRAMES" \
       --size "$SIZE" --batch "$BATCH" --boxes-per-clip 2 --steps "$STEPS" --warmup "$WARMUP" \
       --threads 2 | steps)")
     ref+=("$(taskset -c 0,1 "$PY" "$ROOT/scripts/bench/train_step_reference.py" --depth "$depth" \

@@ -36,12 +36,7 @@ pub fn loader_throughput(
     let data = Dataset::open(data_dir)?;
     let (clips, _, _) = data.clips(config, &config.train_split, true)?;
     let clips = std::sync::Arc::new(clips);
-    let spec = LoaderSpec {
-        crop: config.crop_size,
-        num_classes: data.classes.len(),
-        threads: config.threads,
-        prefetch: config.prefetch,
-    };
+    let spec = LoaderSpec::of(config, data.classes.len());
     let started = Instant::now();
     let mut loaded = 0;
     for epoch in 0..passes {

@@ -8,7 +8,7 @@ use super::model::SlowFastConfig;
 use super::schedule::{LrSchedule, ScheduleKind};
 
 /// Which SlowFast to build; the class count comes from the label map.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
 pub enum ModelPreset {
     R50_8x8,

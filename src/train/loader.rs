@@ -5,13 +5,12 @@
 //! of (seed, epoch, clip), never of which thread ran first, so the same batches arrive in the
 //! same order for any thread count, and a resumed run sees what the uninterrupted one saw.
 
+use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, bounded};
-use std::io::Read;
-
 use fast_image_resize::images::{Image, ImageRef};
 use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
 use rand::SeedableRng;
@@ -25,6 +24,7 @@ use zune_jpeg::zune_core::options::DecoderOptions;
 
 use super::DataError;
 use super::augment::{Geometry, eval_geometry, train_geometry};
+use super::config::TrainConfig;
 use super::dataset::ClipSample;
 
 /// PySlowFast's `DATA.MEAN` / `DATA.STD`, applied to RGB in [0, 1].
@@ -66,6 +66,18 @@ pub struct LoaderSpec {
     pub threads: usize,
     /// Batches waiting in the channel.
     pub prefetch: usize,
+}
+
+impl LoaderSpec {
+    /// The loader a training configuration asks for, for `num_classes` targets.
+    pub fn of(config: &TrainConfig, num_classes: usize) -> Self {
+        Self {
+            crop: config.crop_size,
+            num_classes,
+            threads: config.threads,
+            prefetch: config.prefetch,
+        }
+    }
 }
 
 /// A seed for one (seed, epoch, item) triple: splitmix64 over the three, so neighbouring

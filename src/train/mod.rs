@@ -14,6 +14,7 @@
 //!   metrics.jsonl, metrics.csv, curves.png
 //!   detections.csv               the best weights on the validation split (AVA format)
 //!   eval.json, summary.json      their evaluation; how and why the run ended
+//!   init.json                    with init_weights: what was loaded, kept fresh, unused
 //! ```
 
 mod amp;

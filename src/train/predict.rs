@@ -117,12 +117,7 @@ pub(crate) fn infer(
     classes: &Classes,
     autocast: bool,
 ) -> Result<Vec<Detection>, TrainError> {
-    let spec = LoaderSpec {
-        crop: config.crop_size,
-        num_classes: classes.len(),
-        threads: config.threads,
-        prefetch: config.prefetch,
-    };
+    let spec = LoaderSpec::of(config, classes.len());
     let scored: Vec<(usize, ActionId)> = classes
         .scored
         .ids()

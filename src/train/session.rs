@@ -488,12 +488,7 @@ impl Session<'_> {
     }
 
     fn loader_spec(&self) -> LoaderSpec {
-        LoaderSpec {
-            crop: self.config.crop_size,
-            num_classes: self.data.classes.len(),
-            threads: self.config.threads,
-            prefetch: self.config.prefetch,
-        }
+        LoaderSpec::of(self.config, self.data.classes.len())
     }
 
     fn scored_ids(&self) -> Vec<u16> {
