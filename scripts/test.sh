@@ -14,12 +14,18 @@ cargo build --release --locked --no-default-features --features extract
 step "build: default (both)"
 cargo build --release --locked
 
-step "the binary finds its libraries without LD_LIBRARY_PATH"
-if env -u LD_LIBRARY_PATH ldd target/release/avaprep | grep "not found"; then
-  echo "target/release/avaprep has unresolved libraries" >&2
+step "both executables find their libraries without LD_LIBRARY_PATH; the data tool links no libtorch"
+for binary in avaprep avaprep-train; do
+  if env -u LD_LIBRARY_PATH ldd "target/release/$binary" | grep "not found"; then
+    echo "target/release/$binary has unresolved libraries" >&2
+    exit 1
+  fi
+  env -u LD_LIBRARY_PATH "target/release/$binary" --version
+done
+if ldd target/release/avaprep | awk '{print $1}' | grep -E '^lib(torch|c10|cuda|cudart|cublas|cudnn)'; then
+  echo "target/release/avaprep links libtorch or CUDA: the data tool must not" >&2
   exit 1
 fi
-env -u LD_LIBRARY_PATH target/release/avaprep --version
 
 step "format and lints"
 cargo fmt --all -- --check

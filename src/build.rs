@@ -1,9 +1,12 @@
-//! Link-time set-up for the `train` feature: the binary must find libtorch without LD_LIBRARY_PATH
-//! (an rpath to the torch library folder) and must load `libtorch_cuda` when it exists, because
-//! tch only sees CUDA when that library is loaded and the default `--as-needed` link drops it.
+//! Link-time set-up of the trainer, `avaprep-train` (the `train` feature): it must find libtorch
+//! without LD_LIBRARY_PATH (an rpath to the torch library folder) and must load `libtorch_cuda`
+//! when it exists, because tch only sees CUDA when that library is loaded and the default
+//! `--as-needed` link drops it. The data tool, `avaprep`, gets none of this: it links no libtorch.
 
 use std::env;
 use std::path::PathBuf;
+
+const TRAINER: &str = "avaprep-train";
 
 fn main() {
     println!("cargo:rerun-if-changed=src/build.rs");
@@ -18,12 +21,18 @@ fn main() {
         );
         return;
     };
-    println!("cargo:rustc-link-arg=-Wl,-rpath,{}", torch_lib.display());
+    println!(
+        "cargo:rustc-link-arg-bin={TRAINER}=-Wl,-rpath,{}",
+        torch_lib.display()
+    );
     if torch_lib.join("libtorch_cuda.so").exists() {
-        println!("cargo:rustc-link-arg=-Wl,--no-as-needed");
-        println!("cargo:rustc-link-arg=-L{}", torch_lib.display());
-        println!("cargo:rustc-link-arg=-ltorch_cuda");
-        println!("cargo:rustc-link-arg=-Wl,--as-needed");
+        println!("cargo:rustc-link-arg-bin={TRAINER}=-Wl,--no-as-needed");
+        println!(
+            "cargo:rustc-link-arg-bin={TRAINER}=-L{}",
+            torch_lib.display()
+        );
+        println!("cargo:rustc-link-arg-bin={TRAINER}=-ltorch_cuda");
+        println!("cargo:rustc-link-arg-bin={TRAINER}=-Wl,--as-needed");
     }
 }
 

@@ -4,7 +4,6 @@
 //! files under the data directory, never through shared state.
 
 pub mod annotations;
-pub mod cli;
 pub mod eval;
 #[cfg(feature = "extract")]
 pub mod extract;
@@ -14,11 +13,13 @@ pub mod layout;
 pub mod manifest;
 #[cfg(feature = "extract")]
 pub mod media;
+pub mod overrides;
 pub mod pipeline;
+pub mod records;
 pub mod report;
 pub mod serve;
 pub mod stages;
 #[cfg(feature = "extract")]
 pub mod synth;
-#[cfg(feature = "train")]
-pub mod train;
+#[cfg(test)]
+pub(crate) mod testing;

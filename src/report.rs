@@ -39,7 +39,10 @@ impl Reporter for Silent {}
 pub enum Verbosity {
     Quiet,
     Normal,
+    /// `-v`: debug logs.
     Verbose,
+    /// `-vv`: trace logs.
+    Trace,
 }
 
 /// Decides where every line of output goes, from the global flags.
@@ -157,6 +160,28 @@ impl Printer {
         let mut stdout = std::io::stdout().lock();
         let _ = writeln!(stdout, "{}", serde_json::Value::Object(object));
     }
+}
+
+impl Printer {
+    /// In `--json` mode, one JSON Lines record of a value that names its own `type` (an event
+    /// enum tagged with `type`), written as it is.
+    pub fn tagged<T: Serialize>(&self, value: &T) {
+        if !self.json {
+            return;
+        }
+        if let Some(line) = tagged_line(value) {
+            let mut stdout = std::io::stdout().lock();
+            let _ = writeln!(stdout, "{line}");
+        }
+    }
+}
+
+/// The JSON line of a value that names its own `type`; `None` for one that does not, so an
+/// untagged value can never pass for a tagged one.
+pub fn tagged_line<T: Serialize>(value: &T) -> Option<String> {
+    let value = serde_json::to_value(value).ok()?;
+    value.get("type")?.as_str()?;
+    Some(value.to_string())
 }
 
 impl Reporter for Printer {

@@ -21,7 +21,7 @@ if [[ ! -d "$DATA/frame_index" ]]; then
   exit 1
 fi
 source "$ROOT/scripts/bench/against-python.sh"
-ours=$(taskset -c 0,1 "$AVAPREP" --json --data-dir "$DATA" bench loader --passes "$PASSES" --threads 2)
+ours=$(taskset -c 0,1 "$TRAINER" --json --data-dir "$DATA" bench loader --passes "$PASSES" --threads 2)
 ref=$(taskset -c 0,1 "$PY" "$ROOT/scripts/bench/loader_reference.py" --data-dir "$DATA" --passes "$PASSES" --json)
 ours_rate=$(field clips_per_second <<<"$ours")
 ref_rate=$(field clips_per_second <<<"$ref")

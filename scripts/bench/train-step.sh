@@ -27,7 +27,7 @@ for pair in 18:r18 50:r50-8x8; do
   depth=${pair%%:*} model=${pair#*:}
   ours=() ref=()
   for _ in $(seq "$ROUNDS"); do
-    ours+=("$(taskset -c 0,1 "$AVAPREP" --json bench train-step --model "$model" --frames "$FRAMES" \
+    ours+=("$(taskset -c 0,1 "$TRAINER" --json bench train-step --model "$model" --frames "$FRAMES" \
       --size "$SIZE" --batch "$BATCH" --boxes-per-clip 2 --steps "$STEPS" --warmup "$WARMUP" \
       --threads 2 | steps)")
     ref+=("$(taskset -c 0,1 "$PY" "$ROOT/scripts/bench/train_step_reference.py" --depth "$depth" \

@@ -18,8 +18,6 @@ mod labels;
 mod lines;
 mod lists;
 pub mod plan;
-pub mod stage;
-pub mod testing;
 mod types;
 mod video;
 
@@ -33,7 +31,6 @@ pub use lists::{
     parse_included_timestamps, parse_video_file_names, parse_video_ids, read_included_timestamps,
     read_video_file_names, read_video_ids,
 };
-pub use testing::generate_ground_truth_csv;
 pub use types::{
     ActionId, BoxError, BoxLabel, Detection, FrameKey, GroundTruthBox, GroundTruthRow,
     KeyframeRange, NormBox, PredictedBox, ReadOptions,

@@ -1,11 +1,11 @@
-//! The `parse` stage: reads every annotation file of the chosen splits with the strict readers and
+//! The video plan of the `parse` stage: reads every annotation file of the chosen splits with the strict readers and
 //! writes down the videos this run uses (`work/videos.json`), with the keyframes each is annotated
 //! at. Every later stage reads that plan, so they all work on the same set of videos.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::{
@@ -13,46 +13,9 @@ use super::{
     read_excluded_timestamps, read_ground_truth, read_included_timestamps, read_label_map,
     read_predicted_boxes, read_video_file_names, read_video_ids,
 };
-use crate::fsutil;
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
-
-/// The videos a run uses, written by `parse` and read by every later stage.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VideoPlan {
-    /// The annotated segment, seconds from the stream's first timestamp: [start, end).
-    pub segment: [f64; 2],
-    pub keyframes: [u32; 2],
-    pub videos: Vec<PlannedVideo>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PlannedVideo {
-    pub id: VideoId,
-    pub file_name: VideoFileName,
-    /// The manifest's video folder (`trainval`, `test`) the file is downloaded from.
-    pub folder: String,
-    pub split: String,
-    /// Annotated keyframe seconds, ascending (for test videos: the included timestamps).
-    pub keyframes: Vec<u32>,
-}
-
-impl VideoPlan {
-    pub fn load(path: &Path) -> Result<Self, PlanError> {
-        let bytes = std::fs::read(path).map_err(|source| PlanError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        serde_json::from_slice(&bytes).map_err(|error| PlanError::Invalid {
-            path: path.to_path_buf(),
-            message: error.to_string(),
-        })
-    }
-
-    pub fn video(&self, id: &str) -> Option<&PlannedVideo> {
-        self.videos.iter().find(|video| video.id.as_str() == id)
-    }
-}
+use crate::records::{PlannedVideo, VideoPlan};
 
 /// Which videos to use: splits, an optional explicit list, an optional deterministic subset.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -67,13 +30,8 @@ pub struct Selection {
 pub enum PlanError {
     #[error(transparent)]
     Annotation(#[from] AnnotationError),
-    #[error("{path}: {source}")]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
+    #[error(transparent)]
+    Record(#[from] crate::records::RecordError),
     #[error("split `{0}` is not in the dataset manifest (it has: {1})")]
     UnknownSplit(String, String),
     #[error("{list}: video {video} of split {split} is not in this name list")]
@@ -218,13 +176,4 @@ fn subset(videos: Vec<PlannedVideo>, n: usize) -> Vec<PlannedVideo> {
 /// The last component of a manifest path: name lists are stored flat in the annotation folder.
 pub fn file_name(path: &str) -> &str {
     path.rsplit('/').next().unwrap_or(path)
-}
-
-pub fn write_plan(plan: &VideoPlan, path: &Path) -> Result<(), PlanError> {
-    let mut bytes = serde_json::to_vec_pretty(plan).expect("a plan serialises");
-    bytes.push(b'\n');
-    fsutil::write_atomic(path, &bytes).map_err(|source| PlanError::Io {
-        path: path.to_path_buf(),
-        source,
-    })
 }

@@ -1,18 +1,17 @@
-//! The real official files in the shared folder must all parse, with the
+//! The real official files copied into `tests/data/ava/` must all parse, with the
 //! counts the dataset documentation gives.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use super::*;
+use crate::testing::generate_ground_truth_csv;
 
-/// The official files live beside the repository, in `../shared/ava`.
-fn shared_ava_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../shared/ava")
-}
-
+/// Copies of official AVA files, kept in the repository (see `tests/data/ava/README.md`).
 fn ava(name: &str) -> PathBuf {
-    shared_ava_dir().join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/ava")
+        .join(name)
 }
 
 const UNSCORED: [u16; 20] = [

@@ -34,8 +34,6 @@ mod real_files_tests;
 #[cfg(test)]
 mod reference_tests;
 #[cfg(test)]
-mod synthetic;
-#[cfg(test)]
 mod timing_tests;
 
 use std::path::Path;

@@ -1,22 +1,19 @@
 //! The official label maps and the first rows of the real val ground truth
-//! and PySlowFast's person boxes, from the shared folder.
+//! and PySlowFast's person boxes, copied into `tests/data/ava/`.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use super::reference_tests::{assert_agrees, reference, write};
-use super::synthetic::Rng;
 use super::*;
 use crate::annotations::{ActionId, BoxLabel, read_predicted_boxes};
+use crate::testing::Rng;
 
-/// `../shared/ava` beside the repository; the absolute path is for a
-/// scratch checkout that has no `../shared`.
-fn shared_ava_dir() -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../shared/ava")).to_owned()
-}
-
+/// Copies of official AVA files, kept in the repository (see `tests/data/ava/README.md`).
 fn ava(name: &str) -> PathBuf {
-    shared_ava_dir().join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/ava")
+        .join(name)
 }
 
 const SCORED_MAP: &str = "ava_action_list_v2.2_for_activitynet_2019.pbtxt";
@@ -71,7 +68,7 @@ fn person_boxes_times_classes(labels: &LabelMap) -> String {
         &ReadOptions::AVA,
     )
     .unwrap();
-    let mut rng = Rng(2019);
+    let mut rng = Rng::seeded(2019);
     let mut seen = HashSet::new();
     let mut out = String::new();
     for b in &boxes {

@@ -12,8 +12,8 @@ use std::process::Command;
 
 use serde_json::Value;
 
-use super::synthetic::{self, DetRow, Synthetic};
 use super::*;
+use crate::testing::{self, DetRow, Synthetic};
 
 const PYTHON: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/.venv/bin/python");
 const TOLERANCE: f64 = 1e-6;
@@ -91,10 +91,10 @@ struct Case {
 impl Case {
     fn new(seed: u64) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let set = synthetic::generate(seed, 3 + (seed % 3) as u32, 25);
-        write(dir.path(), "map.pbtxt", &synthetic::label_map_pbtxt());
-        write(dir.path(), "gt.csv", &synthetic::gt_csv(&set.gt));
-        write(dir.path(), "det.csv", &synthetic::det_csv(&set.dets));
+        let set = testing::generate(seed, 3 + (seed % 3) as u32, 25);
+        write(dir.path(), "map.pbtxt", &testing::label_map_pbtxt());
+        write(dir.path(), "gt.csv", &testing::gt_csv(&set.gt));
+        write(dir.path(), "det.csv", &testing::det_csv(&set.dets));
         Self { dir, set }
     }
 
@@ -118,7 +118,7 @@ impl Case {
     /// Some keyframes with ground truth, one with detections only, and one
     /// that neither file mentions.
     fn exclusions(&self, seed: u64) -> Vec<FrameKey> {
-        let mut rng = synthetic::Rng(seed ^ 0xE5C1);
+        let mut rng = testing::Rng::seeded(seed ^ 0xE5C1);
         let gt_keys: HashSet<FrameKey> = self.set.gt.iter().map(|g| g.key).collect();
         let mut keys: Vec<FrameKey> = gt_keys.iter().copied().collect();
         keys.sort();
@@ -131,7 +131,7 @@ impl Case {
                 .find(|k| !gt_keys.contains(k)),
         );
         keys.push(FrameKey {
-            video: synthetic::random_video(&mut rng),
+            video: testing::random_video(&mut rng),
             second: 1500,
         });
         keys.sort();
@@ -142,8 +142,8 @@ impl Case {
 fn check_seed(seed: u64) {
     let case = Case::new(seed);
     let dir = case.dir.path();
-    let gt_all = synthetic::gt_csv(&case.set.gt);
-    let det_all = synthetic::det_csv(&case.set.dets);
+    let gt_all = testing::gt_csv(&case.set.gt);
+    let det_all = testing::det_csv(&case.set.dets);
     let Some(plain) = reference(dir, &gt_all, &det_all) else {
         return;
     };
@@ -154,8 +154,8 @@ fn check_seed(seed: u64) {
     assert_agrees(&ours, &plain, &format!("seed {seed}, uncapped"));
 
     // The official cap: give the reference the 50 best per keyframe.
-    let capped = synthetic::best_per_frame(&case.set.dets, OFFICIAL_DETECTIONS_PER_FRAME);
-    let theirs = reference(dir, &gt_all, &synthetic::det_csv(&capped)).unwrap();
+    let capped = testing::best_per_frame(&case.set.dets, OFFICIAL_DETECTIONS_PER_FRAME);
+    let theirs = reference(dir, &gt_all, &testing::det_csv(&capped)).unwrap();
     let ours = case.ours(None, &EvalOptions::OFFICIAL);
     assert!(
         ours.dropped.over_frame_cap > 0,
@@ -165,9 +165,9 @@ fn check_seed(seed: u64) {
 
     // Exclusions: give the reference files without the excluded keyframes.
     let excluded = case.exclusions(seed);
-    let ex_path = write(dir, "excluded.csv", &synthetic::keys_csv(&excluded));
+    let ex_path = write(dir, "excluded.csv", &testing::keys_csv(&excluded));
     let kept = |k: &FrameKey| excluded.binary_search(k).is_err();
-    let gt_kept = synthetic::gt_csv(case.set.gt.iter().filter(|g| kept(&g.key)));
+    let gt_kept = testing::gt_csv(case.set.gt.iter().filter(|g| kept(&g.key)));
     let dets_kept: Vec<DetRow> = case
         .set
         .dets
@@ -175,7 +175,7 @@ fn check_seed(seed: u64) {
         .filter(|d| kept(&d.key))
         .cloned()
         .collect();
-    let theirs = reference(dir, &gt_kept, &synthetic::det_csv(&dets_kept)).unwrap();
+    let theirs = reference(dir, &gt_kept, &testing::det_csv(&dets_kept)).unwrap();
     let ours = case.ours(Some(&ex_path), &EvalOptions::uncapped());
     assert!(ours.frames.excluded_in_ground_truth > 0 && ours.frames.excluded_in_detections > 0);
     assert_agrees(&ours, &theirs, &format!("seed {seed}, exclusions"));
@@ -203,7 +203,7 @@ fn agrees_with_mmaction2_seed_4() {
 
 #[test]
 fn generated_sets_look_like_ava() {
-    let set = synthetic::generate(9, 4, 25);
+    let set = testing::generate(9, 4, 25);
     let frames: HashSet<FrameKey> = set.gt.iter().map(|g| g.key).collect();
     assert_eq!(frames.len(), 100);
     let boxes: HashSet<(FrameKey, u32)> = set.gt.iter().map(|g| (g.key, g.person)).collect();

@@ -6,9 +6,9 @@
 use std::fmt::Write;
 use std::time::Instant;
 
-use super::synthetic::{self, MilliBox, Rng};
 use super::*;
 use crate::annotations::{ActionId, GroundTruthBox, Label, NormBox};
+use crate::testing::{self, MilliBox, Rng};
 
 fn norm(b: MilliBox) -> NormBox {
     let [x1, y1, x2, y2] = b.0.map(|v| v as f32 / 1000.0);
@@ -22,10 +22,10 @@ struct FullSize {
 
 /// `videos` videos of 897 keyframes, 1-3 people with 1-3 actions each.
 fn full_size(videos: u32) -> FullSize {
-    let mut rng = Rng(77);
+    let mut rng = Rng::seeded(77);
     let (mut gt, mut dets) = (Vec::new(), Vec::new());
     for _ in 0..videos {
-        let video = synthetic::random_video(&mut rng);
+        let video = testing::random_video(&mut rng);
         for second in KeyframeRange::AVA.first()..=KeyframeRange::AVA.last() {
             let key = FrameKey { video, second };
             for person in 0..rng.range(1, 3) {

@@ -17,7 +17,6 @@ mod plan;
 mod ranges;
 mod run;
 mod source;
-pub mod stage;
 #[cfg(test)]
 mod tests;
 mod timing;

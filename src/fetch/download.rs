@@ -109,7 +109,7 @@ impl RetryPolicy {
         let exponential = self.base_delay.saturating_mul(1 << attempt.min(16));
         let capped = exponential.min(self.max_delay);
         // Jitter in [50%, 100%] spreads the retries of concurrent transfers apart.
-        let jittered = capped.mul_f64(0.5 + fastrand::f64() * 0.5);
+        let jittered = capped.mul_f64(rand::random_range(0.5..1.0));
         match retry_after {
             Some(asked) => asked.min(self.max_delay).max(jittered),
             None => jittered,

@@ -59,6 +59,11 @@ pub struct StageReport {
 }
 
 impl StageReport {
+    /// The stage's counts as its own typed struct (as `ItemRecord::with_counts` stored them).
+    pub fn counts_as<T: serde::de::DeserializeOwned + Default>(&self) -> T {
+        super::state::typed_counts(&self.counts)
+    }
+
     fn empty(stage: &str, outcome: StageOutcome) -> Self {
         StageReport {
             stage: stage.to_string(),

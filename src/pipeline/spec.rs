@@ -14,8 +14,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-/// The tables a pipeline file may hold, one per stage command.
-pub const STAGE_TABLES: &[&str] = &["fetch", "parse", "extract", "lists", "validate", "train"];
+use crate::overrides::apply_override;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelineSpec {
@@ -61,15 +60,21 @@ pub enum SpecError {
 }
 
 impl PipelineSpec {
-    pub fn load(path: &Path, overrides: &[String]) -> Result<Self, SpecError> {
+    /// Reads a pipeline file whose stage tables must be among `tables` (the caller's stages).
+    pub fn load(path: &Path, overrides: &[String], tables: &[&str]) -> Result<Self, SpecError> {
         let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
             path: path.to_path_buf(),
             source,
         })?;
-        Self::parse(path, &text, overrides)
+        Self::parse(path, &text, overrides, tables)
     }
 
-    pub fn parse(path: &Path, text: &str, overrides: &[String]) -> Result<Self, SpecError> {
+    pub fn parse(
+        path: &Path,
+        text: &str,
+        overrides: &[String],
+        tables: &[&str],
+    ) -> Result<Self, SpecError> {
         let invalid = |message: String| SpecError::Invalid {
             path: path.to_path_buf(),
             message,
@@ -78,16 +83,17 @@ impl PipelineSpec {
             .parse()
             .map_err(|error: toml::de::Error| invalid(error.to_string().trim_end().to_string()))?;
         for assignment in overrides {
-            apply_override(&mut document, assignment)?;
+            apply_override(&mut document, assignment)
+                .map_err(|error| SpecError::BadOverride(error.0))?;
         }
         let top: TopLevel = document
             .try_into()
             .map_err(|error: toml::de::Error| invalid(error.to_string().trim_end().to_string()))?;
         for (name, value) in &top.stage_tables {
-            if !STAGE_TABLES.contains(&name.as_str()) {
+            if !tables.contains(&name.as_str()) {
                 return Err(invalid(format!(
                     "unknown key or table `{name}` (stage tables are: {})",
-                    STAGE_TABLES.join(", ")
+                    tables.join(", ")
                 )));
             }
             if !value.is_table() {
@@ -127,31 +133,6 @@ impl PipelineSpec {
     }
 }
 
-/// `a.b=value`: the value is read as TOML (`10`, `true`, `"x"`, `[1, 2]`), or else as a bare string.
-fn apply_override(document: &mut toml::Table, assignment: &str) -> Result<(), SpecError> {
-    let bad = || SpecError::BadOverride(assignment.to_string());
-    let (key, raw_value) = assignment.split_once('=').ok_or_else(bad)?;
-    let keys: Vec<&str> = key.trim().split('.').collect();
-    if keys.iter().any(|part| part.is_empty()) {
-        return Err(bad());
-    }
-    let value = format!("value = {raw_value}")
-        .parse::<toml::Table>()
-        .ok()
-        .and_then(|mut table| table.remove("value"))
-        .unwrap_or_else(|| toml::Value::String(raw_value.to_string()));
-    let (last, parents) = keys.split_last().expect("at least one key");
-    let mut table = document;
-    for part in parents {
-        let entry = table
-            .entry(part.to_string())
-            .or_insert_with(|| toml::Value::Table(toml::Table::new()));
-        table = entry.as_table_mut().ok_or_else(bad)?;
-    }
-    table.insert(last.to_string(), value);
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,6 +144,8 @@ mod tests {
         height: Option<u32>,
     }
 
+    const TABLES: &[&str] = &["fetch", "extract"];
+
     const TEXT: &str = "dataset = \"../manifests/ava-v2.2.toml\"\n[extract]\nfps = 5\n";
 
     #[test]
@@ -172,7 +155,7 @@ mod tests {
             "extract.fps=10".to_string(),
             "videos_per_split=3".to_string(),
         ];
-        let spec = PipelineSpec::parse(path, TEXT, &overrides).unwrap();
+        let spec = PipelineSpec::parse(path, TEXT, &overrides, TABLES).unwrap();
         assert_eq!(
             spec.dataset,
             Path::new("pipelines/../manifests/ava-v2.2.toml")
@@ -186,15 +169,15 @@ mod tests {
     #[test]
     fn rejects_unknown_tables_and_keys() {
         let path = Path::new("x.toml");
-        let error =
-            PipelineSpec::parse(path, "dataset = \"d\"\n[extrct]\nfps = 5\n", &[]).unwrap_err();
+        let error = PipelineSpec::parse(path, "dataset = \"d\"\n[extrct]\nfps = 5\n", &[], TABLES)
+            .unwrap_err();
         assert!(
             error.to_string().contains("unknown key or table `extrct`"),
             "{error}"
         );
-        let spec = PipelineSpec::parse(path, TEXT, &["extract.fsp=3".into()]).unwrap();
+        let spec = PipelineSpec::parse(path, TEXT, &["extract.fsp=3".into()], TABLES).unwrap();
         let error = spec.stage_params::<ExtractParams>("extract").unwrap_err();
         assert!(error.to_string().contains("fsp"), "{error}");
-        assert!(PipelineSpec::parse(path, TEXT, &["nonsense".into()]).is_err());
+        assert!(PipelineSpec::parse(path, TEXT, &["nonsense".into()], TABLES).is_err());
     }
 }

@@ -8,6 +8,7 @@
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use super::runner::StageReport;
 use super::state::ItemRecord;
 use crate::report::Reporter;
 
@@ -86,4 +87,9 @@ pub trait Stage: Send + Sync {
     /// Completes one item. It must leave no partial output that a later call could take as
     /// complete: write under temporary names and rename when done.
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError>;
+
+    /// Lines for people under the stage's line in a run's report, from its own counts.
+    fn summary(&self, _report: &StageReport) -> Vec<String> {
+        Vec::new()
+    }
 }

@@ -39,6 +39,34 @@ pub struct ItemRecord {
     pub counts: BTreeMap<String, u64>,
 }
 
+impl ItemRecord {
+    /// The record with a stage's typed counts (a struct of `u64` fields) as its counts.
+    pub fn with_counts<T: Serialize>(mut self, counts: &T) -> Self {
+        self.counts = counts_map(counts);
+        self
+    }
+}
+
+/// A struct of `u64` fields as the name -> value map that state files store.
+pub fn counts_map<T: Serialize>(counts: &T) -> BTreeMap<String, u64> {
+    match serde_json::to_value(counts) {
+        Ok(serde_json::Value::Object(fields)) => fields
+            .into_iter()
+            .filter_map(|(name, value)| Some((name, value.as_u64()?)))
+            .collect(),
+        _ => BTreeMap::new(),
+    }
+}
+
+/// A name -> value map back as a stage's typed counts; names it does not know are ignored and
+/// missing ones take their default.
+pub fn typed_counts<T: serde::de::DeserializeOwned + Default>(map: &BTreeMap<String, u64>) -> T {
+    serde_json::to_value(map)
+        .ok()
+        .and_then(|value| serde_json::from_value(value).ok())
+        .unwrap_or_default()
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ItemFailure {
     pub item: String,

@@ -3,6 +3,7 @@
 //! Everything random is drawn here from one ChaCha stream per video, so rendering, encoding and
 //! annotation writing are pure functions of the plan.
 
+use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha20Rng;
 
@@ -298,11 +299,14 @@ pub struct DatasetPlan {
     pub excluded: Vec<(usize, u32)>,
 }
 
+/// Val videos of a dataset with at least 8 trainval videos.
+pub const MIN_VAL_VIDEOS: usize = 3;
+
 /// Smallest and largest actor height (fraction of frame height) and the size change of one
 /// grow/shrink segment (natural log); see `draw_log_size` for why they are tied.
 const LOG_S_MIN: f64 = -1.897; // ln 0.15
 const LOG_S_MAX: f64 = -0.799; // ln 0.45
-const LOG_GROW: f64 = 0.6;
+const LOG_GROW: f64 = 1.0;
 const ASPECT_MAX: f64 = 1.4;
 
 impl DatasetPlan {
@@ -361,14 +365,15 @@ fn video_ids(rng: &mut ChaCha20Rng, n: usize) -> Vec<String> {
     ids
 }
 
-/// Test videos last (from 6 videos on), then at least one val video, the rest train.
+/// Test videos last (from 6 videos on), then the val videos, the rest train. From 8 trainval
+/// videos on (the demo's 10) val has at least 3, so a val mAP averages over several videos.
 fn splits(n: usize) -> Vec<Split> {
     let n_test = if n >= 6 { (n / 6).max(2).min(n - 4) } else { 0 };
     let trainval = n - n_test;
-    let n_val = if trainval >= 2 {
-        (trainval / 4).max(1)
-    } else {
-        0
+    let n_val = match trainval {
+        0 | 1 => 0,
+        2..=7 => (trainval / 4).max(1),
+        _ => (trainval / 4).max(MIN_VAL_VIDEOS),
     };
     (0..n)
         .map(|i| {
@@ -435,7 +440,11 @@ impl VideoSpec {
             Profile::Quick => 0.0,
             Profile::AvaTimes => times.segment_start as f64 - 3.0,
         };
-        let n_actors = rng.random_range(3..=5);
+        // Quick videos are short: more actors give every class enough boxes per split.
+        let n_actors = match profile {
+            Profile::Quick => rng.random_range(5..=7),
+            Profile::AvaTimes => rng.random_range(3..=5),
+        };
         let hue0 = rng.random_range(0.0..std::f64::consts::TAU);
         let actors = (0..n_actors)
             .map(|a| {
@@ -648,12 +657,20 @@ fn plan_segments(rng: &mut ChaCha20Rng, begin: f64, end: f64, g: &Geometry) -> V
     let mut theta = rng.random_range(0.0..std::f64::consts::PI);
     let mut t0 = begin;
     let mut out = Vec::new();
+    // Motions are dealt from shuffled decks of all seven, so every class gets its share of the
+    // boxes in every split, not just on average over many videos.
+    let mut deck: Vec<Action> = Vec::new();
     while t0 < end {
         let len = rng.random_range(3..=5) as f64;
-        let motion = MOTIONS[rng.random_range(0..MOTIONS.len())];
+        if deck.is_empty() {
+            deck = MOTIONS.to_vec();
+            deck.shuffle(rng);
+        }
+        let motion = deck.pop().expect("a refilled deck");
         let spin = rng.random_bool(0.3);
-        let speed_x = rng.random_range(0.10..0.18);
-        let speed_y = rng.random_range(0.12..0.20);
+        // Fast enough to move an actor 4-6% of the frame within a 4-frame clip at 5 fps.
+        let speed_x = rng.random_range(0.18..0.28);
+        let speed_y = rng.random_range(0.20..0.30);
         let (vx, vy) = match motion {
             Action::MoveLeft => (-speed_x, 0.0),
             Action::MoveRight => (speed_x, 0.0),
@@ -663,7 +680,7 @@ fn plan_segments(rng: &mut ChaCha20Rng, begin: f64, end: f64, g: &Geometry) -> V
         };
         let (log_s0, log_rate) = draw_log_size(rng, motion, len);
         let omega = if spin {
-            rng.random_range(1.2..2.5) * if rng.random_bool(0.5) { 1.0 } else { -1.0 }
+            rng.random_range(2.0..3.5) * if rng.random_bool(0.5) { 1.0 } else { -1.0 }
         } else {
             0.0
         };

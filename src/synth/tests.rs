@@ -991,3 +991,40 @@ fn plans_cover_kinds_and_splits_for_any_count() {
             .any(|v| v.rate == plan::Rate::Variable && v.start_ticks > 0)
     );
 }
+
+/// The demo's dataset (10 videos, seed 1) and the trainer tests' (10 videos, seed 11): every
+/// scored class has at least 20 boxes in train and in val, and val has at least 3 videos, so a
+/// val mAP is a measurement.
+#[test]
+fn the_demo_and_trainer_datasets_have_enough_boxes_of_every_scored_class() {
+    use std::collections::BTreeMap;
+    let scored: Vec<u32> = plan::ACTIONS.iter().filter(|a| a.4).map(|a| a.1).collect();
+    for seed in [1, 11] {
+        let plan = plan::DatasetPlan::new(Profile::Quick, 10, seed);
+        for split in [plan::Split::Train, plan::Split::Val] {
+            let videos: Vec<_> = plan.videos.iter().filter(|v| v.split == split).collect();
+            if split == plan::Split::Val {
+                assert!(videos.len() >= plan::MIN_VAL_VIDEOS, "seed {seed}");
+            }
+            let mut boxes: BTreeMap<u32, usize> = BTreeMap::new();
+            for video in &videos {
+                let (first, last) = video.keyframes.unwrap();
+                for t in first..=last {
+                    for gt in annotations::gt_boxes(video, t) {
+                        for id in gt.action_ids() {
+                            *boxes.entry(id).or_default() += 1;
+                        }
+                    }
+                }
+            }
+            for id in &scored {
+                let count = boxes.get(id).copied().unwrap_or(0);
+                assert!(
+                    count >= 20,
+                    "seed {seed}, {}: class {id} has {count} boxes ({boxes:?})",
+                    split.name()
+                );
+            }
+        }
+    }
+}

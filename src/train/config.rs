@@ -7,6 +7,32 @@ use serde::{Deserialize, Serialize};
 use super::model::SlowFastConfig;
 use super::schedule::{LrSchedule, ScheduleKind};
 
+/// The starting recipes of `avaprep train --preset`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Preset {
+    /// SlowFast R50 8x8, PySlowFast's recipe for one GPU and 5 fps frames.
+    AvaR50,
+    /// A tiny SlowFast for the synthetic dataset; trains on a CPU.
+    SyntheticTiny,
+}
+
+impl Preset {
+    pub fn config(self) -> TrainConfig {
+        match self {
+            Preset::AvaR50 => TrainConfig::ava_r50(),
+            Preset::SyntheticTiny => TrainConfig::synthetic_tiny(),
+        }
+    }
+
+    /// The name on the command line, which is also the default run directory's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::AvaR50 => "ava-r50",
+            Preset::SyntheticTiny => "synthetic-tiny",
+        }
+    }
+}
+
 /// Which SlowFast to build; the class count comes from the label map.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "kebab-case")]
@@ -179,7 +205,7 @@ impl TrainConfig {
             schedule: ScheduleKind::Cosine { end_lr: 0.0 },
             weight_decay: 1e-4,
             grad_clip: Some(5.0),
-            epochs: 20,
+            epochs: 30,
             eval_every: 2,
             patience: 3,
             min_delta: 0.005,

@@ -8,11 +8,11 @@
 use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 
-use crate::annotations::plan::VideoPlan;
 use crate::annotations::{
     ActionId, FrameKey, GroundTruthRow, KeyframeRange, LabelMap, NormBox, PredictedBox,
     ReadOptions, read_excluded_timestamps, read_ground_truth, read_label_map, read_predicted_boxes,
 };
+use crate::records::VideoPlan;
 
 use super::DataError;
 use super::frames::FrameIndex;
@@ -81,10 +81,6 @@ impl Classes {
 
     pub fn len(&self) -> usize {
         self.full.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.full.is_empty()
     }
 }
 

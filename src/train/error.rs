@@ -3,7 +3,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::annotations::AnnotationError;
-use crate::annotations::plan::PlanError;
+use crate::records::RecordError;
 
 /// Reading the frames and annotations.
 #[derive(Debug, thiserror::Error)]
@@ -20,7 +20,7 @@ pub enum DataError {
     #[error(transparent)]
     Annotation(#[from] AnnotationError),
     #[error(transparent)]
-    Plan(#[from] PlanError),
+    Plan(#[from] RecordError),
     #[error("cannot start the loader's thread pool: {0}")]
     Pool(String),
 }

@@ -23,7 +23,7 @@ use zune_jpeg::zune_core::colorspace::ColorSpace;
 use zune_jpeg::zune_core::options::DecoderOptions;
 
 use super::DataError;
-use super::augment::{Geometry, eval_geometry, train_geometry};
+use super::augment::{Geometry, eval_geometry, eval_short_side, train_geometry};
 use super::config::TrainConfig;
 use super::dataset::ClipSample;
 
@@ -248,7 +248,7 @@ fn geometry_of(sample: &ClipSample, index: usize, augment: Augment, crop: u32) -
             let mut rng = ChaCha8Rng::seed_from_u64(mix_seed(seed, epoch as u64, index as u64));
             train_geometry(&mut rng, w, h, crop, hflip)
         }
-        Augment::Eval => eval_geometry(w, h, crop),
+        Augment::Eval => eval_geometry(w, h, eval_short_side(crop)),
     }
 }
 

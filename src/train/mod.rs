@@ -1,4 +1,4 @@
-//! `avaprep train`: a single-GPU SlowFast trainer for AVA on the extracted frames.
+//! The trainer of `avaprep-train` (run by `avaprep train`): a single-GPU SlowFast trainer for AVA on the extracted frames.
 //!
 //! [`train`] runs the whole recipe (data, augmentation, SGD with warm-up, evaluation with the
 //! official frame-mAP, early stopping, checkpoints, metrics, final detections); [`predict`]
@@ -33,9 +33,9 @@ pub mod optim;
 mod predict;
 pub mod schedule;
 mod session;
-#[cfg(test)]
+#[cfg(all(test, feature = "extract"))]
 mod testing;
-#[cfg(test)]
+#[cfg(all(test, feature = "extract"))]
 mod tests;
 
 use std::path::{Path, PathBuf};
@@ -43,7 +43,9 @@ use std::sync::atomic::AtomicBool;
 
 use serde::{Deserialize, Serialize};
 
-pub use checkpoint::{InitReport, STATE_FILE, SkippedTensor, TrainState};
+pub use checkpoint::InitReport;
+#[cfg(test)]
+pub use checkpoint::TrainState;
 
 /// libtorch's random generator is global to the process: tests that seed it and rely on the
 /// numbers that follow (bitwise-identical runs) must not interleave with each other.
@@ -52,9 +54,9 @@ pub(crate) fn torch_rng_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
-pub use config::{ModelPreset, Precision, TrainConfig};
+pub use config::{ModelPreset, Precision, Preset, TrainConfig};
 pub use error::{DataError, TrainError};
-pub use predict::{PredictSummary, predict, write_detections};
+pub use predict::predict;
 
 /// Progress for the caller to show; the library prints nothing itself.
 #[derive(Debug, Clone, PartialEq, Serialize)]

@@ -13,12 +13,13 @@ use super::config::{Precision, TrainConfig};
 use super::dataset::{Classes, ClipSample, ClipSpec, SplitAnnotations, build_clips};
 use super::loader::{Augment, Batch, Loader, LoaderSpec, eval_batches};
 use super::model::SlowFast;
+use super::model::probabilities;
 use super::{TrainError, session};
-use crate::annotations::plan::VideoPlan;
 use crate::annotations::{ActionId, Detection, KeyframeRange};
 use crate::eval::{EvalReport, evaluate};
 use crate::fsutil::write_atomic;
 use crate::layout::DataLayout;
+use crate::records::VideoPlan;
 
 /// The network and the variables it lives in.
 pub(crate) struct Net {
@@ -127,7 +128,7 @@ pub(crate) fn infer(
     let mut detections = Vec::new();
     for batch in Loader::spawn(clips.clone(), batches, Augment::Eval, spec) {
         let batch = batch?;
-        let probabilities = tch::no_grad(|| net.forward(&batch, false, autocast).sigmoid());
+        let probabilities = tch::no_grad(|| probabilities(&net.forward(&batch, false, autocast)));
         let probabilities = Vec::<Vec<f32>>::try_from(probabilities.to_device(Device::Cpu))?;
         for (&(sample, j), row) in batch.owners.iter().zip(&probabilities) {
             let clip = &clips[sample];

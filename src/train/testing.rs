@@ -25,7 +25,7 @@ pub fn synthetic_data(videos: usize, seed: u64) -> PathBuf {
         return path.clone();
     }
     let dir = std::env::temp_dir().join(format!(
-        "avaprep-train-synth-v1-n{videos}-s{seed}-h{FRAME_HEIGHT}"
+        "avaprep-train-synth-v5-n{videos}-s{seed}-h{FRAME_HEIGHT}"
     ));
     if !dir.join("complete").exists() {
         let staging = dir.with_extension(format!("tmp{}", std::process::id()));

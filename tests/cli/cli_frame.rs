@@ -3,7 +3,8 @@
 use crate::support::{avaprep, stderr, stdout};
 
 const SUBCOMMANDS: &[&str] = &[
-    "fetch", "extract", "lists", "validate", "train", "eval", "run", "status", "synth", "serve",
+    "fetch", "extract", "lists", "validate", "train", "predict", "eval", "run", "status", "synth",
+    "serve",
 ];
 
 #[test]
@@ -80,4 +81,79 @@ fn missing_pipeline_file_is_named() {
         message.contains("pipelines/nope.toml") && message.contains("cannot read"),
         "{message}"
     );
+}
+
+#[cfg(feature = "train")]
+#[test]
+fn train_runs_the_trainer_with_its_exit_codes_and_says_how_to_build_a_missing_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let help = stdout(
+        &avaprep(dir.path())
+            .args(["train", "--help"])
+            .output()
+            .unwrap(),
+    );
+    assert!(
+        help.contains("--preset") && help.contains("--resume") && help.contains("avaprep train"),
+        "{help}"
+    );
+    // Settings the trainer refuses are usage errors, before any work; the exit code passes on.
+    let output = avaprep(dir.path())
+        .args(["train", "--set", "clip_frames=6"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("clip_frames"),
+        "{}",
+        stderr(&output)
+    );
+    let output = avaprep(dir.path())
+        .args(["train", "--set", "schedule.kind=nonsense"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let output = avaprep(dir.path())
+        .env("AVAPREP_TRAINER", dir.path().join("no-such-trainer"))
+        .args(["train", "--preset", "synthetic-tiny"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert!(
+        message.contains("not installed")
+            && message.contains("cargo build --release --bin avaprep-train"),
+        "{message}"
+    );
+}
+
+#[cfg(feature = "extract")]
+#[test]
+fn invalid_extract_options_are_usage_errors_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    for flags in [
+        ["--fps", "0"],
+        ["--fps", "nan"],
+        ["--quality", "32"],
+        ["--margin", "-1"],
+        ["--margin", "inf"],
+        ["--height", "241"],
+    ] {
+        let output = avaprep(dir.path())
+            .arg("extract")
+            .args(flags)
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{flags:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains(flags[0]),
+            "{flags:?}: {}",
+            stderr(&output)
+        );
+    }
 }

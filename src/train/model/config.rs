@@ -99,6 +99,7 @@ impl SlowFastConfig {
     }
 
     /// Frames in the Slow clip.
+    #[cfg(test)]
     pub fn slow_frames(&self) -> i64 {
         self.num_frames / self.alpha
     }

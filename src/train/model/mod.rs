@@ -30,9 +30,10 @@ mod roi_align;
 #[cfg(test)]
 mod tests;
 
-pub use blocks::{Bottleneck, FuseFastToSlow, Pathway, ResStage, Stem};
+pub use blocks::{FuseFastToSlow, Pathway, ResStage, Stem};
 pub use config::SlowFastConfig;
 pub use head::{RoiHead, probabilities};
+#[cfg(test)]
 pub use roi_align::{RoiAlignSpec, roi_align};
 
 use tch::{Device, Kind, Tensor, nn};
@@ -91,6 +92,7 @@ impl SlowFast {
     }
 
     /// Per-class probabilities for inference: eval mode, no autograd, sigmoid of the logits.
+    #[cfg(test)]
     pub fn predict(&self, slow: &Tensor, fast: &Tensor, boxes: &Tensor) -> Tensor {
         tch::no_grad(|| probabilities(&self.forward_t(slow, fast, boxes, false)))
     }

@@ -1,9 +1,21 @@
-//! The `parse` pipeline stage.
+//! `parse`: reads every annotation file of the chosen splits with the strict readers and writes
+//! the video plan (`work/videos.json`) every later stage works from.
 
-use super::plan::{Selection, build_plan, write_plan};
+use serde::{Deserialize, Serialize};
+
+use super::StageId;
+use crate::annotations::plan::{Selection, build_plan};
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
 use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, WHOLE};
+
+/// What the plan holds.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PlanCounts {
+    pub videos: u64,
+    pub keyframes: u64,
+}
 
 pub struct ParseStage {
     pub manifest: DatasetManifest,
@@ -12,11 +24,12 @@ pub struct ParseStage {
 
 impl Stage for ParseStage {
     fn name(&self) -> &'static str {
-        "parse"
+        StageId::Parse.name()
     }
 
     fn depends_on(&self) -> &'static [&'static str] {
-        &["fetch-annotations"]
+        const DEPENDS_ON: &[&str] = &[StageId::FetchAnnotations.name()];
+        DEPENDS_ON
     }
 
     fn granularity(&self) -> Granularity {
@@ -41,17 +54,17 @@ impl Stage for ParseStage {
         let layout = DataLayout::new(context.data_dir);
         let plan = build_plan(&self.manifest, &layout, &self.selection)
             .map_err(|error| ItemError::new(error.to_string()))?;
-        write_plan(&plan, &layout.video_plan())
+        plan.write(&layout.video_plan())
             .map_err(|error| ItemError::new(error.to_string()))?;
         let keyframes: usize = plan.videos.iter().map(|video| video.keyframes.len()).sum();
-        let mut record = ItemRecord {
+        let counts = PlanCounts {
+            videos: plan.videos.len() as u64,
+            keyframes: keyframes as u64,
+        };
+        Ok(ItemRecord {
             files: 1,
             ..ItemRecord::default()
-        };
-        record
-            .counts
-            .insert("videos".into(), plan.videos.len() as u64);
-        record.counts.insert("keyframes".into(), keyframes as u64);
-        Ok(record)
+        }
+        .with_counts(&counts))
     }
 }

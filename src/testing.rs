@@ -1,28 +1,33 @@
-//! Random but realistic evaluation inputs for the tests: several videos,
-//! 1-4 people per keyframe with 1-3 actions each, detections that are
-//! jittered ground-truth boxes under true and wrong classes plus stray false
-//! positives, keyframes with detections only, and distinct scores.
+//! Test machinery of the library's tests, compiled only for them: one seeded RNG and the one
+//! generator of AVA-format CSVs. Random but realistic evaluation inputs: several videos, 1-4
+//! people per keyframe with 1-3 actions each, detections that are jittered ground-truth boxes
+//! under true and wrong classes plus stray false positives, keyframes with detections only, and
+//! distinct scores; and large ground-truth files for the readers.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
 
-use crate::annotations::{FrameKey, VideoId};
+use rand::{Rng as _, RngCore as _, SeedableRng as _};
+use rand_chacha::ChaCha8Rng;
 
-/// SplitMix64: small, deterministic, good enough to vary test data.
-pub(crate) struct Rng(pub(crate) u64);
+use crate::annotations::{FrameKey, KeyframeRange, VideoId};
+
+/// The tests' one random generator: ChaCha8, seeded, so the same seed gives the same data on
+/// every machine.
+pub(crate) struct Rng(ChaCha8Rng);
 
 impl Rng {
+    pub(crate) fn seeded(seed: u64) -> Self {
+        Self(ChaCha8Rng::seed_from_u64(seed))
+    }
+
     pub(crate) fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `lo..=hi`.
     pub(crate) fn range(&mut self, lo: u32, hi: u32) -> u32 {
-        lo + (self.next() % u64::from(hi - lo + 1)) as u32
+        self.0.random_range(lo..=hi)
     }
 
     pub(crate) fn percent(&mut self, p: u32) -> bool {
@@ -251,7 +256,7 @@ impl Builder {
 /// `videos` videos of `frames` keyframes each, deterministic in `seed`.
 pub(crate) fn generate(seed: u64, videos: u32, frames: u32) -> Synthetic {
     let mut b = Builder {
-        rng: Rng(seed),
+        rng: Rng::seeded(seed),
         pool: SCORED.iter().chain(&UNSCORED).copied().collect(),
         scores: HashSet::new(),
         out: Synthetic {
@@ -313,4 +318,52 @@ pub(crate) fn best_per_frame(dets: &[DetRow], cap: usize) -> Vec<DetRow> {
         out.extend(frame.into_iter().take(cap).cloned());
     }
     out
+}
+
+/// Valid 8-field ground-truth CSV with exactly `rows` rows, in AVA's order (video, second,
+/// person) with 1-4 people per keyframe and 1-3 actions each, all within
+/// [`KeyframeRange::AVA`]. Same `seed`, same bytes.
+pub(crate) fn generate_ground_truth_csv(rows: usize, seed: u64) -> Vec<u8> {
+    let mut rng = Rng::seeded(seed);
+    let mut out = String::with_capacity(rows * 48);
+    let mut written = 0;
+    let range = KeyframeRange::AVA;
+    while written < rows {
+        let video = random_video(&mut rng);
+        for second in range.first()..=range.last() {
+            for person in 0..rng.range(1, 4) {
+                let bbox = MilliBox::random(&mut rng);
+                let first_action = rng.range(1, 78);
+                for action in first_action..=first_action + rng.range(0, 2) {
+                    if written == rows {
+                        return out.into_bytes();
+                    }
+                    let _ = writeln!(out, "{video},{second:04},{},{action},{person}", bbox.csv());
+                    written += 1;
+                }
+            }
+        }
+    }
+    out.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_rows_parse_and_are_deterministic() {
+        use crate::annotations::{ReadOptions, parse_ground_truth};
+        let bytes = generate_ground_truth_csv(5_000, 7);
+        assert_eq!(bytes, generate_ground_truth_csv(5_000, 7));
+        assert_ne!(bytes, generate_ground_truth_csv(5_000, 8));
+        let rows = parse_ground_truth(&bytes, "gen.csv", &ReadOptions::AVA).unwrap();
+        assert_eq!(rows.len(), 5_000);
+        assert!(rows.iter().all(|r| r.entry.is_some()));
+        assert!(
+            rows.windows(2)
+                .all(|w| w[0].key.second <= w[1].key.second || w[0].key.video != w[1].key.video)
+        );
+        assert!(generate_ground_truth_csv(0, 1).is_empty());
+    }
 }

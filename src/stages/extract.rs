@@ -1,4 +1,4 @@
-//! The `extract` pipeline stage: one item per planned video, several videos at once.
+//! `extract`: one item per planned video, several videos at once.
 //!
 //! A video's frames are written to `work/extracting/<id>/`, moved to `frames/<id>/` when all of
 //! them are there, and only then is its index written to `frame_index/<id>.csv`. A kill at any
@@ -8,13 +8,14 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    ExtractSpec, VideoStats, extract_video, frame_numbers, ranges_around, segment_range,
-    write_index,
+use super::StageId;
+use crate::extract::{
+    DEFAULT_MARGIN_S, ExtractSpec, VideoStats, extract_video, frame_numbers, ranges_around,
+    segment_range, write_index,
 };
-use crate::annotations::plan::{PlannedVideo, VideoPlan};
 use crate::layout::DataLayout;
-use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext};
+use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport};
+use crate::records::{PlannedVideo, VideoPlan};
 use crate::report::Unit;
 
 /// Which parts of each video to extract.
@@ -54,7 +55,7 @@ impl Default for ExtractParams {
             quality: 2,
             upscale: false,
             ranges: Ranges::Annotated,
-            margin: super::DEFAULT_MARGIN_S,
+            margin: DEFAULT_MARGIN_S,
             jobs: std::thread::available_parallelism().map_or(2, usize::from),
             delete_videos_after_extract: false,
         }
@@ -90,11 +91,12 @@ impl ExtractStage {
 
 impl Stage for ExtractStage {
     fn name(&self) -> &'static str {
-        "extract"
+        StageId::Extract.name()
     }
 
     fn depends_on(&self) -> &'static [&'static str] {
-        &["fetch-videos"]
+        const DEPENDS_ON: &[&str] = &[StageId::FetchVideos.name()];
+        DEPENDS_ON
     }
 
     fn granularity(&self) -> Granularity {
@@ -146,6 +148,23 @@ impl Stage for ExtractStage {
         }
         Ok(record(&stats))
     }
+
+    /// How much smaller the result is than every source frame of the segment at native
+    /// resolution (what the reference pipelines write), from the counts the extractor measured.
+    fn summary(&self, report: &StageReport) -> Vec<String> {
+        let counts: FrameCounts = report.counts_as();
+        if counts.segment_source_frames == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "{} of {} source frames kept ({:.1}x fewer), {:.1}x fewer pixels; {} source frames decoded",
+            report.files,
+            counts.segment_source_frames,
+            counts.segment_source_frames as f64 / report.files.max(1) as f64,
+            counts.segment_source_pixels as f64 / counts.pixels_written.max(1) as f64,
+            counts.source_frames_decoded,
+        )]
+    }
 }
 
 impl ExtractStage {
@@ -171,7 +190,7 @@ impl ExtractStage {
         let progress = |done: u64, total: u64| {
             context
                 .reporter
-                .item_progress("extract", &item, done, total, Unit::Frames);
+                .item_progress(self.name(), &item, done, total, Unit::Frames);
         };
         let extraction = extract_video(
             input,
@@ -198,28 +217,35 @@ fn load_plan(data_dir: &Path) -> Result<VideoPlan, ItemError> {
         .map_err(|error| ItemError::new(error.to_string()))
 }
 
+/// What the extractor measured of one video; summed over the videos in the stage's report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FrameCounts {
+    pub source_frames_decoded: u64,
+    pub source_frames_skipped: u64,
+    /// Source frames in the annotated segment, and their pixels at native size: what a full
+    /// 30 fps native extraction writes.
+    pub segment_source_frames: u64,
+    pub segment_source_pixels: u64,
+    pub pixels_written: u64,
+}
+
 fn record(stats: &VideoStats) -> ItemRecord {
-    let mut record = ItemRecord {
+    let (source_width, source_height) = stats.source_size;
+    let (width, height) = stats.output_size;
+    let counts = FrameCounts {
+        source_frames_decoded: stats.source_frames_decoded,
+        source_frames_skipped: stats.source_frames_skipped,
+        segment_source_frames: stats.segment_source_frames,
+        segment_source_pixels: stats.segment_source_frames
+            * u64::from(source_width)
+            * u64::from(source_height),
+        pixels_written: stats.frames_written * u64::from(width) * u64::from(height),
+    };
+    ItemRecord {
         files: stats.frames_written,
         bytes: stats.jpeg_bytes,
         ..ItemRecord::default()
-    };
-    let (source_width, source_height) = stats.source_size;
-    let (width, height) = stats.output_size;
-    for (name, value) in [
-        ("source_frames_decoded", stats.source_frames_decoded),
-        ("source_frames_skipped", stats.source_frames_skipped),
-        ("segment_source_frames", stats.segment_source_frames),
-        (
-            "segment_source_pixels",
-            stats.segment_source_frames * u64::from(source_width) * u64::from(source_height),
-        ),
-        (
-            "pixels_written",
-            stats.frames_written * u64::from(width) * u64::from(height),
-        ),
-    ] {
-        record.counts.insert(name.to_string(), value);
     }
-    record
+    .with_counts(&counts)
 }

@@ -1,0 +1,63 @@
+//! `avaprep-train`: everything that needs libtorch (training, inference, the model and loader
+//! benchmarks) in its own executable, so the data tool `avaprep` links no libtorch. `avaprep
+//! train` and `avaprep predict` run this program with the same arguments.
+
+#[path = "../frame/mod.rs"]
+mod frame;
+#[path = "../../train/mod.rs"]
+mod train;
+
+mod bench;
+mod predict;
+mod settings;
+mod train_command;
+
+// The trainer's modules name the library's modules from the crate root, as when they lived in it.
+#[cfg(all(test, feature = "extract"))]
+use avaprep::synth;
+use avaprep::{annotations, eval, fsutil, layout, records};
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+use frame::{ExitStatus, GlobalArgs};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "avaprep-train",
+    version,
+    about = "Train SlowFast on frames prepared by avaprep, and score detections with it"
+)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Train SlowFast on the extracted frames, with evaluation and early stopping on val mAP.
+    Train(train_command::TrainArgs),
+    /// Detections of trained weights for a split's keyframes and detector boxes, in the official
+    /// submission format; scored when the split has ground truth.
+    Predict(predict::PredictArgs),
+    /// Measurements for scripts/bench (loader throughput, training-step time).
+    #[command(hide = true, subcommand)]
+    Bench(bench::BenchCommand),
+}
+
+fn main() -> ExitCode {
+    // clap exits with 2 on a usage error and 0 for --help / --version.
+    let cli = Cli::parse();
+    frame::start(&cli.global);
+    let printer = cli.global.printer();
+    let result = match &cli.command {
+        Command::Train(args) => train_command::run(&cli.global, args, &printer, &frame::CANCEL),
+        Command::Predict(args) => predict::run(&cli.global, args, &printer, &frame::CANCEL),
+        Command::Bench(command) => bench::run(&cli.global, command, &printer),
+    };
+    frame::finish(result.map(|()| ExitStatus::Success))
+}

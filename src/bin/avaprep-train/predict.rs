@@ -1,0 +1,62 @@
+//! `avaprep predict`.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use avaprep::report::Printer;
+
+use crate::frame::GlobalArgs;
+use crate::settings::train_config;
+use crate::train::Preset;
+
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    /// The weights: a run's `best-*` or `model-*` file, or any safetensors with the model's names.
+    #[arg(long)]
+    pub weights: PathBuf,
+    /// The split whose keyframes and detector boxes to score (train, val or test).
+    #[arg(long, default_value = "val")]
+    pub split: String,
+    /// The detections file to write (video_id,second,x1,y1,x2,y2,action_id,score).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The recipe the weights were trained with.
+    #[arg(long, value_enum, default_value = "ava-r50")]
+    pub preset: Preset,
+    /// A TOML file of training settings applied over the preset (a run's config.toml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Override one setting, as `train --set` does.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &PredictArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<()> {
+    let config = train_config(args.preset, args.config.as_deref(), &args.overrides)?;
+    let summary = crate::train::predict(
+        &config,
+        &global.data_dir,
+        &args.weights,
+        &args.split,
+        &args.out,
+        cancel,
+    )?;
+    printer.record("predict", &summary);
+    printer.result(&format!(
+        "{} detections of {} clips written to {}",
+        summary.rows,
+        summary.clips,
+        summary.detections.display()
+    ));
+    if let Some(report) = &summary.report {
+        printer.result(&avaprep::eval::render_table(report));
+    }
+    Ok(())
+}

@@ -1,0 +1,96 @@
+//! `avaprep extract`.
+
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use avaprep::report::Printer;
+use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
+
+use crate::frame::{ExitStatus, GlobalArgs, UsageError};
+use crate::render::{exit_status, run_stages};
+
+#[derive(Debug, Args)]
+pub struct ExtractArgs {
+    /// Frames per second of video time. Frame k shows the source frame nearest to
+    /// segment_start + (k-1)/fps.
+    #[arg(long, default_value_t = 5.0)]
+    pub fps: f64,
+    /// Output height in pixels (width keeps the aspect ratio, rounded to even); 0 keeps the
+    /// native size. Smaller sources are not upscaled unless --upscale.
+    #[arg(long, default_value_t = 480)]
+    pub height: u32,
+    /// JPEG quantiser, as ffmpeg's -q:v: 2 (best, about JPEG quality 86) to 31.
+    #[arg(long, default_value_t = 2)]
+    pub quality: u8,
+    /// Scale sources smaller than --height up to it.
+    #[arg(long)]
+    pub upscale: bool,
+    /// annotated: only [t - margin, t + margin] around the annotated keyframes; segment: the whole
+    /// annotated segment (for PySlowFast's contiguous frame lists).
+    #[arg(long, value_enum, default_value = "annotated")]
+    pub ranges: Ranges,
+    /// Seconds kept on each side of a keyframe (covers AVA's +-1.5 s label context and a
+    /// 16-frame clip at 5 fps).
+    #[arg(long, default_value_t = avaprep::extract::DEFAULT_MARGIN_S)]
+    pub margin: f64,
+    /// Videos extracted at once, one decoder thread each. Default: the number of cores.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Delete each downloaded video once its frames are complete, to save disk.
+    #[arg(long)]
+    pub delete_videos_after_extract: bool,
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &ExtractArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<ExitStatus> {
+    check_options(args)?;
+    let mut params = ExtractParams {
+        fps: args.fps,
+        height: args.height,
+        quality: args.quality,
+        upscale: args.upscale,
+        ranges: args.ranges,
+        margin: args.margin,
+        delete_videos_after_extract: args.delete_videos_after_extract,
+        ..Default::default()
+    };
+    if let Some(jobs) = args.jobs {
+        params.jobs = jobs;
+    }
+    let stage = ExtractStage { params };
+    let report = run_stages(global, vec![&stage], None, printer, cancel)?;
+    Ok(exit_status(&report))
+}
+
+/// Values no video could honour are usage errors, before any work.
+fn check_options(args: &ExtractArgs) -> Result<(), UsageError> {
+    let problem = if !(args.fps.is_finite() && args.fps > 0.0) {
+        Some(format!(
+            "--fps {}: must be a positive number of frames per second",
+            args.fps
+        ))
+    } else if !(2..=31).contains(&args.quality) {
+        Some(format!(
+            "--quality {}: must lie in 2..=31, as ffmpeg's -q:v",
+            args.quality
+        ))
+    } else if !(args.margin.is_finite() && args.margin >= 0.0) {
+        Some(format!(
+            "--margin {}: must be a finite number of seconds, 0 or more (0 keeps the frame nearest each keyframe)",
+            args.margin
+        ))
+    } else if args.height % 2 == 1 {
+        Some(format!(
+            "--height {}: must be even (4:2:0 frames), or 0 for the native size",
+            args.height
+        ))
+    } else {
+        None
+    };
+    problem.map_or(Ok(()), |message| Err(UsageError(message)))
+}

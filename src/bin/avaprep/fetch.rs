@@ -1,0 +1,93 @@
+//! `avaprep fetch`.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use avaprep::annotations::plan::Selection;
+use avaprep::fetch::FetchParams;
+use avaprep::manifest::DatasetManifest;
+use avaprep::pipeline::StateStore;
+use avaprep::report::Printer;
+use avaprep::stages::{self, ProductConfig, StageId};
+
+use crate::frame::{ExitStatus, GlobalArgs};
+use crate::render::{exit_status, run_stages};
+
+#[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// The dataset manifest: URLs, sizes, checksums, splits.
+    #[arg(long, default_value = "manifests/ava-v2.2.toml")]
+    pub dataset: PathBuf,
+    /// Splits whose videos to download, comma-separated (train, val, test).
+    #[arg(long, value_delimiter = ',', default_value = "train,val")]
+    pub split: Vec<String>,
+    /// Download only N videos of each split, chosen deterministically (0: all). The choice is
+    /// written to DATA_DIR/work/videos.json for every later stage.
+    #[arg(long, default_value_t = 0, conflicts_with = "video_list")]
+    pub videos: usize,
+    /// Download only the videos whose ids this file lists, one per line.
+    #[arg(long)]
+    pub video_list: Option<PathBuf>,
+    /// Download the annotations and name lists, not the videos.
+    #[arg(long)]
+    pub annotations_only: bool,
+    /// Concurrent video downloads.
+    #[arg(long, default_value_t = 4)]
+    pub jobs: usize,
+    /// A mirror: URL serves every source (each under its mirror_path), SOURCE=URL one source.
+    /// Repeatable. Default: the manifest's URLs.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Vec<String>,
+    /// Re-hash every downloaded file first; one that no longer matches its record is downloaded again.
+    #[arg(long)]
+    pub verify: bool,
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &FetchArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<ExitStatus> {
+    let video_list = match &args.video_list {
+        Some(path) => Some(ProductConfig::read_video_list(path)?),
+        None => None,
+    };
+    let config = ProductConfig {
+        manifest: DatasetManifest::load(&args.dataset)?,
+        selection: Selection {
+            splits: args.split.clone(),
+            videos_per_split: args.videos,
+            video_list,
+        },
+        fetch: FetchParams {
+            jobs: args.jobs,
+            base_url: args.base_url.clone(),
+            ..FetchParams::default()
+        },
+        #[cfg(feature = "extract")]
+        extract: Default::default(),
+    };
+    let last = if args.annotations_only {
+        StageId::Parse
+    } else {
+        StageId::FetchVideos
+    };
+    let built = stages::build(&config)?.through(last);
+    if args.verify {
+        let store = StateStore::new(&global.data_dir, None);
+        let damaged = stages::verify_downloads(&global.data_dir, &store)?;
+        printer.note(&format!("verify: {} damaged file(s)", damaged.len()));
+        for file in &damaged {
+            printer.note(&format!(
+                "damaged: {}: {}; it is downloaded again now",
+                file.file.display(),
+                file.problem
+            ));
+        }
+    }
+    let report = run_stages(global, built.as_refs(), None, printer, cancel)?;
+    Ok(exit_status(&report))
+}

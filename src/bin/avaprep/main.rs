@@ -1,0 +1,123 @@
+//! `avaprep`: the data tool. Every command that needs libtorch (`train`, `predict`) runs the
+//! trainer executable, `avaprep-train`, so this one links no libtorch and starts in milliseconds.
+
+#[path = "../frame/mod.rs"]
+mod frame;
+
+mod eval;
+#[cfg(feature = "extract")]
+mod extract;
+mod fetch;
+mod pipeline;
+mod render;
+mod serve;
+#[cfg(feature = "extract")]
+mod synth;
+mod trainer;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use frame::{ExitStatus, GlobalArgs};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "avaprep",
+    version,
+    about = "Prepare the AVA 2.2 action-detection dataset and train SlowFast on it",
+    long_about = "Prepare the AVA 2.2 action-detection dataset: download it, extract only the \
+                  annotated time ranges at a chosen frame rate and height, write the frame lists \
+                  PySlowFast reads, validate the result, and train a SlowFast detector on one GPU."
+)]
+struct Cli {
+    #[command(flatten)]
+    global: GlobalArgs,
+
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Download annotations, name lists, person boxes and videos: concurrent, resumable, verified.
+    Fetch(fetch::FetchArgs),
+    /// Extract frames of the annotated time ranges at a chosen frame rate and height.
+    #[cfg(feature = "extract")]
+    Extract(extract::ExtractArgs),
+    /// Write the frame lists PySlowFast reads (not implemented yet).
+    Lists(NotImplemented),
+    /// Check a prepared dataset (not implemented yet).
+    Validate(NotImplemented),
+    /// Train SlowFast on the extracted frames, with evaluation and early stopping on val mAP
+    /// (runs avaprep-train).
+    #[command(disable_help_flag = true)]
+    Train(trainer::Passthrough),
+    /// Detections of trained weights for a split, in the official submission format (runs
+    /// avaprep-train).
+    #[command(disable_help_flag = true)]
+    Predict(trainer::Passthrough),
+    /// Score detections with the AVA frame-mAP@0.5 protocol of the official evaluator.
+    Eval(eval::EvalArgs),
+    /// Make a synthetic miniature of AVA: real videos, AVA-format annotations, a download mirror.
+    #[cfg(feature = "extract")]
+    Synth(synth::SynthArgs),
+    /// Serve a folder (a download mirror) over HTTP on this machine.
+    Serve(serve::ServeArgs),
+    /// Run a pipeline file: every stage in order, skipping what is up to date.
+    Run(pipeline::RunArgs),
+    /// Show where each stage of a pipeline stands: done, stale, pending, failed, interrupted.
+    Status(pipeline::StatusArgs),
+}
+
+/// A stage whose command exists in the interface but not yet in the tool.
+#[derive(Debug, Args)]
+struct NotImplemented {}
+
+fn main() -> ExitCode {
+    // clap exits with 2 on a usage error and 0 for --help / --version.
+    let cli = Cli::parse();
+    if let Command::Train(_) | Command::Predict(_) = &cli.command {
+        // The trainer parses its own arguments, prints and exits as this process would.
+        return frame::finish(trainer::exec_trainer());
+    }
+    frame::start(&cli.global);
+    let printer = cli.global.printer();
+    #[cfg(feature = "extract")]
+    quiet_libav(cli.global.verbosity());
+    let cancel = &frame::CANCEL;
+    let global = &cli.global;
+    let result = match &cli.command {
+        Command::Fetch(args) => fetch::run(global, args, &printer, cancel),
+        #[cfg(feature = "extract")]
+        Command::Extract(args) => extract::run(global, args, &printer, cancel),
+        Command::Lists(_) => not_implemented("lists", 13),
+        Command::Validate(_) => not_implemented("validate", 13),
+        Command::Train(_) | Command::Predict(_) => unreachable!("handled above"),
+        Command::Eval(args) => eval::run(args, &printer),
+        #[cfg(feature = "extract")]
+        Command::Synth(args) => synth::run(args, &printer),
+        Command::Serve(args) => serve::run(args, &printer),
+        Command::Run(args) => pipeline::run(global, args, &printer, cancel),
+        Command::Status(args) => pipeline::status(global, args, &printer),
+    };
+    frame::finish(result)
+}
+
+fn not_implemented(command: &str, issue: u32) -> anyhow::Result<ExitStatus> {
+    anyhow::bail!(
+        "`avaprep {command}` is not implemented yet (tracked in issue {issue}); nothing was done"
+    )
+}
+
+/// libav prints to stderr on its own; its messages are noise unless asked for, because every
+/// failure that matters comes back to avaprep as an error and is reported once, with the file.
+#[cfg(feature = "extract")]
+fn quiet_libav(verbosity: avaprep::report::Verbosity) {
+    use avaprep::report::Verbosity;
+    let level = match verbosity {
+        Verbosity::Verbose | Verbosity::Trace => ffmpeg_next::util::log::Level::Warning,
+        _ => ffmpeg_next::util::log::Level::Fatal,
+    };
+    ffmpeg_next::util::log::set_level(level);
+}

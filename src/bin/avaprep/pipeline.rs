@@ -1,0 +1,125 @@
+//! `avaprep run` and `avaprep status`.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use avaprep::pipeline::status::{StageCondition, StageStatusLine};
+use avaprep::pipeline::{PipelineSpec, Runner, Shard, StageContext, StateStore};
+use avaprep::report::Printer;
+use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
+
+use crate::frame::{ExitStatus, GlobalArgs};
+use crate::render::{exit_status, figures, run_stages};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The pipeline file (for example pipelines/demo.toml).
+    pub pipeline: PathBuf,
+
+    /// Override a key of the pipeline file, as if the file said it: STAGE.KEY=VALUE or KEY=VALUE.
+    /// Repeatable. Example: --set extract.fps=10
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+
+    /// Do only shard I of N of the per-video work (I from 1), for running on N machines; a later
+    /// run without --shard merges what the shards did and runs the whole-dataset stages.
+    /// Default: all videos.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The pipeline file whose stages to show.
+    #[arg(default_value = "pipelines/demo.toml")]
+    pub pipeline: PathBuf,
+
+    /// Override a key of the pipeline file, as `run --set` does (the status depends on it).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+
+    /// Show the state of shard I of N instead of the unsharded run. Default: the unsharded run.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+}
+
+/// The stages a pipeline file describes, with its `--set` overrides applied.
+fn load(pipeline: &std::path::Path, overrides: &[String]) -> anyhow::Result<ProductStages> {
+    let spec = PipelineSpec::load(pipeline, overrides, &StageId::tables())?;
+    stages::build(&ProductConfig::from_spec(&spec)?)
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &RunArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<ExitStatus> {
+    let built = load(&args.pipeline, &args.overrides)?;
+    let report = run_stages(global, built.as_refs(), args.shard, printer, cancel)?;
+    if !built.unimplemented.is_empty() {
+        let names: Vec<&str> = built
+            .unimplemented
+            .iter()
+            .map(|stage| stage.name())
+            .collect();
+        printer.note(&format!(
+            "stopped after the implemented stages; not implemented yet: {}",
+            names.join(", ")
+        ));
+    }
+    Ok(exit_status(&report))
+}
+
+pub fn status(
+    global: &GlobalArgs,
+    args: &StatusArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitStatus> {
+    let built = load(&args.pipeline, &args.overrides)?;
+    let cancel = AtomicBool::new(false);
+    let runner = Runner {
+        stages: built.as_refs(),
+        store: StateStore::new(&global.data_dir, args.shard),
+        shard: args.shard,
+        context: StageContext {
+            data_dir: &global.data_dir,
+            reporter: printer,
+            cancel: &cancel,
+        },
+    };
+    for line in runner.status()? {
+        printer.record("stage_status", &line);
+        printer.result(&status_text(&line));
+    }
+    for stage in &built.unimplemented {
+        printer.result(&format!("{:<18} not implemented yet", stage.name()));
+    }
+    Ok(ExitStatus::Success)
+}
+
+fn status_text(line: &StageStatusLine) -> String {
+    let condition = match line.condition {
+        StageCondition::Done => "done",
+        StageCondition::Stale => "stale",
+        StageCondition::Pending => "pending",
+        StageCondition::Failed => "failed",
+        StageCondition::Interrupted => "interrupted",
+        StageCondition::Corrupt => "corrupt state",
+    };
+    let mut text = format!("{:<18} {condition:<12}", line.stage);
+    if line.condition != StageCondition::Pending && line.condition != StageCondition::Corrupt {
+        text.push_str(&format!(
+            " {}/{} items{}",
+            line.items_done,
+            line.items_planned,
+            figures(line.files, line.bytes, line.seconds)
+        ));
+    }
+    if let Some(detail) = &line.detail {
+        text.push_str(&format!(" ({detail})"));
+    }
+    text
+}

@@ -1,0 +1,114 @@
+//! What the data commands print about a run of stages: the per-stage lines and summaries.
+
+use std::sync::atomic::AtomicBool;
+
+use avaprep::pipeline::{RunReport, Runner, Shard, Stage, StageContext, StageOutcome, StateStore};
+use avaprep::report::Printer;
+
+use crate::frame::{ExitStatus, GlobalArgs};
+
+/// Runs stages through the pipeline runner (with the state under the data directory) and prints
+/// the report: what `run`, `fetch` and `extract` share.
+pub fn run_stages(
+    global: &GlobalArgs,
+    stages: Vec<&dyn Stage>,
+    shard: Option<Shard>,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<RunReport> {
+    let runner = Runner {
+        stages: stages.clone(),
+        store: StateStore::new(&global.data_dir, shard),
+        shard,
+        context: StageContext {
+            data_dir: &global.data_dir,
+            reporter: printer,
+            cancel,
+        },
+    };
+    let report = runner.run()?;
+    print_run_report(printer, &report, &stages);
+    Ok(report)
+}
+
+pub fn exit_status(report: &RunReport) -> ExitStatus {
+    if report.succeeded() {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    }
+}
+
+fn print_run_report(printer: &Printer, report: &RunReport, stages: &[&dyn Stage]) {
+    for stage in &report.stages {
+        printer.record("stage", stage);
+        for note in &stage.notes {
+            printer.note(&format!("note: {note}"));
+        }
+        for failure in stage.failures.iter().chain(&stage.newly_missing) {
+            eprintln!(
+                "error: {}: {}: {}",
+                stage.stage, failure.item, failure.message
+            );
+        }
+        let outcome = match stage.outcome {
+            StageOutcome::UpToDate => "up to date".to_string(),
+            StageOutcome::Completed if stage.missing > 0 => format!(
+                "done: {} items ({} now, {} already done, {} missing)",
+                stage.planned, stage.completed, stage.already_done, stage.missing
+            ),
+            StageOutcome::Completed => format!(
+                "done: {} items ({} now, {} already done)",
+                stage.planned, stage.completed, stage.already_done
+            ),
+            StageOutcome::Failed => format!(
+                "FAILED: {} of {} items failed",
+                stage.failures.len(),
+                stage.planned
+            ),
+            StageOutcome::Blocked => "not run: an earlier stage is not done".to_string(),
+            StageOutcome::Interrupted => "interrupted: the next run resumes it".to_string(),
+            StageOutcome::Deferred => {
+                "deferred: a run without --shard combines the shards and does it".to_string()
+            }
+        };
+        printer.result(&format!(
+            "{:<18} {outcome}{}",
+            stage.stage,
+            figures(stage.files, stage.bytes, stage.seconds)
+        ));
+        let summary = stages
+            .iter()
+            .find(|candidate| candidate.name() == stage.stage)
+            .map_or_else(Vec::new, |candidate| candidate.summary(stage));
+        for detail in summary {
+            printer.result(&format!("{:<18} {detail}", ""));
+        }
+    }
+    printer.record(
+        "summary",
+        &serde_json::json!({ "succeeded": report.succeeded() }),
+    );
+}
+
+pub fn figures(files: u64, bytes: u64, seconds: f64) -> String {
+    if files == 0 && bytes == 0 && seconds == 0.0 {
+        return String::new();
+    }
+    format!(", {files} files, {}, {seconds:.1} s", human_bytes(bytes))
+}
+
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}

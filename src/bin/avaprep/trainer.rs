@@ -1,0 +1,54 @@
+//! `avaprep train` and `avaprep predict`: both run the trainer executable, which holds everything
+//! that needs libtorch, with this process's arguments. The trainer replaces this process (exec),
+//! so its output, exit code and Ctrl-C handling are exactly those of the command.
+
+use std::ffi::OsString;
+use std::os::unix::process::CommandExt as _;
+use std::path::PathBuf;
+
+use anyhow::anyhow;
+use clap::Args;
+
+use crate::frame::ExitStatus;
+
+/// The trainer's own flags, passed on unread (`avaprep train --help` shows them).
+#[derive(Debug, Args)]
+pub struct Passthrough {
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    pub args: Vec<OsString>,
+}
+
+/// The trainer's file name, beside `avaprep`.
+pub const TRAINER: &str = "avaprep-train";
+
+/// Where the trainer is: `AVAPREP_TRAINER` when set, else beside this executable.
+fn trainer_path() -> anyhow::Result<PathBuf> {
+    if let Some(path) = std::env::var_os("AVAPREP_TRAINER") {
+        return Ok(PathBuf::from(path));
+    }
+    let exe =
+        std::env::current_exe().map_err(|error| anyhow!("finding avaprep itself: {error}"))?;
+    Ok(exe.with_file_name(TRAINER))
+}
+
+/// Replaces this process with the trainer, given this process's arguments; returns only when the
+/// trainer cannot be started.
+pub fn exec_trainer() -> anyhow::Result<ExitStatus> {
+    let trainer = trainer_path()?;
+    if !trainer.is_file() {
+        return Err(anyhow!(
+            "the trainer {} is not installed: training needs libtorch, which the data tool leaves \
+             out. Build it with `eval \"$(scripts/setup.sh)\" && cargo build --release --bin {TRAINER}` \
+             (or set AVAPREP_TRAINER to its path)",
+            trainer.display()
+        ));
+    }
+    let error = std::process::Command::new(&trainer)
+        .arg0("avaprep")
+        .args(std::env::args_os().skip(1))
+        .exec();
+    Err(anyhow!(
+        "starting the trainer {}: {error}",
+        trainer.display()
+    ))
+}

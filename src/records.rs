@@ -1,0 +1,67 @@
+//! The records stages hand each other through files under the data directory. A stage reads
+//! what an earlier one wrote, never its in-memory state.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::annotations::{VideoFileName, VideoId};
+use crate::fsutil;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+}
+
+/// The videos a run uses, written by `parse` and read by every later stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VideoPlan {
+    /// The annotated segment, seconds from the stream's first timestamp: [start, end).
+    pub segment: [f64; 2],
+    pub keyframes: [u32; 2],
+    pub videos: Vec<PlannedVideo>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedVideo {
+    pub id: VideoId,
+    pub file_name: VideoFileName,
+    /// The manifest's video folder (`trainval`, `test`) the file is downloaded from.
+    pub folder: String,
+    pub split: String,
+    /// Annotated keyframe seconds, ascending (for test videos: the included timestamps).
+    pub keyframes: Vec<u32>,
+}
+
+impl VideoPlan {
+    pub fn load(path: &Path) -> Result<Self, RecordError> {
+        let bytes = std::fs::read(path).map_err(|source| RecordError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        serde_json::from_slice(&bytes).map_err(|error| RecordError::Invalid {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })
+    }
+
+    /// Written atomically: a reader sees the previous plan or this one, never a part.
+    pub fn write(&self, path: &Path) -> Result<(), RecordError> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("a plan serialises");
+        bytes.push(b'\n');
+        fsutil::write_atomic(path, &bytes).map_err(|source| RecordError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    pub fn video(&self, id: &str) -> Option<&PlannedVideo> {
+        self.videos.iter().find(|video| video.id.as_str() == id)
+    }
+}

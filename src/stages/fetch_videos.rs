@@ -1,0 +1,187 @@
+//! `fetch-videos`: one item per planned video, several at once.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::{StageId, item_error};
+use crate::fetch::download::{Downloader, Expected};
+use crate::fetch::{FetchParams, HowFetched, fetch_file};
+use crate::fsutil;
+use crate::layout::DataLayout;
+use crate::manifest::DatasetManifest;
+use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport};
+use crate::records::VideoPlan;
+use crate::report::Unit;
+
+/// How each video came to be on disk; summed over the videos in the stage's report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DownloadCounts {
+    pub downloaded: u64,
+    pub resumed: u64,
+    /// Already on disk and matching its record.
+    pub verified: u64,
+}
+
+impl DownloadCounts {
+    fn of(how: HowFetched) -> Self {
+        let mut counts = Self::default();
+        match how {
+            HowFetched::Downloaded => counts.downloaded = 1,
+            HowFetched::Resumed => counts.resumed = 1,
+            HowFetched::Verified => counts.verified = 1,
+        }
+        counts
+    }
+}
+
+pub struct FetchVideosStage {
+    pub manifest: DatasetManifest,
+    pub params: FetchParams,
+}
+
+impl FetchVideosStage {
+    fn video_url_and_path(
+        &self,
+        layout: &DataLayout,
+        plan: &VideoPlan,
+        id: &str,
+    ) -> Result<(String, PathBuf), ItemError> {
+        let video = plan.video(id).ok_or_else(|| {
+            ItemError::new(format!("{id}: not in {}", layout.video_plan().display()))
+        })?;
+        let folder = &self.manifest.videos[&video.folder];
+        let base = &self.manifest.sources[&folder.source].url;
+        let base = if base.ends_with('/') {
+            base.clone()
+        } else {
+            format!("{base}/")
+        };
+        let url = format!("{base}{}{}", folder.path, video.file_name);
+        let path = layout
+            .videos(&video.folder)
+            .join(video.file_name.to_string());
+        Ok((url, path))
+    }
+}
+
+impl Stage for FetchVideosStage {
+    fn name(&self) -> &'static str {
+        StageId::FetchVideos.name()
+    }
+
+    fn depends_on(&self) -> &'static [&'static str] {
+        const DEPENDS_ON: &[&str] = &[StageId::Parse.name()];
+        DEPENDS_ON
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::PerVideo
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({ "version": 1, "videos": self.manifest.videos })
+    }
+
+    fn plan(&self, context: &StageContext) -> Result<Vec<String>, ItemError> {
+        let plan =
+            VideoPlan::load(&DataLayout::new(context.data_dir).video_plan()).map_err(item_error)?;
+        Ok(plan
+            .videos
+            .iter()
+            .map(|video| video.id.to_string())
+            .collect())
+    }
+
+    fn concurrency(&self) -> usize {
+        self.params.jobs.max(1)
+    }
+
+    fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
+        let layout = DataLayout::new(context.data_dir);
+        let plan = VideoPlan::load(&layout.video_plan()).map_err(item_error)?;
+        let (url, path) = self.video_url_and_path(&layout, &plan, item)?;
+        let downloader = Downloader::new(self.params.policy()).map_err(item_error)?;
+        let marker = layout.missing_videos().join(item);
+        let progress = |done: u64, total: Option<u64>| {
+            let total = total.unwrap_or(0);
+            context
+                .reporter
+                .item_progress(self.name(), item, done, total, Unit::Bytes);
+        };
+        let fetched = fetch_file(
+            &downloader,
+            &layout,
+            &[url],
+            &path,
+            &Expected::default(),
+            &progress,
+        );
+        let how = match fetched {
+            Err(error) if error.is_not_found() => {
+                let message = format!("video {item}: {error}");
+                fsutil::write_atomic(&marker, message.as_bytes()).map_err(item_error)?;
+                return Err(ItemError::missing(message));
+            }
+            other => other.map_err(|error| ItemError::new(format!("video {item}: {error}")))?,
+        };
+        let _ = std::fs::remove_file(&marker);
+        #[cfg(feature = "extract")]
+        probe_video(&layout, &plan, item, &path)?;
+        let size = std::fs::metadata(&path).map_or(0, |meta| meta.len());
+        Ok(ItemRecord {
+            files: 1,
+            bytes: size,
+            ..ItemRecord::default()
+        }
+        .with_counts(&DownloadCounts::of(how)))
+    }
+
+    fn summary(&self, report: &StageReport) -> Vec<String> {
+        let counts: DownloadCounts = report.counts_as();
+        let total = counts.downloaded + counts.resumed + counts.verified;
+        if total == 0 && report.missing == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "{} downloaded, {} resumed, {} already on disk and verified, {} missing, {} failed",
+            counts.downloaded,
+            counts.resumed,
+            counts.verified,
+            report.missing,
+            report.failures.len()
+        )]
+    }
+}
+
+/// A truncated or broken video is caught here, before extraction: libav must open it, find a
+/// video stream, and its duration must reach the video's last annotated keyframe.
+#[cfg(feature = "extract")]
+fn probe_video(
+    layout: &DataLayout,
+    plan: &VideoPlan,
+    item: &str,
+    path: &Path,
+) -> Result<(), ItemError> {
+    let video = plan.video(item).expect("checked by video_url_and_path");
+    let needed = video
+        .keyframes
+        .last()
+        .map_or(plan.segment[0], |&last| f64::from(last) + 1.0);
+    let problem = match crate::media::probe(path) {
+        Ok(info) if info.end_seconds() >= needed => return Ok(()),
+        Ok(info) => format!(
+            "it ends at {:.1} s but is annotated up to {needed:.1} s",
+            info.end_seconds()
+        ),
+        Err(error) => error.to_string(),
+    };
+    // Not kept: the next run downloads it again instead of trusting a broken file.
+    let _ = std::fs::remove_file(layout.download_record(path));
+    let _ = std::fs::remove_file(path);
+    Err(ItemError::new(format!(
+        "video {item}: downloaded {} but {problem}",
+        path.display()
+    )))
+}

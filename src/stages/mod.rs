@@ -1,0 +1,247 @@
+//! The product's pipeline stages, one module each, and [`StageId`], the one list of their names
+//! and order: fetch-annotations -> parse -> fetch-videos -> extract -> lists -> validate -> train
+//! -> eval. The engine in [`crate::pipeline`] runs them without knowing any of them.
+//!
+//! Adding a stage touches its own module and [`StageId`] (its name, its pipeline-file table and
+//! where [`build`] constructs it), nothing else.
+
+#[cfg(feature = "extract")]
+pub mod extract;
+pub mod fetch_annotations;
+pub mod fetch_videos;
+pub mod parse;
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+
+use crate::annotations::plan::Selection;
+use crate::annotations::read_video_ids;
+use crate::fetch::FetchParams;
+use crate::layout::DataLayout;
+use crate::manifest::DatasetManifest;
+use crate::pipeline::{ItemError, PipelineSpec, Stage, StateStore, WHOLE};
+
+/// Every stage of the product pipeline, in dependency order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum StageId {
+    FetchAnnotations,
+    Parse,
+    FetchVideos,
+    Extract,
+    Lists,
+    Validate,
+    Train,
+    Eval,
+}
+
+impl StageId {
+    pub const ALL: [StageId; 8] = [
+        StageId::FetchAnnotations,
+        StageId::Parse,
+        StageId::FetchVideos,
+        StageId::Extract,
+        StageId::Lists,
+        StageId::Validate,
+        StageId::Train,
+        StageId::Eval,
+    ];
+
+    /// The name in state files, `status` and reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            StageId::FetchAnnotations => "fetch-annotations",
+            StageId::Parse => "parse",
+            StageId::FetchVideos => "fetch-videos",
+            StageId::Extract => "extract",
+            StageId::Lists => "lists",
+            StageId::Validate => "validate",
+            StageId::Train => "train",
+            StageId::Eval => "eval",
+        }
+    }
+
+    /// The table of a pipeline file that holds the stage's parameters; both fetch stages share
+    /// `[fetch]`, as the `fetch` command does.
+    pub const fn table(self) -> &'static str {
+        match self {
+            StageId::FetchAnnotations | StageId::FetchVideos => "fetch",
+            other => other.name(),
+        }
+    }
+
+    /// The tables a pipeline file may hold.
+    pub fn tables() -> Vec<&'static str> {
+        let mut tables: Vec<&'static str> = Vec::new();
+        for stage in Self::ALL {
+            if !tables.contains(&stage.table()) {
+                tables.push(stage.table());
+            }
+        }
+        tables
+    }
+}
+
+/// Everything the product stages are built from: the dataset, the videos chosen, and each
+/// stage's parameters. Typed: commands fill it from their flags, `run` from a pipeline file.
+#[derive(Debug, Clone)]
+pub struct ProductConfig {
+    pub manifest: DatasetManifest,
+    pub selection: Selection,
+    pub fetch: FetchParams,
+    #[cfg(feature = "extract")]
+    pub extract: extract::ExtractParams,
+}
+
+impl ProductConfig {
+    /// From a pipeline file: the manifest it names, its selection and its stage tables.
+    pub fn from_spec(spec: &PipelineSpec) -> anyhow::Result<Self> {
+        let manifest = DatasetManifest::load(&spec.dataset)
+            .with_context(|| format!("loading the dataset named by {}", spec.path.display()))?;
+        let video_list = match &spec.video_list {
+            Some(path) => Some(read_video_ids(path).with_context(|| {
+                format!("reading the video list named by {}", spec.path.display())
+            })?),
+            None => None,
+        };
+        Ok(ProductConfig {
+            manifest,
+            selection: Selection {
+                splits: spec.splits.clone(),
+                videos_per_split: spec.videos_per_split,
+                video_list,
+            },
+            fetch: spec.stage_params(StageId::FetchVideos.table())?,
+            #[cfg(feature = "extract")]
+            extract: spec.stage_params(StageId::Extract.table())?,
+        })
+    }
+
+    /// Reads the video list file named by a command's `--video-list`.
+    pub fn read_video_list(path: &Path) -> anyhow::Result<Vec<crate::annotations::VideoId>> {
+        read_video_ids(path).with_context(|| format!("reading the video list {}", path.display()))
+    }
+}
+
+/// The stages that exist so far, in order. A run stops after the last of them; `unimplemented`
+/// names the rest so `run` and `status` can say so plainly.
+pub struct ProductStages {
+    pub stages: Vec<(StageId, Box<dyn Stage>)>,
+    pub unimplemented: Vec<StageId>,
+}
+
+impl ProductStages {
+    /// The stages up to and including `last`, for single-step commands such as `fetch`.
+    pub fn through(mut self, last: StageId) -> Self {
+        self.stages.retain(|(id, _)| *id <= last);
+        self.unimplemented.clear();
+        self
+    }
+
+    pub fn as_refs(&self) -> Vec<&dyn Stage> {
+        self.stages
+            .iter()
+            .map(|(_, stage)| stage.as_ref())
+            .collect()
+    }
+}
+
+/// The product's stages, built from their configuration. The mirrors of `fetch.base_url` apply
+/// to the manifest here.
+pub fn build(config: &ProductConfig) -> anyhow::Result<ProductStages> {
+    let mut manifest = config.manifest.clone();
+    for base_url in &config.fetch.base_url {
+        manifest.apply_base_url(base_url)?;
+    }
+    let mut stages: Vec<(StageId, Box<dyn Stage>)> = Vec::new();
+    for id in StageId::ALL {
+        let stage: Box<dyn Stage> = match id {
+            StageId::FetchAnnotations => Box::new(fetch_annotations::FetchAnnotationsStage {
+                manifest: manifest.clone(),
+                params: config.fetch.clone(),
+            }),
+            StageId::Parse => Box::new(parse::ParseStage {
+                manifest: manifest.clone(),
+                selection: config.selection.clone(),
+            }),
+            StageId::FetchVideos => Box::new(fetch_videos::FetchVideosStage {
+                manifest: manifest.clone(),
+                params: config.fetch.clone(),
+            }),
+            #[cfg(feature = "extract")]
+            StageId::Extract => Box::new(extract::ExtractStage {
+                params: config.extract.clone(),
+            }),
+            _ => break,
+        };
+        stages.push((id, stage));
+    }
+    let unimplemented = StageId::ALL[stages.len()..].to_vec();
+    Ok(ProductStages {
+        stages,
+        unimplemented,
+    })
+}
+
+/// A download that no longer matches its record after `fetch --verify` re-hashed it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DamagedDownload {
+    pub file: PathBuf,
+    pub problem: String,
+}
+
+/// Re-hashes every recorded download; a damaged file loses its record and its stage item, so the
+/// run that follows downloads it again.
+pub fn verify_downloads(
+    data_dir: &Path,
+    store: &StateStore,
+) -> anyhow::Result<Vec<DamagedDownload>> {
+    let layout = DataLayout::new(data_dir);
+    let mismatches = crate::fetch::verify_recorded(&layout)?;
+    for (file, _) in &mismatches {
+        let video = file
+            .strip_prefix(data_dir.join("videos"))
+            .ok()
+            .and_then(|relative| relative.file_stem())
+            .map(|stem| stem.to_string_lossy().into_owned());
+        match video {
+            Some(id) => store.forget_items(StageId::FetchVideos.name(), &[id])?,
+            None => store.forget_items(StageId::FetchAnnotations.name(), &[WHOLE.to_string()])?,
+        }
+    }
+    Ok(mismatches
+        .into_iter()
+        .map(|(file, problem)| DamagedDownload { file, problem })
+        .collect())
+}
+
+fn item_error(error: impl std::fmt::Display) -> ItemError {
+    ItemError::new(error.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stage_names_are_unique_and_tables_cover_every_stage() {
+        let mut names: Vec<&str> = StageId::ALL.iter().map(|stage| stage.name()).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), StageId::ALL.len());
+        let tables = StageId::tables();
+        assert!(
+            StageId::ALL
+                .iter()
+                .all(|stage| tables.contains(&stage.table()))
+        );
+        assert_eq!(tables.iter().filter(|table| **table == "fetch").count(), 1);
+    }
+
+    #[test]
+    fn stages_are_listed_in_dependency_order() {
+        let mut sorted = StageId::ALL;
+        sorted.sort();
+        assert_eq!(sorted, StageId::ALL);
+    }
+}
