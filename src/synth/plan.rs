@@ -366,7 +366,8 @@ fn video_ids(rng: &mut ChaCha20Rng, n: usize) -> Vec<String> {
 }
 
 /// Test videos last (from 6 videos on), then the val videos, the rest train. From 8 trainval
-/// videos on (the demo's 10) val has at least 3, so a val mAP averages over several videos.
+/// videos on val has at least 3, so a val mAP averages over several videos (the demo's 12: 7
+/// train, 3 val, 2 test).
 fn splits(n: usize) -> Vec<Split> {
     let n_test = if n >= 6 { (n / 6).max(2).min(n - 4) } else { 0 };
     let trainval = n - n_test;

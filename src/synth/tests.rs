@@ -992,7 +992,7 @@ fn plans_cover_kinds_and_splits_for_any_count() {
     );
 }
 
-/// The demo's dataset (10 videos, seed 1) and the trainer tests' (10 videos, seed 11): every
+/// The demo's dataset (12 videos, seed 1) and the trainer tests' (12 videos, seed 11): every
 /// scored class has at least 20 boxes in train and in val, and val has at least 3 videos, so a
 /// val mAP is a measurement.
 #[test]
@@ -1000,7 +1000,7 @@ fn the_demo_and_trainer_datasets_have_enough_boxes_of_every_scored_class() {
     use std::collections::BTreeMap;
     let scored: Vec<u32> = plan::ACTIONS.iter().filter(|a| a.4).map(|a| a.1).collect();
     for seed in [1, 11] {
-        let plan = plan::DatasetPlan::new(Profile::Quick, 10, seed);
+        let plan = plan::DatasetPlan::new(Profile::Quick, 12, seed);
         for split in [plan::Split::Train, plan::Split::Val] {
             let videos: Vec<_> = plan.videos.iter().filter(|v| v.split == split).collect();
             if split == plan::Split::Val {

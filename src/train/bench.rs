@@ -11,9 +11,10 @@ use tch::Device;
 
 use super::TrainError;
 use super::config::{ModelPreset, TrainConfig};
+use super::dataset::Dataset;
 use super::loader::{Augment, Batch, Loader, LoaderSpec, train_batches};
+use super::net::Net;
 use super::optim::Sgd;
-use super::predict::{Dataset, Net};
 use super::session::batch_loss;
 
 #[derive(Debug, Clone, Serialize)]

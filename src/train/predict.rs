@@ -6,109 +6,19 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
-use tch::{Device, Kind, Tensor, nn};
+use tch::Device;
 
+use super::TrainError;
 use super::checkpoint::load_model;
 use super::config::{Precision, TrainConfig};
-use super::dataset::{Classes, ClipSample, ClipSpec, SplitAnnotations, build_clips};
-use super::loader::{Augment, Batch, Loader, LoaderSpec, eval_batches};
-use super::model::SlowFast;
+use super::dataset::{Classes, ClipSample, Dataset};
+use super::device::resolve_device;
+use super::loader::{Augment, Loader, LoaderSpec, eval_batches};
 use super::model::probabilities;
-use super::{TrainError, session};
-use crate::annotations::{ActionId, Detection, KeyframeRange};
+use super::net::Net;
+use crate::annotations::{ActionId, Detection};
 use crate::eval::{EvalReport, evaluate};
 use crate::fsutil::write_atomic;
-use crate::layout::DataLayout;
-use crate::records::VideoPlan;
-
-/// The network and the variables it lives in.
-pub(crate) struct Net {
-    pub vs: nn::VarStore,
-    pub model: SlowFast,
-    pub alpha: i64,
-}
-
-impl Net {
-    pub fn new(config: &TrainConfig, num_classes: usize, device: Device) -> Self {
-        let mut cfg = config.model.build(num_classes as i64, config.clip_frames);
-        if let Some(dropout) = config.dropout {
-            cfg.dropout = dropout;
-        }
-        let vs = nn::VarStore::new(device);
-        let model = SlowFast::new(&vs.root(), &cfg);
-        Self {
-            vs,
-            model,
-            alpha: cfg.alpha,
-        }
-    }
-
-    /// Logits `[K, C]` for a batch; `autocast` runs the forward pass in reduced precision.
-    pub fn forward(&self, batch: &Batch, train: bool, autocast: bool) -> Tensor {
-        let device = self.vs.device();
-        let clips = Tensor::from_slice(&batch.clips)
-            .view(batch.shape)
-            .to_device(device);
-        let (slow, fast) = super::model::pack_pathways(&clips, self.alpha);
-        let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
-        let boxes = Tensor::from_slice(&flat).view([-1, 5]).to_device(device);
-        tch::autocast(autocast, || {
-            self.model.forward_t(&slow, &fast, &boxes, train)
-        })
-        .to_kind(Kind::Float)
-    }
-}
-
-/// Data the run reads once: the plan, the label maps, the keyframe range.
-pub(crate) struct Dataset {
-    pub data_dir: PathBuf,
-    pub plan: VideoPlan,
-    pub classes: Classes,
-    pub keyframes: KeyframeRange,
-}
-
-impl Dataset {
-    pub fn open(data_dir: &Path) -> Result<Self, TrainError> {
-        let plan = VideoPlan::load(&DataLayout::new(data_dir).video_plan())
-            .map_err(super::DataError::from)?;
-        let keyframes = KeyframeRange::new(plan.keyframes[0], plan.keyframes[1])
-            .ok_or_else(|| TrainError::Config("the plan's keyframe range is empty".into()))?;
-        Ok(Self {
-            data_dir: data_dir.to_path_buf(),
-            classes: Classes::read(data_dir)?,
-            plan,
-            keyframes,
-        })
-    }
-
-    /// The clips of `split`: training boxes when `train`, detector boxes otherwise.
-    pub fn clips(
-        &self,
-        config: &TrainConfig,
-        split: &str,
-        train: bool,
-    ) -> Result<(Vec<ClipSample>, SplitAnnotations, usize), TrainError> {
-        let annotations = SplitAnnotations::read(&self.data_dir, split, self.keyframes)?;
-        let spec = ClipSpec {
-            frames: config.clip_frames as usize,
-            stride: config.clip_stride,
-            box_threshold: config.box_threshold,
-            label_iou: config.label_iou,
-        };
-        let (clips, without_frames) = build_clips(
-            &self.data_dir,
-            &self.plan,
-            &annotations,
-            &self.classes,
-            &spec,
-            train,
-        )?;
-        if clips.is_empty() {
-            return Err(TrainError::EmptySplit(split.to_string()));
-        }
-        Ok((clips, annotations, without_frames))
-    }
-}
 
 /// Scores every detector box of `clips` for every scored class, in eval mode without autograd.
 pub(crate) fn infer(
@@ -187,7 +97,7 @@ pub fn predict(
     out: &Path,
     cancel: &AtomicBool,
 ) -> Result<PredictSummary, TrainError> {
-    let (device, precision) = session::resolve_device(config)?;
+    let (device, precision) = resolve_device(config)?;
     let data = Dataset::open(data_dir)?;
     let (clips, annotations, _) = data.clips(config, split, false)?;
     let net = Net::new(config, data.classes.len(), device);

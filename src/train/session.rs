@@ -5,70 +5,22 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
-use tch::{Device, Tensor};
+use tch::Tensor;
 
-use super::amp::{AutocastDtype, set_cuda_autocast_dtype};
 use super::checkpoint::{self, TrainState};
 use super::config::{Precision, TrainConfig};
-use super::dataset::ClipSample;
+use super::dataset::{ClipSample, Dataset};
+use super::device::resolve_device;
 use super::early_stop::{EarlyStopping, Verdict};
 use super::loader::{Augment, Batch, Loader, LoaderSpec, mix_seed, train_batches};
 use super::metrics::{Metrics, Record};
+use super::net::Net;
 use super::optim::{LossScaler, Sgd};
-use super::predict::{Dataset, Net, infer, write_detections};
+use super::predict::{infer, write_detections};
 use super::{StopReason, TrainError, TrainEvent, TrainSummary};
 use crate::annotations::{FrameKey, GroundTruthRow};
 use crate::eval::{EvalReport, evaluate};
 use crate::fsutil::write_atomic;
-
-/// The device and the precision actually used, with libtorch's autocast dtype set to match.
-/// Mixed precision is CUDA-only; `auto` picks fp16 with the loss scaler there, which every CUDA
-/// GPU runs natively (bf16 needs Ampere or later).
-pub(crate) fn resolve_device(config: &TrainConfig) -> Result<(Device, Precision), TrainError> {
-    let cuda = |n: usize| {
-        if tch::Cuda::is_available() && n < tch::Cuda::device_count() as usize {
-            Ok(Device::Cuda(n))
-        } else {
-            Err(TrainError::Device(format!(
-                "cuda:{n} is not available; use --device cpu"
-            )))
-        }
-    };
-    let device = match config.device.as_str() {
-        "auto" => Device::cuda_if_available(),
-        "cpu" => Device::Cpu,
-        "cuda" => cuda(0)?,
-        other => match other.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
-            Some(n) => cuda(n)?,
-            None => {
-                return Err(TrainError::Device(format!(
-                    "unknown device {other:?} (auto, cpu, cuda, cuda:N)"
-                )));
-            }
-        },
-    };
-    let precision = match (config.precision, device.is_cuda()) {
-        (Precision::Auto, true) => Precision::Fp16,
-        (Precision::Auto | Precision::Fp32, _) => Precision::Fp32,
-        (mixed @ (Precision::Fp16 | Precision::Bf16), true) => mixed,
-        (mixed, false) => {
-            let name = if mixed == Precision::Bf16 {
-                "bf16"
-            } else {
-                "fp16"
-            };
-            return Err(TrainError::Device(format!(
-                "{name} autocast needs CUDA; use --set precision=\"fp32\" on the CPU"
-            )));
-        }
-    };
-    match precision {
-        Precision::Bf16 => set_cuda_autocast_dtype(AutocastDtype::BFloat16),
-        Precision::Fp16 => set_cuda_autocast_dtype(AutocastDtype::Half),
-        Precision::Auto | Precision::Fp32 => {}
-    }
-    Ok((device, precision))
-}
 
 /// Validation data: clips over the detector boxes, and what the evaluator needs.
 struct Validation {

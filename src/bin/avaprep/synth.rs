@@ -16,7 +16,7 @@ pub struct SynthArgs {
     #[arg(long)]
     pub out: PathBuf,
     /// How many videos to make; kinds (containers, codecs, frame rates, sizes) cycle through the
-    /// first six, test-split videos appear from 6, val has 3 videos from 10.
+    /// first six, test-split videos appear from 6, val has 3 videos from 10 (the demo makes 12).
     #[arg(long, default_value_t = 6)]
     pub videos: usize,
     /// Seed of everything random: the same seed gives the same files.

@@ -1,0 +1,45 @@
+//! The network a run trains: the SlowFast model in its variable store.
+
+use tch::{Device, Kind, Tensor, nn};
+
+use super::config::TrainConfig;
+use super::loader::Batch;
+use super::model::SlowFast;
+
+/// The network and the variables it lives in.
+pub struct Net {
+    pub vs: nn::VarStore,
+    pub model: SlowFast,
+    pub alpha: i64,
+}
+
+impl Net {
+    pub fn new(config: &TrainConfig, num_classes: usize, device: Device) -> Self {
+        let mut cfg = config.model.build(num_classes as i64, config.clip_frames);
+        if let Some(dropout) = config.dropout {
+            cfg.dropout = dropout;
+        }
+        let vs = nn::VarStore::new(device);
+        let model = SlowFast::new(&vs.root(), &cfg);
+        Self {
+            vs,
+            model,
+            alpha: cfg.alpha,
+        }
+    }
+
+    /// Logits `[K, C]` for a batch; `autocast` runs the forward pass in reduced precision.
+    pub fn forward(&self, batch: &Batch, train: bool, autocast: bool) -> Tensor {
+        let device = self.vs.device();
+        let clips = Tensor::from_slice(&batch.clips)
+            .view(batch.shape)
+            .to_device(device);
+        let (slow, fast) = super::model::pack_pathways(&clips, self.alpha);
+        let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
+        let boxes = Tensor::from_slice(&flat).view([-1, 5]).to_device(device);
+        tch::autocast(autocast, || {
+            self.model.forward_t(&slow, &fast, &boxes, train)
+        })
+        .to_kind(Kind::Float)
+    }
+}
