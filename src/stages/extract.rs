@@ -80,9 +80,12 @@ impl ExtractStage {
         }
     }
 
+    /// The frame numbers a video gets. A margin under half a frame period (`--margin 0`) still
+    /// keeps the frame nearest each keyframe: its window is widened to one period.
     fn frames(&self, plan: &VideoPlan, video: &PlannedVideo) -> Vec<u32> {
+        let margin = self.params.margin.max(0.5 / self.params.fps);
         let ranges = match self.params.ranges {
-            Ranges::Annotated => ranges_around(&video.keyframes, self.params.margin, plan.segment),
+            Ranges::Annotated => ranges_around(&video.keyframes, margin, plan.segment),
             Ranges::Segment => segment_range(plan.segment),
         };
         frame_numbers(&ranges, plan.segment[0], self.params.fps)
@@ -186,6 +189,12 @@ impl ExtractStage {
         let _ = std::fs::remove_dir_all(&staging);
         std::fs::create_dir_all(&staging).map_err(|error| fail(&error))?;
         let frames = self.frames(plan, video);
+        if frames.is_empty() && !video.keyframes.is_empty() {
+            return Err(fail(&format!(
+                "no frame to extract around its {} keyframes; the frames already there are kept",
+                video.keyframes.len()
+            )));
+        }
         let item = video.id.to_string();
         let progress = |done: u64, total: u64| {
             context
@@ -248,4 +257,42 @@ fn record(stats: &VideoStats) -> ItemRecord {
         ..ItemRecord::default()
     }
     .with_counts(&counts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::annotations::{VideoFileName, VideoId};
+
+    fn plan(keyframes: Vec<u32>) -> VideoPlan {
+        VideoPlan {
+            segment: [5.0, 35.0],
+            keyframes: [7, 32],
+            videos: vec![PlannedVideo {
+                id: "-5KQ66BBWC4".parse::<VideoId>().unwrap(),
+                file_name: "-5KQ66BBWC4.mkv".parse::<VideoFileName>().unwrap(),
+                folder: "trainval".into(),
+                split: "train".into(),
+                keyframes,
+            }],
+        }
+    }
+
+    fn frames(margin: f64, keyframes: Vec<u32>) -> Vec<u32> {
+        let stage = ExtractStage {
+            params: ExtractParams {
+                margin,
+                ..ExtractParams::default()
+            },
+        };
+        let plan = plan(keyframes);
+        stage.frames(&plan, &plan.videos[0])
+    }
+
+    #[test]
+    fn margin_zero_keeps_the_frame_nearest_each_keyframe() {
+        // At 5 fps from 5 s, frame k shows 5 + (k - 1) / 5 s: 7 s is frame 11, 8 s frame 16.
+        assert_eq!(frames(0.0, vec![7, 8]), vec![11, 16]);
+        assert_eq!(frames(0.5, vec![7]), (9..=13).collect::<Vec<_>>());
+    }
 }

@@ -6,7 +6,7 @@ use clap::Subcommand;
 use avaprep::report::Printer;
 
 use crate::frame::GlobalArgs;
-use crate::settings::train_config;
+use crate::settings::SettingsArgs;
 use crate::train::bench::{StepShape, loader_throughput, train_step_times};
 use crate::train::{ModelPreset, Preset};
 
@@ -56,7 +56,12 @@ pub fn run(global: &GlobalArgs, command: &BenchCommand, printer: &Printer) -> an
             passes,
             threads,
         } => {
-            let mut config = train_config(*preset, None, overrides)?;
+            let settings = SettingsArgs {
+                preset: *preset,
+                config: None,
+                overrides: overrides.clone(),
+            };
+            let mut config = settings.train_config()?;
             config.threads = *threads;
             let measured = loader_throughput(&global.data_dir, &config, *passes)?;
             printer.record("bench_loader", &measured);

@@ -8,8 +8,7 @@ use clap::Args;
 use avaprep::report::Printer;
 
 use crate::frame::GlobalArgs;
-use crate::settings::train_config;
-use crate::train::Preset;
+use crate::settings::SettingsArgs;
 
 #[derive(Debug, Args)]
 pub struct PredictArgs {
@@ -22,15 +21,8 @@ pub struct PredictArgs {
     /// The detections file to write (video_id,second,x1,y1,x2,y2,action_id,score).
     #[arg(long)]
     pub out: PathBuf,
-    /// The recipe the weights were trained with.
-    #[arg(long, value_enum, default_value = "ava-r50")]
-    pub preset: Preset,
-    /// A TOML file of training settings applied over the preset (a run's config.toml).
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Override one setting, as `train --set` does.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub overrides: Vec<String>,
+    #[command(flatten)]
+    pub settings: SettingsArgs,
 }
 
 pub fn run(
@@ -39,7 +31,7 @@ pub fn run(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let config = train_config(args.preset, args.config.as_deref(), &args.overrides)?;
+    let config = args.settings.train_config()?;
     let summary = crate::train::predict(
         &config,
         &global.data_dir,

@@ -1,15 +1,37 @@
 //! Training settings from a preset, a settings file and `--set` overrides.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use clap::Args;
 
 use crate::frame::UsageError;
 use crate::train::{Preset, TrainConfig};
 
+/// The flags that choose the training settings, shared by `train` and `predict`.
+#[derive(Debug, Args)]
+pub struct SettingsArgs {
+    /// The starting recipe (for predict: the one the weights were trained with).
+    #[arg(long, value_enum, default_value = "ava-r50")]
+    pub preset: Preset,
+    /// A TOML file of training settings (keys as in the run's config.toml) applied over the preset.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Override one setting, e.g. --set epochs=10 --set device=\"cuda:0\" --set
+    /// schedule.gamma=0.5. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+impl SettingsArgs {
+    pub fn train_config(&self) -> anyhow::Result<TrainConfig> {
+        train_config(self.preset, self.config.as_deref(), &self.overrides)
+    }
+}
+
 /// A preset, then a settings file over it, then `--set` overrides (dotted keys reach nested
 /// tables: `schedule.kind=step`). Every invalid value is a usage error, found before any work.
-pub fn train_config(
+fn train_config(
     preset: Preset,
     file: Option<&Path>,
     overrides: &[String],

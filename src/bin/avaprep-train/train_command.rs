@@ -8,21 +8,13 @@ use clap::Args;
 use avaprep::report::Printer;
 
 use crate::frame::GlobalArgs;
-use crate::settings::train_config;
-use crate::train::{InitReport, Preset, TrainEvent};
+use crate::settings::SettingsArgs;
+use crate::train::{InitReport, TrainEvent};
 
 #[derive(Debug, Args)]
 pub struct TrainArgs {
-    /// The starting recipe.
-    #[arg(long, value_enum, default_value = "ava-r50")]
-    pub preset: Preset,
-    /// A TOML file of training settings (keys as in the run's config.toml) applied over the preset.
-    #[arg(long)]
-    pub config: Option<PathBuf>,
-    /// Override one setting, e.g. --set epochs=10 --set device=\"cuda:0\" --set
-    /// schedule.kind=steps. Repeatable.
-    #[arg(long = "set", value_name = "KEY=VALUE")]
-    pub overrides: Vec<String>,
+    #[command(flatten)]
+    pub settings: SettingsArgs,
     /// Where checkpoints, metrics, curves and detections go. Default: DATA_DIR/runs/<preset>.
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
@@ -41,15 +33,17 @@ pub fn run(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let mut config = train_config(args.preset, args.config.as_deref(), &args.overrides)?;
+    let mut config = args.settings.train_config()?;
     config.resume |= args.resume;
     if let Some(init) = &args.init {
         config.init_weights = Some(init.clone());
     }
-    let run_dir = args
-        .run_dir
-        .clone()
-        .unwrap_or_else(|| global.data_dir.join("runs").join(args.preset.name()));
+    let run_dir = args.run_dir.clone().unwrap_or_else(|| {
+        global
+            .data_dir
+            .join("runs")
+            .join(args.settings.preset.name())
+    });
     let progress = |event: TrainEvent| {
         printer.tagged(&event);
         if let Some(text) = event_text(&event) {
