@@ -23,11 +23,15 @@ if [ -n "$linked" ]; then
 fi
 echo "ldd avaprep: $(ldd "$BIN/avaprep" | wc -l) libraries, none of them torch or CUDA"
 
+measured=$(mktemp)
+trap 'rm -f "$measured"' EXIT
 declare -A wall rss
 commands=("avaprep --version" "avaprep validate --help" "avaprep-train --version")
 for _ in $(seq "$RUNS"); do
   for command in "${commands[@]}"; do
-    read -r seconds kilobytes < <( { /usr/bin/time -f "%e %M" $BIN/$command >/dev/null 2>/dev/null; } 2>&1 | tail -1)
+    # shellcheck disable=SC2086
+    /usr/bin/time -o "$measured" -f "%e %M" $BIN/$command >/dev/null 2>&1
+    read -r seconds kilobytes <"$measured"
     wall[$command]+="$seconds "
     rss[$command]+="$kilobytes "
   done
