@@ -270,6 +270,57 @@ pub fn iou(a: &NormBox, b: &NormBox) -> f32 {
     if union > 0.0 { inter / union } else { 0.0 }
 }
 
+/// Data the run reads once: the plan, the label maps, the keyframe range.
+pub struct Dataset {
+    pub data_dir: PathBuf,
+    pub plan: VideoPlan,
+    pub classes: Classes,
+    pub keyframes: KeyframeRange,
+}
+
+impl Dataset {
+    pub fn open(data_dir: &Path) -> Result<Self, TrainError> {
+        let plan = VideoPlan::load(&DataLayout::new(data_dir).video_plan())
+            .map_err(super::DataError::from)?;
+        let keyframes = KeyframeRange::new(plan.keyframes[0], plan.keyframes[1])
+            .ok_or_else(|| TrainError::Config("the plan's keyframe range is empty".into()))?;
+        Ok(Self {
+            data_dir: data_dir.to_path_buf(),
+            classes: Classes::read(data_dir)?,
+            plan,
+            keyframes,
+        })
+    }
+
+    /// The clips of `split`: training boxes when `train`, detector boxes otherwise.
+    pub fn clips(
+        &self,
+        config: &TrainConfig,
+        split: &str,
+        train: bool,
+    ) -> Result<(Vec<ClipSample>, SplitAnnotations, usize), TrainError> {
+        let annotations = SplitAnnotations::read(&self.data_dir, split, self.keyframes)?;
+        let spec = ClipSpec {
+            frames: config.clip_frames as usize,
+            stride: config.clip_stride,
+            box_threshold: config.box_threshold,
+            label_iou: config.label_iou,
+        };
+        let (clips, without_frames) = build_clips(
+            &self.data_dir,
+            &self.plan,
+            &annotations,
+            &self.classes,
+            &spec,
+            train,
+        )?;
+        if clips.is_empty() {
+            return Err(TrainError::EmptySplit(split.to_string()));
+        }
+        Ok((clips, annotations, without_frames))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -334,56 +385,5 @@ mod tests {
         };
         let grouped = group_detections(&[row(0.9, 0.5), row(0.9, 0.5), row(0.7, 0.4)], 0.8);
         assert_eq!(grouped[&key], vec![nb(0.0, 0.0, 0.5, 0.5)]);
-    }
-}
-
-/// Data the run reads once: the plan, the label maps, the keyframe range.
-pub struct Dataset {
-    pub data_dir: PathBuf,
-    pub plan: VideoPlan,
-    pub classes: Classes,
-    pub keyframes: KeyframeRange,
-}
-
-impl Dataset {
-    pub fn open(data_dir: &Path) -> Result<Self, TrainError> {
-        let plan = VideoPlan::load(&DataLayout::new(data_dir).video_plan())
-            .map_err(super::DataError::from)?;
-        let keyframes = KeyframeRange::new(plan.keyframes[0], plan.keyframes[1])
-            .ok_or_else(|| TrainError::Config("the plan's keyframe range is empty".into()))?;
-        Ok(Self {
-            data_dir: data_dir.to_path_buf(),
-            classes: Classes::read(data_dir)?,
-            plan,
-            keyframes,
-        })
-    }
-
-    /// The clips of `split`: training boxes when `train`, detector boxes otherwise.
-    pub fn clips(
-        &self,
-        config: &TrainConfig,
-        split: &str,
-        train: bool,
-    ) -> Result<(Vec<ClipSample>, SplitAnnotations, usize), TrainError> {
-        let annotations = SplitAnnotations::read(&self.data_dir, split, self.keyframes)?;
-        let spec = ClipSpec {
-            frames: config.clip_frames as usize,
-            stride: config.clip_stride,
-            box_threshold: config.box_threshold,
-            label_iou: config.label_iou,
-        };
-        let (clips, without_frames) = build_clips(
-            &self.data_dir,
-            &self.plan,
-            &annotations,
-            &self.classes,
-            &spec,
-            train,
-        )?;
-        if clips.is_empty() {
-            return Err(TrainError::EmptySplit(split.to_string()));
-        }
-        Ok((clips, annotations, without_frames))
     }
 }
