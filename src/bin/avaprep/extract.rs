@@ -32,7 +32,7 @@ pub struct ExtractArgs {
     pub ranges: Ranges,
     /// Seconds kept on each side of a keyframe (covers AVA's +-1.5 s label context and a
     /// 16-frame clip at 5 fps); 0 keeps the one frame nearest each keyframe.
-    #[arg(long, default_value_t = avaprep::extract::DEFAULT_MARGIN_S)]
+    #[arg(long, default_value_t = avaprep::extract::DEFAULT_MARGIN_S, allow_negative_numbers = true)]
     pub margin: f64,
     /// Videos extracted at once, one decoder thread each. Default: the number of cores.
     #[arg(long)]
