@@ -292,10 +292,10 @@ fn chance_map() -> f64 {
 
 /// The acceptance test, on a val split of 3 videos with at least 20 boxes of every scored class:
 /// real labels reach val mAP >= chance + 0.4 and >= 0.65, shuffled labels stay within chance +
-/// 0.15. Chance comes from the val set itself (0.19), so the verdict does not depend on the CPU
+/// 0.15. Chance comes from the val set itself (0.17), so the verdict does not depend on the CPU
 /// (libtorch picks kernels and reduction orders by processor and thread count); it is checked with
-/// one and with two libtorch threads. On the development machine: real 0.724 and 0.740, shuffled
-/// 0.201 and 0.200; a bound of 0.7 would leave only 0.02 of margin. About 2 minutes a thread count
+/// one and with two libtorch threads. On the development machine with one thread: real 0.726,
+/// shuffled 0.210; a bound of 0.7 would leave only 0.03 of margin. A few minutes a thread count
 /// on 2 cores.
 fn learns_the_synthetic_actions_and_not_shuffled_labels(threads: i32) {
     let _rng = crate::train::torch_rng_lock();
