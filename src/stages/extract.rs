@@ -47,6 +47,38 @@ pub struct ExtractParams {
     pub delete_videos_after_extract: bool,
 }
 
+impl ExtractParams {
+    /// Refuses values no video could honour, naming the flag (the `[extract]` key of the same
+    /// name in a pipeline file).
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.fps.is_finite() && self.fps > 0.0) {
+            return Err(format!(
+                "--fps {}: must be a positive number of frames per second",
+                self.fps
+            ));
+        }
+        if !(2..=31).contains(&self.quality) {
+            return Err(format!(
+                "--quality {}: must lie in 2..=31, as ffmpeg's -q:v",
+                self.quality
+            ));
+        }
+        if !(self.margin.is_finite() && self.margin >= 0.0) {
+            return Err(format!(
+                "--margin {}: must be a finite number of seconds, 0 or more (0 keeps the frame nearest each keyframe)",
+                self.margin
+            ));
+        }
+        if self.height % 2 == 1 {
+            return Err(format!(
+                "--height {}: must be even (4:2:0 frames), or 0 for the native size",
+                self.height
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl Default for ExtractParams {
     fn default() -> Self {
         ExtractParams {

@@ -1,6 +1,6 @@
 //! `fetch-videos`: one item per planned video, several at once.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
@@ -162,7 +162,7 @@ fn probe_video(
     layout: &DataLayout,
     plan: &VideoPlan,
     item: &str,
-    path: &Path,
+    path: &std::path::Path,
 ) -> Result<(), ItemError> {
     let video = plan.video(item).expect("checked by video_url_and_path");
     let needed = video

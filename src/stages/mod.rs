@@ -99,11 +99,15 @@ impl ProductConfig {
         let manifest = DatasetManifest::load(&spec.dataset)
             .with_context(|| format!("loading the dataset named by {}", spec.path.display()))?;
         let video_list = match &spec.video_list {
-            Some(path) => Some(read_video_ids(path).with_context(|| {
-                format!("reading the video list named by {}", spec.path.display())
-            })?),
+            Some(path) => Some(Self::read_video_list(path)?),
             None => None,
         };
+        #[cfg(feature = "extract")]
+        let extract: extract::ExtractParams = spec.stage_params(StageId::Extract.table())?;
+        #[cfg(feature = "extract")]
+        extract
+            .validate()
+            .map_err(|message| anyhow::anyhow!("{}: [extract] {message}", spec.path.display()))?;
         Ok(ProductConfig {
             manifest,
             selection: Selection {
@@ -113,7 +117,7 @@ impl ProductConfig {
             },
             fetch: spec.stage_params(StageId::FetchVideos.table())?,
             #[cfg(feature = "extract")]
-            extract: spec.stage_params(StageId::Extract.table())?,
+            extract,
         })
     }
 

@@ -157,3 +157,24 @@ fn invalid_extract_options_are_usage_errors_before_any_work() {
         );
     }
 }
+
+#[cfg(feature = "extract")]
+#[test]
+fn a_pipeline_file_with_an_invalid_extract_value_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = crate::support::mirror().join("manifest.toml");
+    let output = avaprep(dir.path())
+        .args(["run", "pipelines/demo.toml", "--set"])
+        .arg(format!("dataset=\"{}\"", manifest.display()))
+        .args(["--set", "extract.margin=-1"])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(message.contains("[extract] --margin -1"), "{message}");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}

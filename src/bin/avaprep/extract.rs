@@ -48,7 +48,6 @@ pub fn run(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
-    check_options(args)?;
     let mut params = ExtractParams {
         fps: args.fps,
         height: args.height,
@@ -62,35 +61,9 @@ pub fn run(
     if let Some(jobs) = args.jobs {
         params.jobs = jobs;
     }
+    // Values no video could honour are usage errors, before any work.
+    params.validate().map_err(UsageError)?;
     let stage = ExtractStage { params };
     let report = run_stages(global, vec![&stage], None, printer, cancel)?;
     Ok(exit_status(&report))
-}
-
-/// Values no video could honour are usage errors, before any work.
-fn check_options(args: &ExtractArgs) -> Result<(), UsageError> {
-    let problem = if !(args.fps.is_finite() && args.fps > 0.0) {
-        Some(format!(
-            "--fps {}: must be a positive number of frames per second",
-            args.fps
-        ))
-    } else if !(2..=31).contains(&args.quality) {
-        Some(format!(
-            "--quality {}: must lie in 2..=31, as ffmpeg's -q:v",
-            args.quality
-        ))
-    } else if !(args.margin.is_finite() && args.margin >= 0.0) {
-        Some(format!(
-            "--margin {}: must be a finite number of seconds, 0 or more (0 keeps the frame nearest each keyframe)",
-            args.margin
-        ))
-    } else if args.height % 2 == 1 {
-        Some(format!(
-            "--height {}: must be even (4:2:0 frames), or 0 for the native size",
-            args.height
-        ))
-    } else {
-        None
-    };
-    problem.map_or(Ok(()), |message| Err(UsageError(message)))
 }
