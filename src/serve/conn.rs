@@ -15,6 +15,18 @@ const CHUNK: usize = 256 * 1024;
 const IDLE_TIMEOUT: Duration = Duration::from_secs(30);
 const WRITE_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How a request is to misbehave; always the default (a correct answer) unless the
+/// `fault-injection` feature's plan says otherwise.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Selected {
+    pub status: Option<(u16, Option<u64>)>,
+    pub ignore_range: bool,
+    pub drop_after: Option<u64>,
+    pub slow: Option<u64>,
+    pub declared_delta: Option<i64>,
+    pub corrupt_at: Option<u64>,
+}
+
 /// Path of the JSON statistics endpoint (only when `expose_stats` is on).
 pub const STATS_PATH: &str = "/__avaprep/stats";
 
@@ -111,7 +123,7 @@ impl<'a> Exchange<'a> {
     }
 
     fn serve_file(&mut self, resolved: &Resolved, head: &RequestHead) -> io::Result<()> {
-        let faults = self.shared.faults.select(&resolved.key, self.head_only);
+        let faults = self.shared.faults_for(&resolved.key, self.head_only);
         if let Some((code, retry_after)) = faults.status {
             let extra: Vec<_> = retry_after
                 .map(|s| ("Retry-After", s.to_string()))

@@ -19,18 +19,19 @@ pub enum ServeError {
         #[source]
         source: io::Error,
     },
+    #[cfg(feature = "fault-injection")]
     #[error("cannot read fault plan file {path}: {source}")]
     FaultPlanRead {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
+    #[cfg(feature = "fault-injection")]
     #[error("bad fault plan file {path}: {message}")]
     FaultPlanParse { path: PathBuf, message: String },
+    #[cfg(feature = "fault-injection")]
     #[error("invalid fault plan: {0}")]
     InvalidFaultPlan(String),
-    #[error("fault injection was enabled but {var} does not name a fault plan file")]
-    FaultPlanEnvMissing { var: &'static str },
     #[error("cannot spawn the server thread: {0}")]
     Spawn(#[source] io::Error),
 }

@@ -1,16 +1,11 @@
-//! Fault injection for tests. See [`FaultPlan`] for the JSON format.
+//! Fault injection, compiled only with the `fault-injection` feature (the download tests and the
+//! fetch benchmark's fault server). See [`FaultPlan`] for the JSON format.
 
 use super::ServeError;
+use super::conn::Selected;
 use serde::{Deserialize, Serialize};
-use std::ffi::OsString;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
-
-/// Name of the environment variable through which the CLI receives the path
-/// of a fault plan JSON file. It is honoured only together with the hidden
-/// CLI flag (see [`FaultPlan::from_test_env`]), so a stray variable in a
-/// user's shell can never make a real server misbehave.
-pub const FAULT_PLAN_ENV: &str = "AVAPREP_TEST_FAULT_PLAN";
 
 /// A list of fault rules, for tests only.
 ///
@@ -128,33 +123,6 @@ impl FaultPlan {
         Ok(plan)
     }
 
-    /// The CLI's switch: a plan is loaded only when the hidden flag was given
-    /// (`flag_given`) AND [`FAULT_PLAN_ENV`] names a file. The flag without
-    /// the variable is an error; the variable without the flag is ignored
-    /// with a warning.
-    pub fn from_test_env(flag_given: bool) -> Result<Self, ServeError> {
-        Self::from_env_value(flag_given, std::env::var_os(FAULT_PLAN_ENV))
-    }
-
-    pub(crate) fn from_env_value(
-        flag_given: bool,
-        value: Option<OsString>,
-    ) -> Result<Self, ServeError> {
-        match (flag_given, value) {
-            (false, None) => Ok(Self::none()),
-            (false, Some(_)) => {
-                tracing::warn!(
-                    "{FAULT_PLAN_ENV} is set but fault injection was not enabled; ignoring it"
-                );
-                Ok(Self::none())
-            }
-            (true, Some(v)) if !v.is_empty() => Self::from_json_file(Path::new(&v)),
-            (true, _) => Err(ServeError::FaultPlanEnvMissing {
-                var: FAULT_PLAN_ENV,
-            }),
-        }
-    }
-
     pub fn validate(&self) -> Result<(), ServeError> {
         for (i, rule) in self.rules.iter().enumerate() {
             rule.validate()
@@ -211,17 +179,6 @@ fn pattern_matches(pattern: &str, path: &str) -> bool {
     } else {
         pattern == path
     }
-}
-
-/// What the faults decided for one request.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub(crate) struct Selected {
-    pub status: Option<(u16, Option<u64>)>,
-    pub ignore_range: bool,
-    pub drop_after: Option<u64>,
-    pub slow: Option<u64>,
-    pub declared_delta: Option<i64>,
-    pub corrupt_at: Option<u64>,
 }
 
 /// A plan plus the per-rule request counters of a running server.
@@ -340,24 +297,5 @@ mod tests {
         ));
         assert_eq!(active.select("/a", true), Selected::default());
         assert_eq!(active.select("/a", false).drop_after, Some(5));
-    }
-
-    #[test]
-    fn env_switch_needs_flag_and_variable() {
-        let some = Some(OsString::from("/nonexistent/plan.json"));
-        assert!(
-            FaultPlan::from_env_value(false, some.clone())
-                .unwrap()
-                .is_empty()
-        );
-        assert!(FaultPlan::from_env_value(false, None).unwrap().is_empty());
-        assert!(matches!(
-            FaultPlan::from_env_value(true, None),
-            Err(ServeError::FaultPlanEnvMissing { .. })
-        ));
-        assert!(matches!(
-            FaultPlan::from_env_value(true, some),
-            Err(ServeError::FaultPlanRead { .. })
-        ));
     }
 }

@@ -1,12 +1,14 @@
 //! `avaprep serve`: a small, fast HTTP/1.1 file server over a local mirror of
 //! the AVA download tree, used to test and benchmark `avaprep fetch` against
-//! a real server, with optional fault injection (see [`FaultPlan`]).
+//! a real server. With the `fault-injection` feature (tests and benchmarks only) it can also
+//! misbehave as a `FaultPlan` says.
 //!
 //! Only std networking: one thread per connection, keep-alive, GET and HEAD,
 //! single byte ranges, strong ETags, and per-path statistics.
 
 mod conn;
 mod error;
+#[cfg(feature = "fault-injection")]
 mod faults;
 mod http;
 mod paths;
@@ -14,11 +16,13 @@ mod range;
 mod server;
 mod stats;
 #[cfg(test)]
+#[cfg(feature = "fault-injection")]
 mod tests;
 
 pub use conn::STATS_PATH;
 pub use error::ServeError;
-pub use faults::{FAULT_PLAN_ENV, Fault, FaultPlan, FaultRule};
+#[cfg(feature = "fault-injection")]
+pub use faults::{Fault, FaultPlan, FaultRule};
 pub use server::ServerHandle;
 pub use stats::{PathStats, ServerStats};
 
@@ -31,7 +35,8 @@ pub struct ServeConfig {
     pub root: PathBuf,
     /// Defaults to 127.0.0.1:0 (an ephemeral port; see [`ServerHandle::addr`]).
     pub addr: SocketAddr,
-    /// Test-only misbehaviour; [`FaultPlan::none`] for a normal server.
+    /// Test-only misbehaviour; `FaultPlan::none()` for a normal server.
+    #[cfg(feature = "fault-injection")]
     pub faults: FaultPlan,
     /// Serve JSON statistics at [`STATS_PATH`].
     pub expose_stats: bool,
@@ -42,6 +47,7 @@ impl ServeConfig {
         Self {
             root: root.into(),
             addr: SocketAddr::from((Ipv4Addr::LOCALHOST, 0)),
+            #[cfg(feature = "fault-injection")]
             faults: FaultPlan::none(),
             expose_stats: false,
         }
@@ -49,7 +55,6 @@ impl ServeConfig {
 }
 
 /// Binds and starts serving in background threads; returns once bound.
-/// Logs a loud `tracing` warning when the fault plan is not empty.
 pub fn start(config: ServeConfig) -> Result<ServerHandle, ServeError> {
     server::start(config)
 }

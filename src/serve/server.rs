@@ -1,6 +1,7 @@
 //! Listener, connection threads and the handle that stops them.
 
 use super::conn;
+#[cfg(feature = "fault-injection")]
 use super::faults::ActiveFaults;
 use super::stats::{ServerStats, StatsRecorder};
 use super::{ServeConfig, ServeError};
@@ -18,7 +19,8 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(5);
 pub(crate) struct Shared {
     /// Canonical, so symlink targets can be checked against it.
     pub root: PathBuf,
-    pub faults: ActiveFaults,
+    #[cfg(feature = "fault-injection")]
+    faults: ActiveFaults,
     pub stats: StatsRecorder,
     pub expose_stats: bool,
     stopping: AtomicBool,
@@ -26,6 +28,16 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
+    #[cfg(feature = "fault-injection")]
+    pub(crate) fn faults_for(&self, path: &str, is_head: bool) -> conn::Selected {
+        self.faults.select(path, is_head)
+    }
+
+    #[cfg(not(feature = "fault-injection"))]
+    pub(crate) fn faults_for(&self, _path: &str, _is_head: bool) -> conn::Selected {
+        conn::Selected::default()
+    }
+
     pub(crate) fn is_stopping(&self) -> bool {
         self.stopping.load(Ordering::SeqCst)
     }
@@ -136,7 +148,9 @@ fn wake_addr(addr: SocketAddr) -> SocketAddr {
 
 pub(crate) fn start(config: ServeConfig) -> Result<ServerHandle, ServeError> {
     let root = canonical_root(&config.root)?;
+    #[cfg(feature = "fault-injection")]
     config.faults.validate()?;
+    #[cfg(feature = "fault-injection")]
     if !config.faults.is_empty() {
         tracing::warn!(
             rules = config.faults.rules.len(),
@@ -153,6 +167,7 @@ pub(crate) fn start(config: ServeConfig) -> Result<ServerHandle, ServeError> {
     })?;
     let shared = Arc::new(Shared {
         root,
+        #[cfg(feature = "fault-injection")]
         faults: ActiveFaults::new(config.faults),
         stats: StatsRecorder::default(),
         expose_stats: config.expose_stats,

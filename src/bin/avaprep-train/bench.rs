@@ -3,7 +3,7 @@
 
 use clap::Subcommand;
 
-use avaprep::report::Printer;
+use crate::frame::Printer;
 
 use crate::frame::GlobalArgs;
 use crate::settings::SettingsArgs;

@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
-use avaprep::report::Printer;
+use crate::frame::Printer;
 
 use crate::frame::GlobalArgs;
 use crate::settings::SettingsArgs;

@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
-use avaprep::report::Printer;
+use crate::frame::Printer;
 
 use crate::frame::GlobalArgs;
 use crate::settings::SettingsArgs;
@@ -45,7 +45,11 @@ pub fn run(
             .join(args.settings.preset.name())
     });
     let progress = |event: TrainEvent| {
-        printer.tagged(&event);
+        if printer.json
+            && let Some(line) = tagged_line(&event)
+        {
+            println!("{line}");
+        }
         if let Some(text) = event_text(&event) {
             printer.note(&text);
         }
@@ -116,10 +120,17 @@ fn init_summary(report: &InitReport) -> String {
     text
 }
 
+/// The JSON line of a value that names its own `type`; `None` for one that does not, so an
+/// untagged value can never pass for a tagged one.
+fn tagged_line<T: serde::Serialize>(value: &T) -> Option<String> {
+    let value = serde_json::to_value(value).ok()?;
+    value.get("type")?.as_str()?;
+    Some(value.to_string())
+}
+
 #[cfg(test)]
 mod tests {
-    use avaprep::report::tagged_line;
-
+    use super::tagged_line;
     use crate::train::TrainEvent;
 
     /// `--json` once tagged every event `"type":"train"`, so a script could not tell a step from

@@ -8,7 +8,7 @@ use avaprep::annotations::KeyframeRange;
 use avaprep::eval::{
     EvalOptions, OFFICIAL_DETECTIONS_PER_FRAME, evaluate_files_with, render_table,
 };
-use avaprep::report::Printer;
+use crate::frame::Printer;
 
 use crate::frame::ExitStatus;
 

@@ -4,7 +4,7 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
-use avaprep::report::Printer;
+use crate::frame::Printer;
 use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
 
 use crate::frame::{ExitStatus, GlobalArgs, UsageError};

@@ -9,7 +9,7 @@ use avaprep::annotations::plan::Selection;
 use avaprep::fetch::FetchParams;
 use avaprep::manifest::DatasetManifest;
 use avaprep::pipeline::StateStore;
-use avaprep::report::Printer;
+use crate::frame::Printer;
 use avaprep::stages::{self, ProductConfig, StageId};
 
 use crate::frame::{ExitStatus, GlobalArgs};

@@ -113,8 +113,8 @@ fn not_implemented(command: &str, issue: u32) -> anyhow::Result<ExitStatus> {
 /// libav prints to stderr on its own; its messages are noise unless asked for, because every
 /// failure that matters comes back to avaprep as an error and is reported once, with the file.
 #[cfg(feature = "extract")]
-fn quiet_libav(verbosity: avaprep::report::Verbosity) {
-    use avaprep::report::Verbosity;
+fn quiet_libav(verbosity: crate::frame::Verbosity) {
+    use crate::frame::Verbosity;
     let level = match verbosity {
         Verbosity::Verbose | Verbosity::Trace => ffmpeg_next::util::log::Level::Warning,
         _ => ffmpeg_next::util::log::Level::Fatal,

@@ -7,7 +7,7 @@ use clap::Args;
 
 use avaprep::pipeline::status::{StageCondition, StageStatusLine};
 use avaprep::pipeline::{PipelineSpec, Runner, Shard, StageContext, StateStore};
-use avaprep::report::Printer;
+use crate::frame::Printer;
 use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
 
 use crate::frame::{ExitStatus, GlobalArgs};

@@ -3,7 +3,7 @@
 use std::sync::atomic::AtomicBool;
 
 use avaprep::pipeline::{RunReport, Runner, Shard, Stage, StageContext, StageOutcome, StateStore};
-use avaprep::report::Printer;
+use crate::frame::Printer;
 
 use crate::frame::{ExitStatus, GlobalArgs};
 

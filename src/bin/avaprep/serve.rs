@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use avaprep::report::Printer;
+use crate::frame::Printer;
 
 use crate::frame::ExitStatus;
 
@@ -21,19 +21,12 @@ pub struct ServeArgs {
     /// Serve JSON statistics (bytes sent per path) at /__avaprep/stats.
     #[arg(long)]
     pub stats: bool,
-    /// For tests and benchmarks: misbehave as the JSON fault plan named by
-    /// AVAPREP_TEST_FAULT_PLAN says.
-    #[arg(long, hide = true)]
-    pub inject_faults: bool,
 }
 
 pub fn run(args: &ServeArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let config = avaprep::serve::ServeConfig {
-        root: args.dir.clone(),
-        addr: std::net::SocketAddr::new(args.bind, args.port),
-        faults: avaprep::serve::FaultPlan::from_test_env(args.inject_faults)?,
-        expose_stats: args.stats,
-    };
+    let mut config = avaprep::serve::ServeConfig::new(&args.dir);
+    config.addr = std::net::SocketAddr::new(args.bind, args.port);
+    config.expose_stats = args.stats;
     let handle = avaprep::serve::start(config)?;
     printer.record(
         "serving",

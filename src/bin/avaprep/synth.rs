@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use avaprep::report::Printer;
+use crate::frame::Printer;
 use avaprep::synth::{MANIFEST_FILE, Profile, SynthConfig, generate};
 
 use crate::frame::ExitStatus;

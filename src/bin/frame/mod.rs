@@ -7,7 +7,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
 
-use avaprep::report::{Printer, Verbosity};
+pub mod printer;
+
+pub use printer::{Printer, Verbosity};
 
 /// Flags every command takes, before or after its name.
 #[derive(Debug, Args)]
