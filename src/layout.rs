@@ -17,6 +17,8 @@
 
 use std::path::{Path, PathBuf};
 
+use serde::{Deserialize, Serialize};
+
 use crate::annotations::VideoId;
 
 #[derive(Debug, Clone)]
@@ -35,6 +37,14 @@ impl DataLayout {
         &self.root
     }
 
+    /// A path under the data directory as state files name it: relative to the directory.
+    pub fn relative(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .to_string_lossy()
+            .into_owned()
+    }
+
     pub fn annotations(&self) -> PathBuf {
         self.root.join("annotations")
     }
@@ -43,8 +53,8 @@ impl DataLayout {
         self.root.join("downloads")
     }
 
-    pub fn videos(&self, folder: &str) -> PathBuf {
-        self.root.join("videos").join(folder)
+    pub fn videos(&self, folder: &FolderName) -> PathBuf {
+        self.root.join("videos").join(folder.as_str())
     }
 
     pub fn frames(&self) -> PathBuf {
@@ -108,4 +118,98 @@ impl DataLayout {
 /// `<video_id>_%06d.jpg`, the one spelling of a frame's file name.
 pub fn frame_file_name(video: &str, k: u32) -> String {
     format!("{video}_{k:06}.jpg")
+}
+
+/// A folder name read from a manifest, plan or state file: one plain path component, so a path
+/// joined from it stays inside its parent folder whatever the file says.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct FolderName(String);
+
+impl FolderName {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for FolderName {
+    type Error = String;
+
+    fn try_from(name: String) -> Result<Self, String> {
+        let plain = !name.is_empty()
+            && name.len() <= 64
+            && name != "."
+            && name != ".."
+            && name
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || b"._-".contains(&byte));
+        if plain {
+            Ok(FolderName(name))
+        } else {
+            Err(format!(
+                "{name:?} is not a folder name (1-64 letters, digits, `.`, `_` or `-`; no `/`, no `..`)"
+            ))
+        }
+    }
+}
+
+impl TryFrom<&str> for FolderName {
+    type Error = String;
+
+    fn try_from(name: &str) -> Result<Self, String> {
+        FolderName::try_from(name.to_string())
+    }
+}
+
+impl From<FolderName> for String {
+    fn from(name: FolderName) -> String {
+        name.0
+    }
+}
+
+impl std::borrow::Borrow<str> for FolderName {
+    fn borrow(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for FolderName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn folder_names_never_leave_their_parent() {
+        for good in ["trainval", "test", "v2.2", "a_b-c"] {
+            assert!(FolderName::try_from(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "../evil",
+            "a/b",
+            "/abs",
+            "a\\b",
+            "a\0b",
+            "ä",
+            "a b",
+            &"x".repeat(65),
+        ] {
+            let error = FolderName::try_from(bad).unwrap_err();
+            assert!(error.contains("not a folder name"), "{bad:?}: {error}");
+        }
+        let parsed: Result<FolderName, _> = serde_json::from_str("\"../../evil-out\"");
+        assert!(
+            parsed
+                .unwrap_err()
+                .to_string()
+                .contains("not a folder name")
+        );
+    }
 }

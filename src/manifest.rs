@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+use crate::layout::FolderName;
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DatasetManifest {
@@ -24,7 +26,7 @@ pub struct DatasetManifest {
     /// Person-detector boxes (PySlowFast's bundle, a tar).
     pub boxes: Option<RemoteFile>,
     /// Where the videos named in each name list are, by video folder.
-    pub videos: BTreeMap<String, VideoFolder>,
+    pub videos: BTreeMap<FolderName, VideoFolder>,
     pub labels: Labels,
     pub splits: BTreeMap<String, Split>,
 }
@@ -98,7 +100,7 @@ pub struct Labels {
 #[serde(deny_unknown_fields)]
 pub struct Split {
     /// The video folder (a key of `videos`) the split's videos are in.
-    pub videos: String,
+    pub videos: FolderName,
     pub ground_truth: Option<String>,
     /// A list of video ids, for splits without ground truth.
     pub video_ids: Option<String>,
@@ -158,6 +160,9 @@ impl DatasetManifest {
                 ));
             }
             check_relative_path(&file.path)?;
+            if let Some(prefix) = &file.strip_prefix {
+                check_relative_path(prefix.trim_end_matches('/'))?;
+            }
             if let Some(sha256) = &file.sha256 {
                 check_sha256(sha256)?;
             }
@@ -167,6 +172,14 @@ impl DatasetManifest {
                     check_sha256(sha256)?;
                 }
             }
+        }
+        let labels = &self.labels;
+        for file in [&labels.full, &labels.scored, &labels.included_timestamps] {
+            check_relative_path(file).map_err(|error| format!("labels: {error}"))?;
+        }
+        for (name, source) in &self.sources {
+            check_relative_path(source.mirror_path.trim_end_matches('/'))
+                .map_err(|error| format!("sources.{name}.mirror_path: {error}"))?;
         }
         for (name, folder) in &self.videos {
             if !self.name_lists.contains_key(&folder.name_list) {
@@ -188,6 +201,15 @@ impl DatasetManifest {
                     "splits.{name} names unknown video folder `{}`",
                     split.videos
                 ));
+            }
+            let files = [
+                &split.ground_truth,
+                &split.video_ids,
+                &split.excluded_timestamps,
+                &split.detected_boxes,
+            ];
+            for file in files.into_iter().flatten() {
+                check_relative_path(file).map_err(|error| format!("splits.{name}: {error}"))?;
             }
             if split.ground_truth.is_none() && split.video_ids.is_none() {
                 return Err(format!("splits.{name} needs ground_truth or video_ids"));
@@ -299,7 +321,7 @@ mod tests {
             .iter()
             .find(|f| f.name == "ava_train_v2.2.csv");
         assert_eq!(train.unwrap().size, Some(41_125_697));
-        assert_eq!(manifest.splits["test"].videos, "test");
+        assert_eq!(manifest.splits["test"].videos.as_str(), "test");
         assert_eq!(manifest.splits.len(), 3);
     }
 

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::annotations::{VideoFileName, VideoId};
 use crate::fsutil;
+use crate::layout::FolderName;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RecordError {
@@ -33,7 +34,7 @@ pub struct PlannedVideo {
     pub id: VideoId,
     pub file_name: VideoFileName,
     /// The manifest's video folder (`trainval`, `test`) the file is downloaded from.
-    pub folder: String,
+    pub folder: FolderName,
     pub split: String,
     /// Annotated keyframe seconds, ascending (for test videos: the included timestamps).
     pub keyframes: Vec<u32>,
@@ -51,10 +52,14 @@ impl VideoPlan {
         })
     }
 
-    /// Written atomically: a reader sees the previous plan or this one, never a part.
+    /// Written atomically: a reader sees the previous plan or this one, never a part. A plan equal
+    /// to the one on disk leaves the file untouched, so what reads it is not made stale.
     pub fn write(&self, path: &Path) -> Result<(), RecordError> {
         let mut bytes = serde_json::to_vec_pretty(self).expect("a plan serialises");
         bytes.push(b'\n');
+        if std::fs::read(path).is_ok_and(|existing| existing == bytes) {
+            return Ok(());
+        }
         fsutil::write_atomic(path, &bytes).map_err(|source| RecordError::Io {
             path: path.to_path_buf(),
             source,

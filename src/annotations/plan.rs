@@ -45,6 +45,35 @@ pub enum PlanError {
 }
 
 /// Reads the annotation files and chooses the videos.
+/// The annotation files (names inside the annotations folder) a plan is built from.
+pub fn plan_inputs(manifest: &DatasetManifest, selection: &Selection) -> Vec<String> {
+    let labels = &manifest.labels;
+    let mut names = vec![
+        labels.full.clone(),
+        labels.scored.clone(),
+        labels.included_timestamps.clone(),
+    ];
+    for split in selection
+        .splits
+        .iter()
+        .filter_map(|name| manifest.splits.get(name))
+    {
+        let files = [
+            &split.ground_truth,
+            &split.video_ids,
+            &split.excluded_timestamps,
+            &split.detected_boxes,
+        ];
+        names.extend(files.into_iter().flatten().cloned());
+        if let Some(folder) = manifest.videos.get(&split.videos) {
+            names.push(file_name(&manifest.name_lists[&folder.name_list].path).to_string());
+        }
+    }
+    names.sort();
+    names.dedup();
+    names
+}
+
 pub fn build_plan(
     manifest: &DatasetManifest,
     layout: &DataLayout,

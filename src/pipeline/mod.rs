@@ -6,6 +6,7 @@
 //! up to date, redoes what changed (and everything downstream), and resumes what was interrupted.
 
 pub mod fingerprint;
+pub mod prints;
 pub mod runner;
 pub mod spec;
 pub mod stage;
@@ -17,7 +18,7 @@ use std::str::FromStr;
 
 use sha2::{Digest, Sha256};
 
-pub use runner::{RunReport, Runner, StageOutcome, StageReport};
+pub use runner::{Blocker, RunReport, Runner, StageOutcome, StageReport};
 pub use spec::PipelineSpec;
 pub use stage::{Granularity, ItemError, Stage, StageContext, WHOLE};
 pub use state::{ItemRecord, StateStore};

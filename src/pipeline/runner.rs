@@ -10,9 +10,11 @@ use std::sync::Mutex;
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
+use rayon::prelude::*;
 use serde::Serialize;
 
 use super::fingerprint::fingerprint;
+use super::prints::{combined_digest, first_change};
 use super::stage::{Granularity, ItemError, Stage, StageContext};
 use super::state::{ItemFailure, Loaded, StageState, StageStatus, StateError, StateStore};
 use super::{PipelineError, Shard};
@@ -56,6 +58,34 @@ pub struct StageReport {
     pub seconds: f64,
     /// Things a user should know, such as a corrupt state file that was set aside.
     pub notes: Vec<String>,
+    /// For a blocked stage: the dependencies that are not done, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub blocked_by: Vec<Blocker>,
+}
+
+/// A dependency a stage cannot run on.
+#[derive(Debug, Clone, Serialize)]
+pub struct Blocker {
+    pub stage: String,
+    pub reason: String,
+}
+
+/// "3 items changed since they were made: ... ; redoing them", naming a few.
+fn changed_note(changed: &[(String, String)]) -> Option<String> {
+    const NAMED: usize = 3;
+    let (first_item, first_change) = changed.first()?;
+    let mut note = format!("{first_item}: {first_change}");
+    for (item, change) in changed.iter().skip(1).take(NAMED - 1) {
+        note.push_str(&format!("; {item}: {change}"));
+    }
+    if changed.len() > NAMED {
+        note.push_str(&format!("; and {} more", changed.len() - NAMED));
+    }
+    let items = if changed.len() == 1 { "item" } else { "items" };
+    Some(format!(
+        "{} {items} changed since made, redoing: {note}",
+        changed.len()
+    ))
 }
 
 impl StageReport {
@@ -79,6 +109,7 @@ impl StageReport {
             bytes: 0,
             seconds: 0.0,
             notes: Vec::new(),
+            blocked_by: Vec::new(),
         }
     }
 }
@@ -147,7 +178,6 @@ struct Prepared<'s> {
 impl<'a> Runner<'a> {
     pub fn run(&self) -> Result<RunReport, PipelineError> {
         let order = topological_order(&self.stages)?;
-        let fingerprints = self.fingerprints(&order);
         let mut reports: HashMap<&str, StageReport> = HashMap::new();
         // Stages whose output covers only this shard's videos.
         let mut sharded_work: BTreeSet<&str> = BTreeSet::new();
@@ -164,14 +194,15 @@ impl<'a> Runner<'a> {
                     );
                     continue;
                 }
-                if self.is_blocked(stage, &reports) {
-                    reports.insert(
-                        stage.name(),
-                        StageReport::empty(stage.name(), StageOutcome::Blocked),
-                    );
+                let blockers = self.blockers(stage, &reports);
+                if !blockers.is_empty() {
+                    self.mark_blocked(stage)?;
+                    let mut report = StageReport::empty(stage.name(), StageOutcome::Blocked);
+                    report.blocked_by = blockers;
+                    reports.insert(stage.name(), report);
                     continue;
                 }
-                match self.prepare(stage, &fingerprints[stage.name()]) {
+                match self.prepare(stage, &self.fingerprint_now(stage)) {
                     Ok(stage_prepared) => prepared.push(stage_prepared),
                     Err(error) => {
                         let mut report = StageReport::empty(stage.name(), StageOutcome::Failed);
@@ -203,30 +234,82 @@ impl<'a> Runner<'a> {
         Ok(RunReport { stages })
     }
 
-    /// A dependency that is not in this runner's stages (a single-step command such as `extract`
-    /// runs one stage) counts with the fingerprint its state file records, so the step shares state
-    /// with a full `run`; without a state file its inputs are whatever is on disk.
-    pub(super) fn fingerprints(&self, order: &[&dyn Stage]) -> HashMap<&'static str, String> {
-        let mut fingerprints: HashMap<&'static str, String> = HashMap::new();
-        for stage in order {
-            for dependency in stage.depends_on() {
-                if !fingerprints.contains_key(dependency) {
-                    let recorded = match self.store.peek(dependency) {
-                        Ok(super::state::Peeked::Valid(state)) => state.fingerprint,
-                        _ => format!("external:{dependency}"),
-                    };
-                    fingerprints.insert(dependency, recorded);
+    /// The stage's fingerprint from its dependencies as their state files record them now: their
+    /// fingerprints and, for a whole-dataset dependency, the prints of what it made (so a plan that
+    /// parse rewrote differently makes every later stage stale). Computed just before the stage
+    /// runs, after its dependencies ran. A dependency without a state file counts as whatever is
+    /// on disk, so a single-step command such as `extract` shares state with a full `run`.
+    pub(super) fn fingerprint_now(&self, stage: &dyn Stage) -> String {
+        let dependencies: Vec<String> = stage
+            .depends_on()
+            .iter()
+            .map(|dependency| match self.store.peek(dependency) {
+                Ok(super::state::Peeked::Valid(state)) => {
+                    let made = state
+                        .items
+                        .get(super::stage::WHOLE)
+                        .map(|record| combined_digest(&record.outputs))
+                        .unwrap_or_default();
+                    format!("{}:{made}", state.fingerprint)
                 }
-            }
-            let dependencies: Vec<&str> = stage
-                .depends_on()
-                .iter()
-                .map(|name| fingerprints[name].as_str())
-                .collect();
-            let value = fingerprint(*stage, &dependencies);
-            fingerprints.insert(stage.name(), value);
+                _ => format!("external:{dependency}"),
+            })
+            .collect();
+        let dependencies: Vec<&str> = dependencies.iter().map(String::as_str).collect();
+        fingerprint(stage, &dependencies)
+    }
+
+    /// Why a dependency outside this run (a single-step command's earlier stages) cannot be built
+    /// on: it failed or was interrupted, or what it made has changed since.
+    fn external_blockers(&self, stage: &dyn Stage) -> Vec<Blocker> {
+        let in_this_run = |name: &str| self.stages.iter().any(|other| other.name() == name);
+        stage
+            .depends_on()
+            .iter()
+            .filter(|dependency| !in_this_run(dependency))
+            .filter_map(|dependency| {
+                let Ok(super::state::Peeked::Valid(state)) = self.store.peek(dependency) else {
+                    return None;
+                };
+                let reason = match state.status {
+                    StageStatus::Failed => "failed in its last run".to_string(),
+                    StageStatus::Running => "did not finish its last run".to_string(),
+                    StageStatus::Blocked => {
+                        "was not run after a stage it depends on failed".to_string()
+                    }
+                    StageStatus::Done => state
+                        .items
+                        .values()
+                        .find_map(|record| first_change(&record.outputs, self.context.data_dir))
+                        .map(|change| format!("made files that changed since: {change}"))?,
+                };
+                Some(Blocker {
+                    stage: dependency.to_string(),
+                    reason,
+                })
+            })
+            .collect()
+    }
+
+    /// A done stage that a run could not run is no longer done: what it depends on failed.
+    fn mark_blocked(&self, stage: &dyn Stage) -> Result<(), PipelineError> {
+        if let Ok(super::state::Peeked::Valid(mut state)) = self.store.peek(stage.name())
+            && state.status == StageStatus::Done
+        {
+            state.status = StageStatus::Blocked;
+            self.store.save(&state)?;
         }
-        fingerprints
+        Ok(())
+    }
+
+    /// Finished items whose outputs or inputs are no longer as recorded, with what changed.
+    fn changed_items(&self, state: &StageState) -> Vec<(String, String)> {
+        let data_dir = self.context.data_dir;
+        state
+            .items
+            .par_iter()
+            .filter_map(|(item, record)| Some((item.clone(), record.change(data_dir)?)))
+            .collect()
     }
 
     /// The stage at `index`, plus the per-video stages that directly follow it when it is one.
@@ -265,17 +348,31 @@ impl<'a> Runner<'a> {
         }
     }
 
-    /// A stage is blocked when a dependency ran (or was blocked) in this run and is not done.
-    /// Dependencies in the same streaming group have no report yet and do not block.
-    fn is_blocked(&self, stage: &dyn Stage, reports: &HashMap<&str, StageReport>) -> bool {
-        stage.depends_on().iter().any(|dependency| {
-            reports.get(dependency).is_some_and(|report| {
-                !matches!(
-                    report.outcome,
-                    StageOutcome::UpToDate | StageOutcome::Completed | StageOutcome::Deferred
-                )
+    /// A stage is blocked when a dependency ran (or was blocked) in this run and is not done, or
+    /// when a dependency outside this run is not done or its outputs changed. Dependencies in the
+    /// same streaming group have no report yet and do not block.
+    fn blockers(&self, stage: &dyn Stage, reports: &HashMap<&str, StageReport>) -> Vec<Blocker> {
+        let mut blockers: Vec<Blocker> = stage
+            .depends_on()
+            .iter()
+            .filter_map(|dependency| {
+                let report = reports.get(dependency)?;
+                let reason = match report.outcome {
+                    StageOutcome::UpToDate | StageOutcome::Completed | StageOutcome::Deferred => {
+                        return None;
+                    }
+                    StageOutcome::Failed => "failed",
+                    StageOutcome::Blocked => "was not run",
+                    StageOutcome::Interrupted => "was interrupted",
+                };
+                Some(Blocker {
+                    stage: dependency.to_string(),
+                    reason: reason.to_string(),
+                })
             })
-        })
+            .collect();
+        blockers.extend(self.external_blockers(stage));
+        blockers
     }
 
     fn prepare<'s>(
@@ -297,7 +394,6 @@ impl<'a> Runner<'a> {
                     corrupt.reason,
                     corrupt.moved_to.display()
                 );
-                tracing::warn!("{note}");
                 notes.push(note);
                 StageState::new(stage.name(), fingerprint, stage.params())
             }
@@ -305,7 +401,12 @@ impl<'a> Runner<'a> {
         if self.shard.is_none() {
             self.merge_shards(&mut state)?;
         }
-        let up_to_date = state.status == StageStatus::Done;
+        let changed = self.changed_items(&state);
+        for (item, _) in &changed {
+            state.items.remove(item);
+        }
+        notes.extend(changed_note(&changed));
+        let up_to_date = state.status == StageStatus::Done && changed.is_empty();
         let plan = if up_to_date {
             state
                 .items
@@ -588,6 +689,7 @@ impl<'a> Runner<'a> {
                 prepared.started.elapsed().as_secs_f64()
             },
             notes: prepared.notes.clone(),
+            blocked_by: Vec::new(),
         })
     }
 }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::prints::{FilePrint, first_change};
 use crate::fsutil;
 
 const STATE_FORMAT: u32 = 1;
@@ -25,6 +26,9 @@ pub enum StageStatus {
     Done,
     /// Finished with at least one item that failed or could not start.
     Failed,
+    /// Was done, then a run could not run it because a stage it depends on failed: its outputs
+    /// may no longer match its inputs, so nothing downstream builds on it until it runs again.
+    Blocked,
 }
 
 /// What one completed item produced. Item records survive a parameter-preserving re-run, which is
@@ -37,9 +41,42 @@ pub struct ItemRecord {
     /// Stage-specific counts (frames decoded, rows written, ...).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub counts: BTreeMap<String, u64>,
+    /// What the item made, as it was then: a later run that finds it changed redoes the item.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub outputs: Vec<FilePrint>,
+    /// What the item read besides its dependencies' outputs (annotation files), likewise.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<FilePrint>,
 }
 
 impl ItemRecord {
+    /// The record with prints of the files (or folders) it made and read, paths relative to the
+    /// data directory.
+    pub fn with_files(
+        mut self,
+        data_dir: &Path,
+        outputs: &[&str],
+        inputs: &[&str],
+    ) -> std::io::Result<Self> {
+        let print = |paths: &[&str]| -> std::io::Result<Vec<FilePrint>> {
+            paths
+                .iter()
+                .map(|path| FilePrint::take(data_dir, path))
+                .collect()
+        };
+        self.outputs = print(outputs)?;
+        self.inputs = print(inputs)?;
+        Ok(self)
+    }
+
+    /// How the item's outputs or inputs differ from what it recorded, in words; `None` when they
+    /// are as recorded.
+    pub fn change(&self, data_dir: &Path) -> Option<String> {
+        first_change(&self.outputs, data_dir).or_else(|| {
+            first_change(&self.inputs, data_dir).map(|change| format!("input {change}"))
+        })
+    }
+
     /// The record with a stage's typed counts (a struct of `u64` fields) as its counts.
     pub fn with_counts<T: Serialize>(mut self, counts: &T) -> Self {
         self.counts = counts_map(counts);

@@ -39,10 +39,16 @@ pub struct StageStatusLine {
 impl Runner<'_> {
     pub fn status(&self) -> Result<Vec<StageStatusLine>, PipelineError> {
         let order = topological_order(&self.stages)?;
-        let fingerprints = self.fingerprints(&order);
         order
             .iter()
-            .map(|stage| status_line(&self.store, stage.name(), &fingerprints[stage.name()]))
+            .map(|stage| {
+                status_line(
+                    &self.store,
+                    stage.name(),
+                    &self.fingerprint_now(*stage),
+                    self.context.data_dir,
+                )
+            })
             .collect()
     }
 }
@@ -51,6 +57,7 @@ fn status_line(
     store: &StateStore,
     stage: &str,
     fingerprint: &str,
+    data_dir: &std::path::Path,
 ) -> Result<StageStatusLine, PipelineError> {
     let mut line = StageStatusLine {
         stage: stage.to_string(),
@@ -77,6 +84,7 @@ fn status_line(
                     StageStatus::Done => StageCondition::Done,
                     StageStatus::Failed => StageCondition::Failed,
                     StageStatus::Running => StageCondition::Interrupted,
+                    StageStatus::Blocked => StageCondition::Stale,
                 }
             };
             line.items_done = state.items.len();
@@ -89,6 +97,19 @@ fn status_line(
                 .failures
                 .first()
                 .map(|failure| format!("{}: {}", failure.item, failure.message));
+            let changed: Vec<String> = state
+                .items
+                .iter()
+                .filter_map(|(item, record)| Some(format!("{item}: {}", record.change(data_dir)?)))
+                .collect();
+            if let Some(first) = changed.first() {
+                line.condition = StageCondition::Stale;
+                line.items_done -= changed.len();
+                line.detail = Some(match changed.len() {
+                    1 => format!("changed since made: {first}"),
+                    n => format!("{n} items changed since made, first {first}"),
+                });
+            }
         }
     }
     Ok(line)

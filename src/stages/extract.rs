@@ -173,7 +173,7 @@ impl Stage for ExtractStage {
             .join(video.file_name.to_string());
         if !input.exists() {
             return Err(ItemError::new(format!(
-                "video {item}: {} is not there (deleted after an earlier extraction?); run `avaprep fetch` again",
+                "video {item}: {} is not there (deleted after an earlier extraction?); `avaprep fetch --verify` downloads it again",
                 input.display()
             )));
         }
@@ -181,7 +181,11 @@ impl Stage for ExtractStage {
         if self.params.delete_videos_after_extract {
             let _ = std::fs::remove_file(&input);
         }
-        Ok(record(&stats))
+        let frames = layout.relative(&layout.video_frames(&video.id));
+        let index = layout.relative(&layout.frame_index(&video.id));
+        record(&stats)
+            .with_files(context.data_dir, &[&frames, &index], &[])
+            .map_err(|error| ItemError::new(format!("video {item}: {error}")))
     }
 
     /// How much smaller the result is than every source frame of the segment at native
@@ -303,7 +307,7 @@ mod tests {
             videos: vec![PlannedVideo {
                 id: "-5KQ66BBWC4".parse::<VideoId>().unwrap(),
                 file_name: "-5KQ66BBWC4.mkv".parse::<VideoFileName>().unwrap(),
-                folder: "trainval".into(),
+                folder: "trainval".try_into().unwrap(),
                 split: "train".into(),
                 keyframes,
             }],

@@ -130,10 +130,17 @@ impl Stage for FetchAnnotationsStage {
             .iter()
             .map(|file| std::fs::metadata(layout.annotations().join(file)).map_or(0, |m| m.len()))
             .sum();
-        Ok(ItemRecord {
+        let made: Vec<String> = files
+            .iter()
+            .map(|file| layout.relative(&layout.annotations().join(file)))
+            .collect();
+        let made: Vec<&str> = made.iter().map(String::as_str).collect();
+        ItemRecord {
             files: files.len() as u64,
             bytes,
             ..ItemRecord::default()
-        })
+        }
+        .with_files(context.data_dir, &made, &[])
+        .map_err(item_error)
     }
 }

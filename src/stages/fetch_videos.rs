@@ -51,7 +51,13 @@ impl FetchVideosStage {
         let video = plan.video(id).ok_or_else(|| {
             ItemError::new(format!("{id}: not in {}", layout.video_plan().display()))
         })?;
-        let folder = &self.manifest.videos[&video.folder];
+        let folder = self.manifest.videos.get(&video.folder).ok_or_else(|| {
+            ItemError::new(format!(
+                "{id}: {} names video folder `{}`, which the manifest does not have; run `avaprep parse`",
+                layout.video_plan().display(),
+                video.folder
+            ))
+        })?;
         let base = &self.manifest.sources[&folder.source].url;
         let base = if base.ends_with('/') {
             base.clone()

@@ -61,6 +61,22 @@ impl StageId {
         }
     }
 
+    pub fn from_name(name: &str) -> Option<StageId> {
+        Self::ALL.into_iter().find(|stage| stage.name() == name)
+    }
+
+    /// The command that runs the stage on its own (`avaprep run` runs them all).
+    pub const fn command(self) -> &'static str {
+        match self {
+            StageId::FetchAnnotations | StageId::Parse | StageId::FetchVideos => "avaprep fetch",
+            StageId::Extract => "avaprep extract",
+            StageId::Lists => "avaprep lists",
+            StageId::Validate => "avaprep validate",
+            StageId::Train => "avaprep train",
+            StageId::Eval => "avaprep eval",
+        }
+    }
+
     /// The table of a pipeline file that holds the stage's parameters; both fetch stages share
     /// `[fetch]`, as the `fetch` command does.
     pub const fn table(self) -> &'static str {

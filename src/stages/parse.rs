@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::StageId;
-use crate::annotations::plan::{Selection, build_plan};
+use crate::annotations::plan::{Selection, build_plan, plan_inputs};
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
 use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, WHOLE};
@@ -61,10 +61,18 @@ impl Stage for ParseStage {
             videos: plan.videos.len() as u64,
             keyframes: keyframes as u64,
         };
-        Ok(ItemRecord {
+        let read: Vec<String> = plan_inputs(&self.manifest, &self.selection)
+            .iter()
+            .map(|name| layout.relative(&layout.annotations().join(name)))
+            .collect();
+        let read: Vec<&str> = read.iter().map(String::as_str).collect();
+        let made = layout.relative(&layout.video_plan());
+        ItemRecord {
             files: 1,
             ..ItemRecord::default()
         }
-        .with_counts(&counts))
+        .with_counts(&counts)
+        .with_files(context.data_dir, &[&made], &read)
+        .map_err(|error| ItemError::new(error.to_string()))
     }
 }

@@ -8,6 +8,7 @@ use sha2::{Digest, Sha256};
 use super::annotations::{self as texts, AnnotationTexts};
 use super::mirror;
 use super::{MirrorFile, SynthReport};
+use crate::layout::FolderName;
 use crate::manifest::{
     DatasetInfo, DatasetManifest, KnownFile, Labels, RemoteFile, Source, Split, VideoFolder,
 };
@@ -67,7 +68,7 @@ pub fn dataset_manifest(
             (
                 "train".to_string(),
                 Split {
-                    videos: "trainval".to_string(),
+                    videos: FolderName::try_from("trainval").expect("a plain folder name"),
                     ground_truth: Some(texts::GT_TRAIN.to_string()),
                     video_ids: None,
                     excluded_timestamps: Some(texts::EXCL_TRAIN.to_string()),
@@ -77,7 +78,7 @@ pub fn dataset_manifest(
             (
                 "val".to_string(),
                 Split {
-                    videos: "trainval".to_string(),
+                    videos: FolderName::try_from("trainval").expect("a plain folder name"),
                     ground_truth: Some(texts::GT_VAL.to_string()),
                     video_ids: None,
                     excluded_timestamps: Some(texts::EXCL_VAL.to_string()),
@@ -87,7 +88,7 @@ pub fn dataset_manifest(
             (
                 "test".to_string(),
                 Split {
-                    videos: "test".to_string(),
+                    videos: FolderName::try_from("test").expect("a plain folder name"),
                     ground_truth: None,
                     video_ids: Some(texts::TEST_IDS.to_string()),
                     excluded_timestamps: Some(texts::EXCL_TEST.to_string()),
@@ -126,9 +127,9 @@ fn source(name: &str, mirror_path: &str) -> (String, Source) {
     )
 }
 
-fn video_folder(name: &str) -> (String, VideoFolder) {
+fn video_folder(name: &str) -> (FolderName, VideoFolder) {
     (
-        name.to_string(),
+        FolderName::try_from(name).expect("a plain folder name"),
         VideoFolder {
             source: "ava".to_string(),
             path: format!("{name}/"),

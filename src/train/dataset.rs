@@ -10,7 +10,8 @@ use std::path::{Path, PathBuf};
 
 use crate::annotations::{
     ActionId, FrameKey, GroundTruthRow, KeyframeRange, LabelMap, NormBox, PredictedBox,
-    ReadOptions, read_excluded_timestamps, read_ground_truth, read_label_map, read_predicted_boxes,
+    ReadOptions, VideoId, read_excluded_timestamps, read_ground_truth, read_label_map,
+    read_predicted_boxes,
 };
 use crate::records::VideoPlan;
 
@@ -172,6 +173,41 @@ pub fn build_clips(
         }
     }
     Ok((clips, without_frames))
+}
+
+/// Every frame some clip reads, checked to exist before training spends anything on them: a
+/// missing one is found now, not when an epoch later reaches it.
+pub fn check_frames_exist(splits: &[&[ClipSample]]) -> Result<(), TrainError> {
+    use rayon::prelude::*;
+    let needed: BTreeMap<&Path, VideoId> = splits
+        .iter()
+        .flat_map(|clips| clips.iter())
+        .flat_map(|clip| {
+            clip.frames
+                .iter()
+                .map(|frame| (frame.as_path(), clip.key.video))
+        })
+        .collect();
+    let missing: Vec<VideoId> = needed
+        .par_iter()
+        .filter(|(frame, _)| !frame.is_file())
+        .map(|(_, &video)| video)
+        .collect();
+    if missing.is_empty() {
+        return Ok(());
+    }
+    let mut by_video: BTreeMap<VideoId, usize> = BTreeMap::new();
+    for video in &missing {
+        *by_video.entry(*video).or_default() += 1;
+    }
+    let videos: Vec<String> = by_video
+        .iter()
+        .map(|(video, count)| format!("{video} ({count})"))
+        .collect();
+    Err(TrainError::FramesMissing {
+        missing: missing.len(),
+        videos: videos.join(", "),
+    })
 }
 
 fn unlabelled(bbox: NormBox) -> LabelledBox {

@@ -45,6 +45,14 @@ pub enum TrainError {
     #[error("device: {0}")]
     Device(String),
     #[error(
+        "{missing} frames that clips need are missing, in {videos}; run `avaprep extract` to extract them again"
+    )]
+    FramesMissing { missing: usize, videos: String },
+    #[error(
+        "{0} already holds a run; continue it with --resume, or start another with --run-dir DIR"
+    )]
+    RunExists(PathBuf),
+    #[error(
         "loss is {loss} at epoch {epoch}, batch {batch}: training diverged (too high an LR?); the last checkpoint is intact"
     )]
     NonFiniteLoss {

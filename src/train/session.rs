@@ -60,6 +60,10 @@ pub(crate) fn run(
 ) -> Result<TrainSummary, TrainError> {
     config.validate().map_err(TrainError::Config)?;
     let (device, precision) = resolve_device(config)?;
+    let previous = TrainState::load(run_dir)?;
+    if previous.is_some() && !config.resume {
+        return Err(TrainError::RunExists(run_dir.to_path_buf()));
+    }
     std::fs::create_dir_all(run_dir).map_err(|e| TrainError::io(run_dir, e))?;
     write_config(config, run_dir)?;
     let data = Dataset::open(data_dir)?;
@@ -68,6 +72,7 @@ pub(crate) fn run(
         super::dataset::shuffle_labels(&mut train, config.seed);
     }
     let (val, val_annotations, skipped_val) = data.clips(config, &config.val_split, false)?;
+    super::dataset::check_frames_exist(&[&train, &val])?;
     // The initial weights are drawn from libtorch's global generator: seed it for the run.
     tch::manual_seed(config.seed as i64);
     let net = Net::new(config, data.classes.len(), device);
@@ -77,10 +82,6 @@ pub(crate) fn run(
         progress(TrainEvent::Initialised(report));
     }
     let mut sgd = Sgd::new(&net.vs, config.momentum, config.weight_decay);
-    let previous = match config.resume {
-        true => TrainState::load(run_dir)?,
-        false => None,
-    };
     let state = match previous {
         Some(state) => restore(run_dir, state, &net, &mut sgd)?,
         None => fresh_state(config, precision),
@@ -205,6 +206,8 @@ impl Session<'_> {
                 });
             }
             self.end_epoch(started)?;
+            // Saved before evaluating, so a failed evaluation loses no training.
+            checkpoint::save(self.run_dir, &mut self.state, &self.net.vs, &self.sgd)?;
             let verdict = self.maybe_evaluate()?;
             checkpoint::save(self.run_dir, &mut self.state, &self.net.vs, &self.sgd)?;
             (self.progress)(TrainEvent::CheckpointSaved {

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use tch::Tensor;
 
-use super::checkpoint::read_tensors;
+use super::checkpoint::{STATE_FILE, read_tensors};
 use super::dataset::Dataset;
 use super::loader::{Augment, Loader, LoaderSpec, load_batch, train_batches};
 use super::testing::synthetic_data;
@@ -378,6 +378,64 @@ fn two_runs_with_one_seed_agree_bitwise() {
     train(&base, data(), a.path(), &never, &quiet).unwrap();
     train(&base, data(), b.path(), &never, &quiet).unwrap();
     assert_bitwise_equal(&final_weights(a.path()), &final_weights(b.path()));
+
+    // Training into a run directory that holds a run, without --resume, once replaced it.
+    let before = std::fs::read(a.path().join(STATE_FILE)).unwrap();
+    let error = train(&base, data(), a.path(), &never, &quiet).unwrap_err();
+    assert!(matches!(error, TrainError::RunExists(_)), "{error}");
+    let message = error.to_string();
+    assert!(
+        message.contains("--resume") && message.contains("--run-dir"),
+        "{message}"
+    );
+    assert_eq!(std::fs::read(a.path().join(STATE_FILE)).unwrap(), before);
+}
+
+/// A frame that a val clip needs, deleted after extraction, once surfaced only when evaluation
+/// reached it, a whole epoch later: it stops the run before the first step, naming the video.
+#[test]
+fn missing_frames_stop_training_before_the_first_step() {
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(data(), copy.path());
+    let plan = crate::records::VideoPlan::load(&copy.path().join("work/videos.json")).unwrap();
+    let video = plan
+        .videos
+        .iter()
+        .find(|video| video.split == "val")
+        .unwrap();
+    let frames = copy.path().join("frames").join(video.id.as_str());
+    let mut names: Vec<_> = std::fs::read_dir(&frames)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    names.sort();
+    for frame in &names[names.len() / 3..] {
+        std::fs::remove_file(frame).unwrap();
+    }
+    let run = tempfile::tempdir().unwrap();
+    let never = AtomicBool::new(false);
+    let error = train(&quick(), copy.path(), run.path(), &never, &quiet).unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, TrainError::FramesMissing { .. }),
+        "{message}"
+    );
+    assert!(message.contains(video.id.as_str()), "{message}");
+    assert!(message.contains("avaprep extract"), "{message}");
+    assert!(!run.path().join(STATE_FILE).exists(), "training started");
+}
+
+fn copy_tree(from: &Path, to: &Path) {
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(&target).unwrap();
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
 }
 
 #[test]

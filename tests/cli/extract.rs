@@ -12,7 +12,7 @@ use avaprep::serve::{self, ServeConfig};
 use crate::support::{avaprep, mirror, stderr, stdout};
 
 /// A data directory with the mirror's train and val videos fetched.
-fn fetched_data() -> tempfile::TempDir {
+pub(crate) fn fetched_data() -> tempfile::TempDir {
     let root = mirror();
     let server = serve::start(ServeConfig::new(root)).unwrap();
     let data = tempfile::tempdir().unwrap();
@@ -27,7 +27,7 @@ fn fetched_data() -> tempfile::TempDir {
     data
 }
 
-fn planned_videos(data: &Path) -> Vec<String> {
+pub(crate) fn planned_videos(data: &Path) -> Vec<String> {
     let plan: serde_json::Value =
         serde_json::from_slice(&fs::read(data.join("work/videos.json")).unwrap()).unwrap();
     plan["videos"]
@@ -39,7 +39,7 @@ fn planned_videos(data: &Path) -> Vec<String> {
 }
 
 /// Every indexed frame exists, nothing else does, and the index's times follow the rule.
-fn assert_complete(data: &Path, video: &str, fps: f64) {
+pub(crate) fn assert_complete(data: &Path, video: &str, fps: f64) {
     let index = fs::read_to_string(data.join("frame_index").join(format!("{video}.csv"))).unwrap();
     let mut lines = index.lines();
     assert_eq!(

@@ -4,5 +4,7 @@ mod cli_frame;
 #[cfg(feature = "extract")]
 mod extract;
 mod fetch;
+#[cfg(feature = "extract")]
+mod nothing_lost;
 mod runner;
 mod support;

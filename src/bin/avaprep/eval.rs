@@ -4,11 +4,11 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use crate::frame::Printer;
 use avaprep::annotations::KeyframeRange;
 use avaprep::eval::{
     EvalOptions, OFFICIAL_DETECTIONS_PER_FRAME, evaluate_files_with, render_table,
 };
-use crate::frame::Printer;
 
 use crate::frame::ExitStatus;
 

@@ -5,11 +5,11 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
+use crate::frame::Printer;
 use avaprep::annotations::plan::Selection;
 use avaprep::fetch::FetchParams;
 use avaprep::manifest::DatasetManifest;
 use avaprep::pipeline::StateStore;
-use crate::frame::Printer;
 use avaprep::stages::{self, ProductConfig, StageId};
 
 use crate::frame::{ExitStatus, GlobalArgs};

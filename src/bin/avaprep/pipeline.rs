@@ -5,9 +5,9 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
+use crate::frame::Printer;
 use avaprep::pipeline::status::{StageCondition, StageStatusLine};
 use avaprep::pipeline::{PipelineSpec, Runner, Shard, StageContext, StateStore};
-use crate::frame::Printer;
 use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
 
 use crate::frame::{ExitStatus, GlobalArgs};

@@ -2,10 +2,12 @@
 
 use std::sync::atomic::AtomicBool;
 
-use avaprep::pipeline::{RunReport, Runner, Shard, Stage, StageContext, StageOutcome, StateStore};
-use crate::frame::Printer;
+use avaprep::pipeline::{
+    Blocker, RunReport, Runner, Shard, Stage, StageContext, StageOutcome, StateStore,
+};
+use avaprep::stages::StageId;
 
-use crate::frame::{ExitStatus, GlobalArgs};
+use crate::frame::{ExitStatus, GlobalArgs, Printer};
 
 /// Runs stages through the pipeline runner (with the state under the data directory) and prints
 /// the report: what `run`, `fetch` and `extract` share.
@@ -61,12 +63,13 @@ fn print_run_report(printer: &Printer, report: &RunReport, stages: &[&dyn Stage]
                 "done: {} items ({} now, {} already done)",
                 stage.planned, stage.completed, stage.already_done
             ),
+            StageOutcome::Failed if stage.planned == 0 => "FAILED".to_string(),
             StageOutcome::Failed => format!(
                 "FAILED: {} of {} items failed",
                 stage.failures.len(),
                 stage.planned
             ),
-            StageOutcome::Blocked => "not run: an earlier stage is not done".to_string(),
+            StageOutcome::Blocked => blocked_text(&stage.blocked_by),
             StageOutcome::Interrupted => "interrupted: the next run resumes it".to_string(),
             StageOutcome::Deferred => {
                 "deferred: a run without --shard combines the shards and does it".to_string()
@@ -89,6 +92,23 @@ fn print_run_report(printer: &Printer, report: &RunReport, stages: &[&dyn Stage]
         "summary",
         &serde_json::json!({ "succeeded": report.succeeded() }),
     );
+}
+
+/// "not run: parse failed in its last run; run `avaprep fetch` first".
+fn blocked_text(blockers: &[Blocker]) -> String {
+    if blockers.is_empty() {
+        return "not run: an earlier stage is not done".to_string();
+    }
+    let reasons: Vec<String> = blockers
+        .iter()
+        .map(|blocker| {
+            let hint = StageId::from_name(&blocker.stage)
+                .map(|stage| format!("; run `{}` first", stage.command()))
+                .unwrap_or_default();
+            format!("{} {}{hint}", blocker.stage, blocker.reason)
+        })
+        .collect();
+    format!("not run: {}", reasons.join("; "))
 }
 
 pub fn figures(files: u64, bytes: u64, seconds: f64) -> String {

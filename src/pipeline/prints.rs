@@ -1,0 +1,146 @@
+//! Prints of the files an item made or read: cheap to take (names, sizes and modification times,
+//! no reading of contents), so every run and `status` can check that a finished item's outputs are
+//! still the ones it made, and that its inputs have not changed since.
+
+use std::path::Path;
+use std::time::UNIX_EPOCH;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+/// One file or folder (everything under it), by its path relative to the data directory.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FilePrint {
+    pub path: String,
+    pub files: u64,
+    pub bytes: u64,
+    /// sha256 over every file's relative name, size and modification time, in name order.
+    pub digest: String,
+}
+
+impl FilePrint {
+    /// The print of `relative` under `data_dir` as it is now; a path that does not exist has no
+    /// files and the digest of nothing.
+    pub fn take(data_dir: &Path, relative: &str) -> std::io::Result<FilePrint> {
+        let mut entries = Vec::new();
+        collect(&data_dir.join(relative), "", &mut entries)?;
+        entries.sort();
+        let mut hasher = Sha256::new();
+        let mut bytes = 0;
+        for (name, size, modified) in &entries {
+            hasher.update(name.as_bytes());
+            hasher.update([0]);
+            hasher.update(size.to_le_bytes());
+            hasher.update(modified.to_le_bytes());
+            bytes += size;
+        }
+        Ok(FilePrint {
+            path: relative.to_string(),
+            files: entries.len() as u64,
+            bytes,
+            digest: hex::encode(hasher.finalize()),
+        })
+    }
+
+    /// What differs between this recorded print and the file as it is now, in words; `None` when
+    /// nothing does.
+    pub fn changed(&self, data_dir: &Path) -> Option<String> {
+        let now = match FilePrint::take(data_dir, &self.path) {
+            Ok(now) => now,
+            Err(error) => return Some(format!("{}: cannot be read ({error})", self.path)),
+        };
+        if now.digest == self.digest {
+            return None;
+        }
+        Some(if now.files == 0 {
+            format!("{} is gone", self.path)
+        } else if now.files != self.files {
+            format!(
+                "{} has {} files, made with {}",
+                self.path, now.files, self.files
+            )
+        } else if now.bytes != self.bytes {
+            format!(
+                "{} has {} bytes, made with {}",
+                self.path, now.bytes, self.bytes
+            )
+        } else {
+            format!("{} was modified after it was made", self.path)
+        })
+    }
+}
+
+/// The first recorded print that no longer holds, described.
+pub fn first_change(prints: &[FilePrint], data_dir: &Path) -> Option<String> {
+    prints.iter().find_map(|print| print.changed(data_dir))
+}
+
+/// One digest over several prints (the outputs of a whole-dataset stage), for the fingerprints of
+/// the stages that read them.
+pub fn combined_digest(prints: &[FilePrint]) -> String {
+    let mut hasher = Sha256::new();
+    for print in prints {
+        hasher.update(print.path.as_bytes());
+        hasher.update([0]);
+        hasher.update(print.digest.as_bytes());
+    }
+    hex::encode(hasher.finalize())
+}
+
+fn collect(path: &Path, name: &str, out: &mut Vec<(String, u64, u128)>) -> std::io::Result<()> {
+    let metadata = match std::fs::symlink_metadata(path) {
+        Ok(metadata) => metadata,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => return Err(error),
+    };
+    if metadata.is_dir() {
+        for entry in std::fs::read_dir(path)? {
+            let entry = entry?;
+            let child = format!("{name}/{}", entry.file_name().to_string_lossy());
+            collect(&entry.path(), &child, out)?;
+        }
+        return Ok(());
+    }
+    let modified = metadata
+        .modified()
+        .ok()
+        .and_then(|time| time.duration_since(UNIX_EPOCH).ok())
+        .map_or(0, |since| since.as_nanos());
+    out.push((name.to_string(), metadata.len(), modified));
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_print_notices_every_kind_of_change() {
+        let dir = tempfile::tempdir().unwrap();
+        let frames = dir.path().join("frames/v");
+        std::fs::create_dir_all(&frames).unwrap();
+        for k in 1..=3 {
+            std::fs::write(frames.join(format!("{k}.jpg")), vec![7u8; 100 + k]).unwrap();
+        }
+        let print = FilePrint::take(dir.path(), "frames/v").unwrap();
+        assert_eq!((print.files, print.bytes), (3, 306));
+        assert_eq!(print.changed(dir.path()), None);
+
+        std::fs::write(frames.join("2.jpg"), b"").unwrap();
+        assert!(print.changed(dir.path()).unwrap().contains("bytes"));
+        std::fs::remove_file(frames.join("2.jpg")).unwrap();
+        assert!(print.changed(dir.path()).unwrap().contains("2 files"));
+        std::fs::remove_dir_all(&frames).unwrap();
+        assert!(print.changed(dir.path()).unwrap().contains("is gone"));
+
+        // Same name and size, rewritten: the modification time tells.
+        let file = dir.path().join("plan.json");
+        std::fs::write(&file, b"abc").unwrap();
+        let print = FilePrint::take(dir.path(), "plan.json").unwrap();
+        let file_handle = std::fs::File::options().write(true).open(&file).unwrap();
+        file_handle
+            .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
+            .unwrap();
+        assert!(print.changed(dir.path()).unwrap().contains("modified"));
+    }
+}

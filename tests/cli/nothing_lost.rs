@@ -1,0 +1,302 @@
+//! Nothing lost, nothing stale, nothing outside the data directory: outputs damaged after a
+//! finished run are redone (exactly those), a changed annotation file is noticed, a stage never
+//! builds on a failed one, hints name commands that work, and hostile manifests and plans are
+//! refused before they touch anything outside the data directory.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use avaprep::serve::{self, ServeConfig, ServerHandle};
+
+use crate::extract::{assert_complete, fetched_data, planned_videos};
+use crate::support::{avaprep, mirror, stderr, stdout};
+
+const FPS: &str = "5";
+
+fn run_pipeline(data: &Path, server: &ServerHandle) -> std::process::Output {
+    avaprep(data)
+        .args(["--json", "run", "pipelines/demo.toml", "--set"])
+        .arg(format!(
+            "dataset=\"{}\"",
+            mirror().join("manifest.toml").display()
+        ))
+        .arg("--set")
+        .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
+        .args([
+            "--set",
+            &format!("extract.fps={FPS}"),
+            "--set",
+            "extract.height=240",
+        ])
+        .output()
+        .unwrap()
+}
+
+/// The `completed` count of a stage in a `--json run`'s records.
+fn completed(output: &std::process::Output, stage: &str) -> u64 {
+    stdout(output)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|record| record["type"] == "stage" && record["stage"] == stage)
+        .and_then(|record| record["completed"].as_u64())
+        .unwrap_or_else(|| panic!("no {stage} record in {}", stdout(output)))
+}
+
+fn frames_of(data: &Path, video: &str) -> Vec<PathBuf> {
+    let mut frames: Vec<PathBuf> = fs::read_dir(data.join("frames").join(video))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    frames.sort();
+    frames
+}
+
+fn modified(path: &Path) -> SystemTime {
+    fs::metadata(path).unwrap().modified().unwrap()
+}
+
+/// Each way of damaging a finished extraction (a JPEG deleted, a JPEG zeroed, the index deleted,
+/// the frame folder deleted) once left `run` saying "up to date": now it redoes exactly the
+/// damaged videos and leaves the others' files untouched.
+#[test]
+fn run_redoes_exactly_the_videos_whose_outputs_changed() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let first = run_pipeline(data.path(), &server);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let videos = planned_videos(data.path());
+    assert!(videos.len() >= 3, "{videos:?}");
+    let untouched = &videos[2..];
+    let untouched_times: Vec<SystemTime> = untouched
+        .iter()
+        .map(|video| modified(&frames_of(data.path(), video)[0]))
+        .collect();
+
+    type Damage = fn(&Path, &str);
+    let rounds: [[(&str, Damage); 2]; 2] = [
+        [
+            ("a JPEG deleted", |data, video| {
+                fs::remove_file(&frames_of(data, video)[3]).unwrap();
+            }),
+            ("a JPEG zeroed", |data, video| {
+                fs::write(&frames_of(data, video)[1], b"").unwrap();
+            }),
+        ],
+        [
+            ("the index deleted", |data, video| {
+                fs::remove_file(data.join("frame_index").join(format!("{video}.csv"))).unwrap();
+            }),
+            ("the frame folder deleted", |data, video| {
+                fs::remove_dir_all(data.join("frames").join(video)).unwrap();
+            }),
+        ],
+    ];
+    for round in rounds {
+        for ((what, damage), video) in round.iter().zip(&videos) {
+            damage(data.path(), video);
+            eprintln!("{video}: {what}");
+        }
+        let again = run_pipeline(data.path(), &server);
+        assert!(again.status.success(), "{}", stderr(&again));
+        assert_eq!(completed(&again, "extract"), 2, "{}", stdout(&again));
+        assert!(
+            stdout(&again).contains("changed since made"),
+            "{}",
+            stdout(&again)
+        );
+        for video in &videos {
+            assert_complete(data.path(), video, 5.0);
+        }
+        let after = run_pipeline(data.path(), &server);
+        assert_eq!(completed(&after, "extract"), 0, "{}", stdout(&after));
+    }
+    for (video, time) in untouched.iter().zip(untouched_times) {
+        assert_eq!(
+            modified(&frames_of(data.path(), video)[0]),
+            time,
+            "{video} was redone"
+        );
+    }
+}
+
+/// An annotation CSV edited after parsing was not noticed: `fetch` now restores the file the
+/// manifest describes and parses again.
+#[test]
+fn an_edited_annotation_file_is_restored_and_parsed_again() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let fetch = || {
+        avaprep(data.path())
+            .arg("fetch")
+            .arg("--dataset")
+            .arg(mirror().join("manifest.toml"))
+            .args(["--base-url", &server.url(), "--annotations-only"])
+            .output()
+            .unwrap()
+    };
+    assert!(fetch().status.success());
+    let csv = fs::read_dir(data.path().join("annotations"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| path.to_string_lossy().ends_with("_train_v2.2.csv"))
+        .expect("a train ground truth");
+    let original = fs::read(&csv).unwrap();
+    let mut edited = original.clone();
+    edited.extend_from_slice(b"not,a,valid,row\n");
+    fs::write(&csv, &edited).unwrap();
+
+    let again = fetch();
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(fs::read(&csv).unwrap(), original, "the edit is still there");
+    let message = stderr(&again);
+    assert!(message.contains("changed since made"), "{message}");
+}
+
+/// After parse failed (and so fetch-videos did not run), `extract` once ran on the previous plan
+/// with rc 0: it now refuses, naming the command to run first.
+#[test]
+fn a_stage_never_runs_on_a_failed_upstream_stage() {
+    let data = fetched_data();
+    let failed = avaprep(data.path())
+        .arg("fetch")
+        .arg("--dataset")
+        .arg(mirror().join("manifest.toml"))
+        .args(["--base-url", "http://127.0.0.1:9/", "--video-list"])
+        .arg(write_list(data.path(), "AAAAAAAAAAA"))
+        .output()
+        .unwrap();
+    assert!(!failed.status.success());
+    let extract = avaprep(data.path())
+        .args(["extract", "--fps", FPS, "--height", "240"])
+        .output()
+        .unwrap();
+    assert_eq!(extract.status.code(), Some(1), "{}", stdout(&extract));
+    let report = stdout(&extract) + &stderr(&extract);
+    assert!(
+        report.contains(
+            "fetch-videos was not run after a stage it depends on failed; run `avaprep fetch` first"
+        ),
+        "{report}"
+    );
+    assert!(!data.path().join("frames").exists(), "extract ran");
+}
+
+fn write_list(data: &Path, id: &str) -> PathBuf {
+    let path = data.join("list.txt");
+    fs::write(&path, format!("{id}\n")).unwrap();
+    path
+}
+
+/// After `--delete-videos-after-extract`, extracting at another rate needs the videos again: the
+/// hint once named `avaprep fetch`, which downloads nothing; the command it names now works.
+#[test]
+fn the_hint_for_a_deleted_video_names_a_command_that_brings_it_back() {
+    let root = mirror();
+    let server = serve::start(ServeConfig::new(root)).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let fetch = |extra: &[&str]| {
+        avaprep(data.path())
+            .arg("fetch")
+            .arg("--dataset")
+            .arg(root.join("manifest.toml"))
+            .args(["--base-url", &server.url()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let extract = |fps: &str, extra: &[&str]| {
+        avaprep(data.path())
+            .args(["extract", "--fps", fps, "--height", "240"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    assert!(fetch(&[]).status.success());
+    assert!(
+        extract(FPS, &["--delete-videos-after-extract"])
+            .status
+            .success()
+    );
+    let failed = extract("10", &[]);
+    assert!(!failed.status.success());
+    let message = stderr(&failed);
+    assert!(message.contains("`avaprep fetch --verify`"), "{message}");
+    let verify = fetch(&["--verify"]);
+    assert!(verify.status.success(), "{}", stderr(&verify));
+    let again = extract("10", &[]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    for video in planned_videos(data.path()) {
+        assert_complete(data.path(), &video, 10.0);
+    }
+}
+
+/// A manifest whose video folder is `../../evil-out` once made `fetch` write every video outside
+/// the data directory: it is refused before anything is written.
+#[test]
+fn a_hostile_manifest_folder_is_refused_before_anything_is_written() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let outer = tempfile::tempdir().unwrap();
+    let data = outer.path().join("a/b/data");
+    let text = fs::read_to_string(mirror().join("manifest.toml")).unwrap();
+    let hostile = text
+        .replace("[videos.trainval]", "[videos.\"../../evil-out\"]")
+        .replace("videos = \"trainval\"", "videos = \"../../evil-out\"");
+    assert_ne!(hostile, text, "the mirror's manifest changed shape");
+    let manifest = outer.path().join("hostile.toml");
+    fs::write(&manifest, hostile).unwrap();
+    let output = avaprep(&data)
+        .arg("fetch")
+        .arg("--dataset")
+        .arg(&manifest)
+        .args(["--base-url", &server.url()])
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(message.contains("not a folder name"), "{message}");
+    assert!(message.contains("hostile.toml"), "{message}");
+    assert!(!outer.path().join("a/evil-out").exists());
+    assert!(!outer.path().join("a/b/evil-out").exists());
+    assert!(!data.exists(), "something was written");
+}
+
+/// A plan (`work/videos.json`) whose folder leaves the data directory once made
+/// `extract --delete-videos-after-extract` delete a file outside it.
+#[test]
+fn a_hostile_plan_folder_is_refused_and_deletes_nothing() {
+    let data = fetched_data();
+    let plan_path = data.path().join("work/videos.json");
+    let mut plan: serde_json::Value =
+        serde_json::from_slice(&fs::read(&plan_path).unwrap()).unwrap();
+    // A folder beside the data directory, named after it so parallel runs do not meet.
+    let beside = format!(
+        "{}-victim",
+        data.path().file_name().unwrap().to_string_lossy()
+    );
+    let video = &mut plan["videos"][0];
+    video["folder"] = format!("../../{beside}").into();
+    let file = video["file_name"].as_str().unwrap().to_string();
+    fs::write(&plan_path, serde_json::to_vec(&plan).unwrap()).unwrap();
+    let outside = data.path().parent().unwrap().join(&beside);
+    let victim = outside.join(&file);
+    fs::create_dir_all(&outside).unwrap();
+    fs::write(&victim, b"not yours").unwrap();
+    let output = avaprep(data.path())
+        .args(["extract", "--fps", FPS, "--height", "240"])
+        .arg("--delete-videos-after-extract")
+        .output()
+        .unwrap();
+    let intact = fs::read(&victim).ok();
+    let _ = fs::remove_dir_all(&outside);
+    assert_eq!(
+        intact.as_deref(),
+        Some(&b"not yours"[..]),
+        "the file outside was deleted"
+    );
+    assert!(!output.status.success());
+    let message = stderr(&output);
+    assert!(message.contains("not a folder name"), "{message}");
+    assert!(message.contains("videos.json"), "{message}");
+    assert!(!data.path().join("frames").exists(), "extract ran");
+}
