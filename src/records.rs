@@ -18,6 +18,10 @@ pub enum RecordError {
     },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
+    #[error(
+        "{path} does not exist yet: run `avaprep fetch` first (it parses the annotations into this plan of videos)"
+    )]
+    NoPlan { path: PathBuf },
 }
 
 /// The videos a run uses, written by `parse` and read by every later stage.
@@ -42,9 +46,14 @@ pub struct PlannedVideo {
 
 impl VideoPlan {
     pub fn load(path: &Path) -> Result<Self, RecordError> {
-        let bytes = std::fs::read(path).map_err(|source| RecordError::Io {
-            path: path.to_path_buf(),
-            source,
+        let bytes = std::fs::read(path).map_err(|source| match source.kind() {
+            std::io::ErrorKind::NotFound => RecordError::NoPlan {
+                path: path.to_path_buf(),
+            },
+            _ => RecordError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
         })?;
         serde_json::from_slice(&bytes).map_err(|error| RecordError::Invalid {
             path: path.to_path_buf(),

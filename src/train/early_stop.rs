@@ -12,6 +12,9 @@ pub struct EarlyStopping {
     pub best: Option<(f64, usize)>,
     /// Evaluation rounds since the best.
     pub bad_rounds: usize,
+    /// The latest evaluation's mAP and epoch.
+    #[serde(default)]
+    pub last: Option<(f64, usize)>,
 }
 
 /// What one evaluation round means for the run.
@@ -31,12 +34,14 @@ impl EarlyStopping {
             min_delta,
             best: None,
             bad_rounds: 0,
+            last: None,
         }
     }
 
     /// Records the mAP of the evaluation after `epoch`. A NaN mAP (no class had ground truth)
     /// never improves.
     pub fn update(&mut self, map: f64, epoch: usize) -> Verdict {
+        self.last = (!map.is_nan()).then_some((map, epoch));
         let improved = match self.best {
             None => !map.is_nan(),
             Some((best, _)) => map > best + self.min_delta,
@@ -72,6 +77,8 @@ mod tests {
         assert_eq!(stop.update(0.59, 4), Verdict::NoImprovement);
         assert_eq!(stop.update(0.605, 5), Verdict::Stop);
         assert_eq!(stop.best, Some((0.6, 3)));
+        // The summary once gave the best value as the final one.
+        assert_eq!(stop.last, Some((0.605, 5)));
     }
 
     #[test]

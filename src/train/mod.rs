@@ -154,9 +154,12 @@ pub struct TrainSummary {
     pub steps: u64,
     /// Best validation mAP during training and the epoch it was reached at.
     pub best: Option<(f64, usize)>,
-    /// mAP of `detections` (the best weights) with the official protocol; `None` when cancelled
-    /// or when no class had ground truth.
-    pub final_map: Option<f64>,
+    /// The last evaluation's validation mAP and its epoch (below `best` when the run went past
+    /// its best epoch).
+    pub last: Option<(f64, usize)>,
+    /// mAP of `detections`, made with the best weights, with the official protocol; `None` when
+    /// cancelled or when no class had ground truth.
+    pub best_weights_map: Option<f64>,
     pub detections: Option<PathBuf>,
     /// Mean training throughput over the epochs of this invocation.
     pub train_clips_per_s: f64,

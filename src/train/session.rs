@@ -419,7 +419,8 @@ impl Session<'_> {
             epochs_run: self.state.epoch,
             steps: self.state.step,
             best: self.state.early_stopping.best,
-            final_map: None,
+            last: self.state.early_stopping.last,
+            best_weights_map: None,
             detections: None,
             train_clips_per_s: self.throughput.0 as f64 / self.throughput.1.max(1e-9),
         };
@@ -431,7 +432,7 @@ impl Session<'_> {
             let path = self.run_dir.join("detections.csv");
             write_detections(&path, &detections)?;
             self.write_json("eval.json", &report)?;
-            summary.final_map = report.mean_ap;
+            summary.best_weights_map = report.mean_ap;
             summary.detections = Some(path);
         }
         self.write_json("summary.json", &summary)?;

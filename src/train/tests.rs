@@ -321,7 +321,10 @@ fn learns_the_synthetic_actions_and_not_shuffled_labels(threads: i32) {
     let (real, real_time, real_dir) = run(false);
     let (shuffled, shuffled_time, _) = run(true);
     tch::set_num_threads(before);
-    let (real_map, shuffled_map) = (real.final_map.unwrap(), shuffled.final_map.unwrap());
+    let (real_map, shuffled_map) = (
+        real.best_weights_map.unwrap(),
+        shuffled.best_weights_map.unwrap(),
+    );
     eprintln!(
         "{threads} libtorch thread(s): chance {chance:.4}; real labels: val mAP {real_map:.4} ({}; \
          {} epochs, {real_time:.0} s, {:.1} clips/s); shuffled: {shuffled_map:.4} ({}; \

@@ -178,3 +178,55 @@ fn a_pipeline_file_with_an_invalid_extract_value_is_refused_before_any_work() {
         "nothing written"
     );
 }
+
+fn eval_with(detections: &str) -> std::process::Output {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("d.csv");
+    std::fs::write(&file, detections).unwrap();
+    let ava = crate::support::repo_root().join("tests/data/ava");
+    avaprep(dir.path())
+        .arg("eval")
+        .arg("--detections")
+        .arg(&file)
+        .arg("--groundtruth")
+        .arg(ava.join("ava_val_v2.2.first50.csv"))
+        .arg("--labelmap")
+        .arg(ava.join("ava_action_list_v2.2_for_activitynet_2019.pbtxt"))
+        .output()
+        .unwrap()
+}
+
+/// An eval error once read `d.csv:1: ...: d.csv:1: ...`.
+#[test]
+fn an_error_says_its_cause_once() {
+    let output = eval_with("not a detection\n");
+    assert_eq!(output.status.code(), Some(1));
+    let message = stderr(&output);
+    assert_eq!(message.matches("d.csv:1").count(), 1, "{message}");
+}
+
+/// An empty detections file once scored 0.00 without a word.
+#[test]
+fn eval_says_when_there_is_no_detection_to_score() {
+    let output = eval_with("");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("has no detection of a scored class"),
+        "{}",
+        stderr(&output)
+    );
+}
+
+#[cfg(feature = "extract")]
+/// With no plan, `extract` once said `work/videos.json: No such file or directory`.
+#[test]
+fn extract_without_a_plan_names_the_command_to_run_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = avaprep(dir.path())
+        .args(["extract", "--fps", "5"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = stderr(&output) + &stdout(&output);
+    assert!(text.contains("run `avaprep fetch` first"), "{text}");
+}

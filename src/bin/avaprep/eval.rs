@@ -59,6 +59,12 @@ pub fn run(args: &EvalArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
         &options,
     )?;
     printer.record("eval", &report);
+    if report.frames.with_detections == 0 {
+        printer.note(&format!(
+            "warning: {} has no detection of a scored class: every class scores 0",
+            args.detections.display()
+        ));
+    }
     printer.result(&render_table(&report));
     Ok(ExitStatus::Success)
 }

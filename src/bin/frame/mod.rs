@@ -89,7 +89,7 @@ pub fn finish(result: anyhow::Result<ExitStatus>) -> ExitCode {
         Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
         Err(error) => {
             // libtorch appends its C++ stack to its messages; the first lines say what is wrong.
-            let message = format!("{error:#}");
+            let message = error_text(&error);
             let message = message
                 .split("\nException raised from")
                 .next()
@@ -102,6 +102,22 @@ pub fn finish(result: anyhow::Result<ExitStatus>) -> ExitCode {
             }
         }
     }
+}
+
+/// The error and its causes, each cause once: most of our errors already say their cause in
+/// their own message (`{path}: {source}`), which `{:#}` would repeat.
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
 }
 
 fn init_logging(verbosity: Verbosity) {
