@@ -47,6 +47,14 @@ pub enum ExtractError {
         #[source]
         source: ff::Error,
     },
+    #[error(
+        "{path}: --fps {fps} is above the video's {source_fps:.3} frames a second; the extra frames would only repeat source frames: use --fps {} or less", source_fps.floor()
+    )]
+    RateAboveSource {
+        path: PathBuf,
+        fps: f64,
+        source_fps: f64,
+    },
     #[error("{path}: has no video stream")]
     NoVideoStream { path: PathBuf },
     #[error("{path}: no usable decoder for its video stream: {source}")]

@@ -37,6 +37,16 @@ pub struct Request<'a> {
 
 pub fn extract(req: &Request) -> Result<Extraction, ExtractError> {
     let src = open(req.input, req.spec.threads)?;
+    // Above the source's rate every extra frame repeats a source frame: disk spent on nothing.
+    if let Some(source_fps) = src.frame_rate
+        && req.spec.fps > source_fps * 1.001
+    {
+        return Err(ExtractError::RateAboveSource {
+            path: req.input.to_path_buf(),
+            fps: req.spec.fps,
+            source_fps,
+        });
+    }
     let clock =
         Clock::new(src.first_ts, src.time_base, req.segment[0], req.spec.fps).ok_or_else(|| {
             ExtractError::InvalidSpec("fps or segment start is not a usable number".into())

@@ -14,6 +14,8 @@ pub struct Source {
     pub time_base: (i32, i32),
     /// First timestamp of the video stream (its time base): AVA second 0.
     pub first_ts: i64,
+    /// The stream's average frame rate, when the container states one.
+    pub frame_rate: Option<f64>,
     pub decoder: decoder::Video,
 }
 
@@ -32,6 +34,8 @@ pub fn open(path: &Path, threads: usize) -> Result<Source, ExtractError> {
     let tb = stream.time_base();
     let time_base = (tb.numerator(), tb.denominator());
     let first_ts = first_timestamp(&input, stream.start_time(), tb);
+    let rate = stream.avg_frame_rate();
+    let frame_rate = (rate.numerator() > 0 && rate.denominator() > 0).then(|| f64::from(rate));
     let codec_err = |source| ExtractError::Codec {
         path: path.to_path_buf(),
         source,
@@ -58,6 +62,7 @@ pub fn open(path: &Path, threads: usize) -> Result<Source, ExtractError> {
         stream: stream.index(),
         time_base,
         first_ts,
+        frame_rate,
         decoder,
         input,
     })

@@ -395,6 +395,16 @@ fn errors_are_clear() {
     let err = extract_err(&audio, &frames);
     eprintln!("{err}");
     assert!(matches!(err, ExtractError::NoVideoStream { .. }), "{err}");
+    // `--fps 1000` once wrote a JPEG per target from a 25-30 fps source, repeating each frame.
+    let dir = out_dir("too-fast");
+    let spec = ExtractSpec {
+        fps: 1000.0,
+        ..ExtractSpec::default()
+    };
+    let err = extract_video(&path, "x", &frames, segment(), &spec, &dir, &|_, _| {}).unwrap_err();
+    eprintln!("{err}");
+    assert!(matches!(err, ExtractError::RateAboveSource { .. }), "{err}");
+    assert!(err.to_string().contains("or less"), "{err}");
     // Past the end: the video lasts 36 s; frames 151.. of a segment from 5 s start at 35 s.
     let frames: Vec<u32> = (141..=170).collect();
     let err = extract_err(&path, &frames);

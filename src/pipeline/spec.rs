@@ -59,6 +59,13 @@ pub enum SpecError {
     BadOverride(String),
 }
 
+impl SpecError {
+    /// An invalid value (the user's to fix), as opposed to a file that cannot be read.
+    pub fn is_usage(&self) -> bool {
+        !matches!(self, SpecError::Read { .. })
+    }
+}
+
 impl PipelineSpec {
     /// Reads a pipeline file whose stage tables must be among `tables` (the caller's stages).
     pub fn load(path: &Path, overrides: &[String], tables: &[&str]) -> Result<Self, SpecError> {

@@ -20,6 +20,7 @@ use crate::annotations::read_video_ids;
 use crate::fetch::FetchParams;
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
+use crate::pipeline::spec::SpecError;
 use crate::pipeline::{ItemError, PipelineSpec, Stage, StateStore, WHOLE};
 
 /// Every stage of the product pipeline, in dependency order.
@@ -109,21 +110,47 @@ pub struct ProductConfig {
     pub extract: extract::ExtractParams,
 }
 
+/// Why a pipeline file does not make a product configuration.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A value in the pipeline file or a `--set` is invalid: the user's to fix (exit 2).
+    #[error(transparent)]
+    Value(#[from] SpecError),
+    #[error("loading the dataset named by {path}: {source}")]
+    Dataset {
+        path: PathBuf,
+        source: crate::manifest::ManifestError,
+    },
+    #[error("{0:#}")]
+    VideoList(anyhow::Error),
+}
+
+impl ConfigError {
+    /// An invalid value the user gave, as opposed to a file that cannot be read.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, ConfigError::Value(error) if error.is_usage())
+    }
+}
+
 impl ProductConfig {
     /// From a pipeline file: the manifest it names, its selection and its stage tables.
-    pub fn from_spec(spec: &PipelineSpec) -> anyhow::Result<Self> {
-        let manifest = DatasetManifest::load(&spec.dataset)
-            .with_context(|| format!("loading the dataset named by {}", spec.path.display()))?;
+    pub fn from_spec(spec: &PipelineSpec) -> Result<Self, ConfigError> {
+        let manifest =
+            DatasetManifest::load(&spec.dataset).map_err(|source| ConfigError::Dataset {
+                path: spec.path.clone(),
+                source,
+            })?;
         let video_list = match &spec.video_list {
-            Some(path) => Some(Self::read_video_list(path)?),
+            Some(path) => Some(Self::read_video_list(path).map_err(ConfigError::VideoList)?),
             None => None,
         };
         #[cfg(feature = "extract")]
         let extract: extract::ExtractParams = spec.stage_params(StageId::Extract.table())?;
         #[cfg(feature = "extract")]
-        extract
-            .validate()
-            .map_err(|message| anyhow::anyhow!("{}: [extract] {message}", spec.path.display()))?;
+        extract.validate().map_err(|message| SpecError::Invalid {
+            path: spec.path.clone(),
+            message: format!("[extract] {message}"),
+        })?;
         Ok(ProductConfig {
             manifest,
             selection: Selection {

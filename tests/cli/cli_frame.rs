@@ -169,7 +169,8 @@ fn a_pipeline_file_with_an_invalid_extract_value_is_refused_before_any_work() {
         .args(["--set", "extract.margin=-1"])
         .output()
         .unwrap();
-    assert!(!output.status.success());
+    // A configuration value is a usage error, as the same value given as a flag is.
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     let message = stderr(&output);
     assert!(message.contains("[extract] --margin -1"), "{message}");
     assert_eq!(

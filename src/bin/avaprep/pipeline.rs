@@ -10,7 +10,7 @@ use avaprep::pipeline::status::{StageCondition, StageStatusLine};
 use avaprep::pipeline::{PipelineSpec, Runner, Shard, StageContext, StateStore};
 use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
 
-use crate::frame::{ExitStatus, GlobalArgs};
+use crate::frame::{ExitStatus, GlobalArgs, UsageError};
 use crate::render::{exit_status, figures, run_stages};
 
 #[derive(Debug, Args)]
@@ -46,9 +46,20 @@ pub struct StatusArgs {
 }
 
 /// The stages a pipeline file describes, with its `--set` overrides applied.
+/// The stages a pipeline file describes; an invalid value in it is a usage error (exit 2).
 fn load(pipeline: &std::path::Path, overrides: &[String]) -> anyhow::Result<ProductStages> {
-    let spec = PipelineSpec::load(pipeline, overrides, &StageId::tables())?;
-    stages::build(&ProductConfig::from_spec(&spec)?)
+    let spec =
+        PipelineSpec::load(pipeline, overrides, &StageId::tables()).map_err(|error| match error
+            .is_usage()
+        {
+            true => anyhow::Error::new(UsageError(error.to_string())),
+            false => anyhow::Error::new(error),
+        })?;
+    let config = ProductConfig::from_spec(&spec).map_err(|error| match error.is_usage() {
+        true => anyhow::Error::new(UsageError(error.to_string())),
+        false => anyhow::Error::new(error),
+    })?;
+    stages::build(&config)
 }
 
 pub fn run(
