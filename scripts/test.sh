@@ -9,6 +9,11 @@ step() { echo "== $*" >&2; }
 
 step "build: trainer only (no FFmpeg)"
 cargo build --release --locked --no-default-features --features train
+# The data tool of this build is the one a validating CI job installs: no FFmpeg.
+if ldd target/release/avaprep | awk '{print $1}' | grep -E '^libav'; then
+  echo "avaprep built without the extract feature links libav" >&2
+  exit 1
+fi
 step "build: data stages only (no libtorch)"
 cargo build --release --locked --no-default-features --features extract
 step "build: default (both)"

@@ -15,6 +15,8 @@ pub mod manifest;
 pub mod media;
 pub mod overrides;
 pub mod pipeline;
+#[cfg(test)]
+mod reader_property_tests;
 pub mod records;
 pub mod report;
 pub mod serve;

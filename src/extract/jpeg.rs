@@ -6,6 +6,8 @@ use std::path::{Path, PathBuf};
 
 use ff::format::Pixel;
 use ff::software::scaling;
+
+use super::rotation::Rotation;
 use ff::{Rational, codec, encoder, frame};
 use ffmpeg_next as ff;
 
@@ -29,6 +31,8 @@ struct Pipeline {
     scaler: scaling::Context,
     encoder: encoder::Video,
     scaled: frame::Video,
+    /// The scaled frame turned upright, for a rotated source.
+    upright: Option<frame::Video>,
     size: (u32, u32),
 }
 
@@ -38,6 +42,7 @@ pub struct JpegWriter {
     height: u32,
     upscale: bool,
     quality: i32,
+    rotation: Rotation,
     pipeline: Option<Pipeline>,
     packet: ff::Packet,
     /// The last JPEG and the source timestamp it shows, for targets that pick the same frame.
@@ -47,13 +52,21 @@ pub struct JpegWriter {
 }
 
 impl JpegWriter {
-    pub fn new(out_dir: &Path, video_id: &str, height: u32, upscale: bool, quality: u8) -> Self {
+    pub fn new(
+        out_dir: &Path,
+        video_id: &str,
+        height: u32,
+        upscale: bool,
+        quality: u8,
+        rotation: Rotation,
+    ) -> Self {
         JpegWriter {
             out_dir: out_dir.to_path_buf(),
             video_id: video_id.to_string(),
             height,
             upscale,
             quality: i32::from(quality),
+            rotation,
             pipeline: None,
             packet: ff::Packet::empty(),
             last: None,
@@ -96,7 +109,15 @@ impl JpegWriter {
             return Ok(());
         }
         self.last = None;
-        let size = output_size(key.1, key.2, self.height, self.upscale);
+        // `--height` is the upright frame's: scale to the turned size, then turn.
+        let turned = self.rotation.swaps_sides();
+        let (upright_w, upright_h) = if turned {
+            (key.2, key.1)
+        } else {
+            (key.1, key.2)
+        };
+        let size = output_size(upright_w, upright_h, self.height, self.upscale);
+        let scaled_size = if turned { (size.1, size.0) } else { size };
         let encode_err = |source| ExtractError::Encode {
             path: path.to_path_buf(),
             source,
@@ -107,8 +128,8 @@ impl JpegWriter {
             key.1,
             key.2,
             Pixel::YUVJ420P,
-            size.0,
-            size.1,
+            scaled_size.0,
+            scaled_size.1,
             scaling::Flags::BICUBIC,
         )
         .map_err(encode_err)?;
@@ -120,7 +141,9 @@ impl JpegWriter {
             source: key,
             scaler,
             encoder,
-            scaled: frame::Video::new(Pixel::YUVJ420P, size.0, size.1),
+            scaled: frame::Video::new(Pixel::YUVJ420P, scaled_size.0, scaled_size.1),
+            upright: (self.rotation != Rotation::None)
+                .then(|| frame::Video::new(Pixel::YUVJ420P, size.0, size.1)),
             size,
         });
         Ok(())
@@ -136,13 +159,20 @@ impl JpegWriter {
             return Err(encode_err(ff::Error::Bug));
         };
         p.scaler.run(source, &mut p.scaled).map_err(encode_err)?;
+        let image = match p.upright.as_mut() {
+            Some(upright) => {
+                self.rotation.apply(&p.scaled, upright);
+                upright
+            }
+            None => &mut p.scaled,
+        };
         // With QSCALE the encoder takes its quantiser from each frame's quality field.
         unsafe {
-            (*p.scaled.as_mut_ptr()).quality = quality * ff::ffi::FF_QP2LAMBDA;
+            (*image.as_mut_ptr()).quality = quality * ff::ffi::FF_QP2LAMBDA;
         }
         self.encoded += 1;
-        p.scaled.set_pts(Some(self.encoded));
-        p.encoder.send_frame(&p.scaled).map_err(encode_err)?;
+        image.set_pts(Some(self.encoded));
+        p.encoder.send_frame(image).map_err(encode_err)?;
         p.encoder
             .receive_packet(&mut self.packet)
             .map_err(encode_err)?;

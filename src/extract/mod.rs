@@ -15,6 +15,7 @@ mod error;
 mod jpeg;
 mod plan;
 mod ranges;
+mod rotation;
 mod run;
 mod source;
 #[cfg(test)]
@@ -29,6 +30,7 @@ use serde::{Deserialize, Serialize};
 pub use error::{ExtractError, MissingFrames};
 pub use jpeg::output_size;
 pub use ranges::{DEFAULT_MARGIN_S, TimeRange, frame_numbers, ranges_around, segment_range};
+pub use rotation::Rotation;
 
 /// How frames are produced; `fps` and `height` are free parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -95,6 +97,8 @@ pub struct VideoStats {
     pub segment_source_frames: u64,
     pub source_size: (u32, u32),
     pub output_size: (u32, u32),
+    /// Clockwise degrees the frames were turned to be upright (the display matrix).
+    pub rotation_degrees: u32,
 }
 
 /// One written frame: its number, target time, the source frame chosen for it (seconds on the

@@ -126,6 +126,7 @@ impl<'a> Run<'a> {
         let spec = req.spec;
         let stats = VideoStats {
             source_size: (src.decoder.width(), src.decoder.height()),
+            rotation_degrees: src.rotation.degrees(),
             ..VideoStats::default()
         };
         Run {
@@ -135,6 +136,7 @@ impl<'a> Run<'a> {
                 spec.height,
                 spec.upscale,
                 spec.quality,
+                src.rotation,
             ),
             req,
             src,

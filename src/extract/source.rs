@@ -7,6 +7,7 @@ use ff::{codec, decoder, format, media, threading};
 use ffmpeg_next as ff;
 
 use super::ExtractError;
+use super::rotation::Rotation;
 
 pub struct Source {
     pub input: format::context::Input,
@@ -16,6 +17,8 @@ pub struct Source {
     pub first_ts: i64,
     /// The stream's average frame rate, when the container states one.
     pub frame_rate: Option<f64>,
+    /// How frames are turned to be shown upright.
+    pub rotation: Rotation,
     pub decoder: decoder::Video,
 }
 
@@ -36,6 +39,7 @@ pub fn open(path: &Path, threads: usize) -> Result<Source, ExtractError> {
     let first_ts = first_timestamp(&input, stream.start_time(), tb);
     let rate = stream.avg_frame_rate();
     let frame_rate = (rate.numerator() > 0 && rate.denominator() > 0).then(|| f64::from(rate));
+    let rotation = Rotation::of_stream(&stream);
     let codec_err = |source| ExtractError::Codec {
         path: path.to_path_buf(),
         source,
@@ -63,6 +67,7 @@ pub fn open(path: &Path, threads: usize) -> Result<Source, ExtractError> {
         time_base,
         first_ts,
         frame_rate,
+        rotation,
         decoder,
         input,
     })

@@ -466,3 +466,96 @@ fn invalid_requests() {
     .unwrap_err();
     assert!(matches!(err, ExtractError::InvalidSpec(_)));
 }
+
+/// A video whose display matrix turns it (a phone video) once gave frames lying on their side:
+/// they come out as the ffmpeg CLI shows them, upright, with `--height` the upright height.
+#[test]
+fn rotated_videos_come_out_upright_as_the_ffmpeg_cli_shows_them() {
+    let dir = out_dir("rotation");
+    let plain = dir.join("plain.mp4");
+    ffmpeg_cli(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc=size=320x180:rate=25:duration=8",
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        plain.to_str().unwrap(),
+    ]);
+    let luma = |path: &Path| image::open(path).unwrap().to_luma8();
+    let mean_difference = |a: &image::GrayImage, b: &image::GrayImage| -> f64 {
+        assert_eq!(a.dimensions(), b.dimensions());
+        let sum: u64 = a
+            .pixels()
+            .zip(b.pixels())
+            .map(|(p, q)| u64::from(p.0[0].abs_diff(q.0[0])))
+            .sum();
+        sum as f64 / f64::from(a.width() * a.height())
+    };
+    let mut ours = Vec::new();
+    let mut theirs = Vec::new();
+    for rotate in ["0", "90", "180", "270"] {
+        let rotated = dir.join(format!("rotate{rotate}.mp4"));
+        let metadata = format!("rotate={rotate}");
+        ffmpeg_cli(&[
+            "-i",
+            plain.to_str().unwrap(),
+            "-c",
+            "copy",
+            "-metadata:s:v:0",
+            &metadata,
+            rotated.to_str().unwrap(),
+        ]);
+        let out = dir.join(format!("ours{rotate}"));
+        std::fs::create_dir_all(&out).unwrap();
+        let spec = ExtractSpec {
+            height: 120,
+            ..ExtractSpec::default()
+        };
+        extract_video(&rotated, "x", &[1], [5.0, 7.0], &spec, &out, &|_, _| {}).unwrap();
+        ours.push(luma(&out.join("x_000001.jpg")));
+        let cli = dir.join(format!("cli{rotate}.png"));
+        ffmpeg_cli(&[
+            "-ss",
+            "5",
+            "-i",
+            rotated.to_str().unwrap(),
+            "-frames:v",
+            "1",
+            "-vf",
+            "scale=-2:120",
+            cli.to_str().unwrap(),
+        ]);
+        theirs.push(luma(&cli));
+    }
+    for (i, rotate) in ["0", "90", "180", "270"].iter().enumerate() {
+        let (width, height) = ours[i].dimensions();
+        assert_eq!(height, 120, "rotate={rotate}");
+        assert_eq!(
+            width < height,
+            i % 2 == 1,
+            "rotate={rotate}: {width}x{height}"
+        );
+        assert_eq!(
+            ours[i].dimensions(),
+            theirs[i].dimensions(),
+            "rotate={rotate}"
+        );
+        let same = mean_difference(&ours[i], &theirs[i]);
+        // The same size turned the other way: what a wrong direction would give.
+        let other = mean_difference(&ours[i], &theirs[(i + 2) % 4]);
+        eprintln!(
+            "rotate={rotate}: {same:.2} from the CLI's frame, {other:.2} from the opposite turn"
+        );
+        assert!(
+            same < 6.0,
+            "rotate={rotate}: {same:.2} levels from the CLI's frame"
+        );
+        assert!(
+            other > 3.0 * same + 10.0,
+            "rotate={rotate}: the opposite turn is as close ({other:.2})"
+        );
+    }
+}

@@ -195,14 +195,21 @@ impl Stage for ExtractStage {
         if counts.segment_source_frames == 0 {
             return Vec::new();
         }
-        vec![format!(
+        let mut lines = vec![format!(
             "{} of {} source frames kept ({:.1}x fewer), {:.1}x fewer pixels; {} source frames decoded",
             report.files,
             counts.segment_source_frames,
             counts.segment_source_frames as f64 / report.files.max(1) as f64,
             counts.segment_source_pixels as f64 / counts.pixels_written.max(1) as f64,
             counts.source_frames_decoded,
-        )]
+        )];
+        if counts.rotated_videos > 0 {
+            lines.push(format!(
+                "{} videos turned upright by their display rotation, as players show them",
+                counts.rotated_videos
+            ));
+        }
+        lines
     }
 }
 
@@ -273,6 +280,8 @@ pub struct FrameCounts {
     pub segment_source_frames: u64,
     pub segment_source_pixels: u64,
     pub pixels_written: u64,
+    /// Videos whose frames were turned upright by their display rotation.
+    pub rotated_videos: u64,
 }
 
 fn record(stats: &VideoStats) -> ItemRecord {
@@ -282,6 +291,7 @@ fn record(stats: &VideoStats) -> ItemRecord {
         source_frames_decoded: stats.source_frames_decoded,
         source_frames_skipped: stats.source_frames_skipped,
         segment_source_frames: stats.segment_source_frames,
+        rotated_videos: u64::from(stats.rotation_degrees != 0),
         segment_source_pixels: stats.segment_source_frames
             * u64::from(source_width)
             * u64::from(source_height),
