@@ -202,10 +202,12 @@ impl<'a> Runner<'a> {
                     reports.insert(stage.name(), report);
                     continue;
                 }
-                match self.prepare(stage, &self.fingerprint_now(stage)) {
+                let mut notes = Vec::new();
+                match self.prepare(stage, &self.fingerprint_now(stage), &mut notes) {
                     Ok(stage_prepared) => prepared.push(stage_prepared),
                     Err(error) => {
                         let mut report = StageReport::empty(stage.name(), StageOutcome::Failed);
+                        report.notes = notes;
                         report.failures.push(ItemFailure {
                             item: super::stage::WHOLE.to_string(),
                             message: error.message,
@@ -379,8 +381,8 @@ impl<'a> Runner<'a> {
         &self,
         stage: &'s dyn Stage,
         fingerprint: &str,
+        notes: &mut Vec<String>,
     ) -> Result<Prepared<'s>, ItemError> {
-        let mut notes = Vec::new();
         let loaded = self.store.load(stage.name()).map_err(state_error)?;
         let mut state = match loaded {
             Loaded::Valid(state) if state.fingerprint == fingerprint => state,
@@ -434,7 +436,7 @@ impl<'a> Runner<'a> {
             plan,
             already_done,
             up_to_date,
-            notes,
+            notes: std::mem::take(notes),
             started: Instant::now(),
             completed: Mutex::new(0),
             newly_missing: Mutex::new(Vec::new()),

@@ -230,4 +230,22 @@ fn extract_without_a_plan_names_the_command_to_run_first() {
     assert_eq!(output.status.code(), Some(1));
     let text = stderr(&output) + &stdout(&output);
     assert!(text.contains("run `avaprep fetch` first"), "{text}");
+    // The stage failed before it had items: it once said "1 of 0 items failed".
+    assert!(!text.contains("of 0 items"), "{text}");
+}
+
+#[cfg(feature = "extract")]
+/// A damaged state file once drew the same warning twice.
+#[test]
+fn a_damaged_state_file_is_reported_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join(".avaprep/state");
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::write(state.join("extract.json"), b"{ not json").unwrap();
+    let output = avaprep(dir.path())
+        .args(["extract", "--fps", "5"])
+        .output()
+        .unwrap();
+    let text = stderr(&output) + &stdout(&output);
+    assert_eq!(text.matches("moved it to").count(), 1, "{text}");
 }
