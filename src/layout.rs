@@ -8,6 +8,8 @@
 //!   frame_index/<video_id>.csv                which instant each frame shows
 //!   frame_lists/train.csv, val.csv            PySlowFast frame lists
 //!   annotations/                              annotation CSVs, label maps, person boxes
+//!   slowfast/annotations/, slowfast/ava.yaml  the same filtered to the videos with frames, and
+//!                                             PySlowFast's dataset config
 //!   videos/<folder>/<file>                    downloaded videos (trainval/, test/)
 //!   downloads/                                downloaded archives
 //!   work/videos.json                          the videos this run uses, with their keyframes
@@ -89,6 +91,11 @@ impl DataLayout {
             .join(video.as_str())
     }
 
+    /// What PySlowFast reads besides frames and lists: the filtered annotations and the config.
+    pub fn slowfast(&self) -> PathBuf {
+        self.root.join("slowfast")
+    }
+
     pub fn frame_lists(&self) -> PathBuf {
         self.root.join("frame_lists")
     }
@@ -118,6 +125,17 @@ impl DataLayout {
 /// `<video_id>_%06d.jpg`, the one spelling of a frame's file name.
 pub fn frame_file_name(video: &str, k: u32) -> String {
     format!("{video}_{k:06}.jpg")
+}
+
+/// A path read from a manifest or plan that names a file inside a folder: plain components only
+/// (each a [`FolderName`]), so the joined path stays inside the folder.
+pub fn check_relative_name(name: &str) -> Result<(), String> {
+    for component in name.split('/') {
+        FolderName::try_from(component).map_err(|_| {
+            format!("{name:?} is not a plain relative file name (no `..`, no leading `/`)")
+        })?;
+    }
+    Ok(())
 }
 
 /// A folder name read from a manifest, plan or state file: one plain path component, so a path

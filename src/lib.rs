@@ -8,6 +8,7 @@ pub mod eval;
 #[cfg(feature = "extract")]
 pub mod extract;
 pub mod fetch;
+pub mod frame_index;
 pub mod fsutil;
 pub mod layout;
 pub mod manifest;

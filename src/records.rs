@@ -1,6 +1,7 @@
 //! The records stages hand each other through files under the data directory. A stage reads
 //! what an earlier one wrote, never its in-memory state.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -31,6 +32,43 @@ pub struct VideoPlan {
     pub segment: [f64; 2],
     pub keyframes: [u32; 2],
     pub videos: Vec<PlannedVideo>,
+    /// The annotation files the plan was made from, inside the annotations folder.
+    #[serde(default)]
+    pub files: PlanFiles,
+}
+
+/// Names of annotation files relative to the annotations folder (from the manifest), so later
+/// stages read the same files parse read without the manifest.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanFiles {
+    /// Every action class (`label { ... }` form).
+    pub label_map: String,
+    /// The scored classes (`item { ... }` form).
+    pub scored_label_map: String,
+    pub splits: BTreeMap<String, SplitFiles>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SplitFiles {
+    pub ground_truth: Option<String>,
+    pub excluded_timestamps: Option<String>,
+    pub detected_boxes: Option<String>,
+}
+
+impl PlanFiles {
+    fn names(&self) -> impl Iterator<Item = &String> {
+        [&self.label_map, &self.scored_label_map]
+            .into_iter()
+            .chain(self.splits.values().flat_map(|split| {
+                [
+                    &split.ground_truth,
+                    &split.excluded_timestamps,
+                    &split.detected_boxes,
+                ]
+                .into_iter()
+                .flatten()
+            }))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -55,10 +93,19 @@ impl VideoPlan {
                 source,
             },
         })?;
-        serde_json::from_slice(&bytes).map_err(|error| RecordError::Invalid {
-            path: path.to_path_buf(),
-            message: error.to_string(),
-        })
+        let plan: VideoPlan =
+            serde_json::from_slice(&bytes).map_err(|error| RecordError::Invalid {
+                path: path.to_path_buf(),
+                message: error.to_string(),
+            })?;
+        // Names from a file are joined to the annotations folder: none may leave it.
+        for name in plan.files.names().filter(|name| !name.is_empty()) {
+            crate::layout::check_relative_name(name).map_err(|message| RecordError::Invalid {
+                path: path.to_path_buf(),
+                message,
+            })?;
+        }
+        Ok(plan)
     }
 
     /// Written atomically: a reader sees the previous plan or this one, never a part. A plan equal

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
-use crate::records::{PlannedVideo, VideoPlan};
+use crate::records::{PlanFiles, PlannedVideo, SplitFiles, VideoPlan};
 
 /// Which videos to use: splits, an optional explicit list, an optional deterministic subset.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -74,6 +74,29 @@ pub fn plan_inputs(manifest: &DatasetManifest, selection: &Selection) -> Vec<Str
     names
 }
 
+fn plan_files(manifest: &DatasetManifest, selection: &Selection) -> PlanFiles {
+    let splits = selection
+        .splits
+        .iter()
+        .filter_map(|name| {
+            let split = manifest.splits.get(name)?;
+            Some((
+                name.clone(),
+                SplitFiles {
+                    ground_truth: split.ground_truth.clone(),
+                    excluded_timestamps: split.excluded_timestamps.clone(),
+                    detected_boxes: split.detected_boxes.clone(),
+                },
+            ))
+        })
+        .collect();
+    PlanFiles {
+        label_map: manifest.labels.full.clone(),
+        scored_label_map: manifest.labels.scored.clone(),
+        splits,
+    }
+}
+
 pub fn build_plan(
     manifest: &DatasetManifest,
     layout: &DataLayout,
@@ -104,6 +127,7 @@ pub fn build_plan(
         segment: manifest.dataset.segment,
         keyframes: manifest.dataset.keyframes,
         videos,
+        files: plan_files(manifest, selection),
     })
 }
 

@@ -321,6 +321,7 @@ mod tests {
                 split: "train".into(),
                 keyframes,
             }],
+            files: Default::default(),
         }
     }
 

@@ -9,6 +9,7 @@
 pub mod extract;
 pub mod fetch_annotations;
 pub mod fetch_videos;
+pub mod lists;
 pub mod parse;
 
 use std::path::{Path, PathBuf};
@@ -108,6 +109,7 @@ pub struct ProductConfig {
     pub fetch: FetchParams,
     #[cfg(feature = "extract")]
     pub extract: extract::ExtractParams,
+    pub lists: lists::ListsParams,
 }
 
 /// Why a pipeline file does not make a product configuration.
@@ -151,6 +153,11 @@ impl ProductConfig {
             path: spec.path.clone(),
             message: format!("[extract] {message}"),
         })?;
+        let lists: lists::ListsParams = spec.stage_params(StageId::Lists.table())?;
+        lists.validate().map_err(|message| SpecError::Invalid {
+            path: spec.path.clone(),
+            message: format!("[lists] {message}"),
+        })?;
         Ok(ProductConfig {
             manifest,
             selection: Selection {
@@ -161,6 +168,7 @@ impl ProductConfig {
             fetch: spec.stage_params(StageId::FetchVideos.table())?,
             #[cfg(feature = "extract")]
             extract,
+            lists,
         })
     }
 
@@ -218,6 +226,9 @@ pub fn build(config: &ProductConfig) -> anyhow::Result<ProductStages> {
             #[cfg(feature = "extract")]
             StageId::Extract => Box::new(extract::ExtractStage {
                 params: config.extract.clone(),
+            }),
+            StageId::Lists => Box::new(lists::ListsStage {
+                params: config.lists.clone(),
             }),
             _ => break,
         };

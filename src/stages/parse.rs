@@ -38,7 +38,7 @@ impl Stage for ParseStage {
 
     fn params(&self) -> serde_json::Value {
         serde_json::json!({
-            "version": 1,
+            "version": 2,
             "dataset": self.manifest.dataset,
             "splits": self.manifest.splits,
             "labels": self.manifest.labels,

@@ -16,8 +16,8 @@ use crate::annotations::{
 use crate::records::VideoPlan;
 
 use super::config::TrainConfig;
-use super::frames::FrameIndex;
 use super::{DataError, TrainError};
+use crate::frame_index::FrameIndex;
 use crate::layout::DataLayout;
 
 pub const LABELS_FULL: &str = "ava_action_list_v2.2.pbtxt";

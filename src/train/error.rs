@@ -13,14 +13,13 @@ pub enum DataError {
         path: PathBuf,
         source: std::io::Error,
     },
-    #[error("{path}: {message}")]
-    Invalid { path: PathBuf, message: String },
     #[error("{path}: cannot use this frame: {message}")]
     Image { path: PathBuf, message: String },
     #[error(transparent)]
     Annotation(#[from] AnnotationError),
+    /// The plan or a frame index.
     #[error(transparent)]
-    Plan(#[from] RecordError),
+    Record(#[from] RecordError),
     #[error("cannot start the loader's thread pool: {0}")]
     Pool(String),
 }

@@ -26,7 +26,6 @@ pub mod dataset;
 mod device;
 pub mod early_stop;
 mod error;
-pub mod frames;
 pub mod loader;
 pub mod metrics;
 pub mod model;

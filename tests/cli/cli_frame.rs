@@ -59,7 +59,7 @@ fn usage_error_exits_2() {
 #[test]
 fn unimplemented_stage_says_so_and_fails() {
     let dir = tempfile::tempdir().unwrap();
-    let output = avaprep(dir.path()).arg("lists").output().unwrap();
+    let output = avaprep(dir.path()).arg("validate").output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     assert!(
         stderr(&output).contains("not implemented yet"),

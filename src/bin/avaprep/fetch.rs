@@ -69,6 +69,7 @@ pub fn run(
         },
         #[cfg(feature = "extract")]
         extract: Default::default(),
+        lists: Default::default(),
     };
     let last = if args.annotations_only {
         StageId::Parse

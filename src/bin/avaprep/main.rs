@@ -8,6 +8,7 @@ mod eval;
 #[cfg(feature = "extract")]
 mod extract;
 mod fetch;
+mod lists;
 mod pipeline;
 mod render;
 mod serve;
@@ -45,8 +46,8 @@ enum Command {
     /// Extract frames of the annotated time ranges at a chosen frame rate and height.
     #[cfg(feature = "extract")]
     Extract(extract::ExtractArgs),
-    /// Write the frame lists PySlowFast reads (not implemented yet).
-    Lists(NotImplemented),
+    /// Write the frame lists, filtered annotations and config that PySlowFast reads unchanged.
+    Lists(lists::ListsArgs),
     /// Check a prepared dataset (not implemented yet).
     Validate(NotImplemented),
     /// Train SlowFast on the extracted frames, with evaluation and early stopping on val mAP
@@ -91,7 +92,7 @@ fn main() -> ExitCode {
         Command::Fetch(args) => fetch::run(global, args, &printer, cancel),
         #[cfg(feature = "extract")]
         Command::Extract(args) => extract::run(global, args, &printer, cancel),
-        Command::Lists(_) => not_implemented("lists", 13),
+        Command::Lists(args) => lists::run(global, args, &printer, cancel),
         Command::Validate(_) => not_implemented("validate", 13),
         Command::Train(_) | Command::Predict(_) => unreachable!("handled above"),
         Command::Eval(args) => eval::run(args, &printer),

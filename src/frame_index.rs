@@ -1,4 +1,5 @@
-//! The extracted frames of one video and the choice of frames for a clip, by time.
+//! The extracted frames of one video (the extract stage's `frame_index/<id>.csv`, read by the
+//! lists stage, validation and the trainer) and the choice of frames for a clip, by time.
 //!
 //! The contract with the extraction stage: `frames/<id>/<id>_%06d.jpg` (1-based k) and
 //! `frame_index/<id>.csv` with `frame,target_seconds,source_seconds,width,height`, one row per
@@ -8,7 +9,7 @@
 
 use std::path::Path;
 
-use super::DataError;
+use crate::records::RecordError;
 
 const HEADER: &str = "frame,target_seconds,source_seconds,width,height";
 
@@ -24,9 +25,12 @@ pub struct FrameIndex {
 }
 
 impl FrameIndex {
-    pub fn read(path: &Path) -> Result<Self, DataError> {
-        let text = std::fs::read_to_string(path).map_err(|source| DataError::io(path, source))?;
-        Self::parse(&text).map_err(|message| DataError::Invalid {
+    pub fn read(path: &Path) -> Result<Self, RecordError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RecordError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::parse(&text).map_err(|message| RecordError::Invalid {
             path: path.to_path_buf(),
             message,
         })

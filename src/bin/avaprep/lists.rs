@@ -1,0 +1,42 @@
+//! `avaprep lists`.
+
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use avaprep::stages::lists::{ListsParams, ListsStage};
+
+use crate::frame::{ExitStatus, GlobalArgs, Printer, UsageError};
+use crate::render::{exit_status, run_stages};
+
+#[derive(Debug, Args)]
+pub struct ListsArgs {
+    /// Rows per second of video: 30 for an unpatched PySlowFast (it assumes 30 fps), each row
+    /// pointing at the extracted frame nearest its instant; the extraction rate for a loader
+    /// patched to it.
+    #[arg(long, default_value_t = ListsParams::default().list_fps)]
+    pub list_fps: f64,
+    /// PySlowFast's DATA.NUM_FRAMES: rows per clip, at the list rate.
+    #[arg(long, default_value_t = ListsParams::default().num_frames)]
+    pub num_frames: u32,
+    /// PySlowFast's DATA.SAMPLING_RATE: rows between a clip's frames.
+    #[arg(long, default_value_t = ListsParams::default().sampling_rate)]
+    pub sampling_rate: u32,
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &ListsArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<ExitStatus> {
+    let params = ListsParams {
+        list_fps: args.list_fps,
+        num_frames: args.num_frames,
+        sampling_rate: args.sampling_rate,
+    };
+    params.validate().map_err(UsageError)?;
+    let stage = ListsStage { params };
+    let report = run_stages(global, vec![&stage], None, printer, cancel)?;
+    Ok(exit_status(&report))
+}

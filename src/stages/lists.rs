@@ -1,0 +1,463 @@
+//! The `lists` stage: what PySlowFast reads, written so that it reads it unchanged.
+//!
+//! - `frame_lists/<split>.csv` (train, then val, then the rest): PySlowFast's exact format, videos
+//!   numbered by first appearance across the files. PySlowFast takes row `p` of a video to show
+//!   `segment_start + p / 30` s, so the lists are timed by time, never by count: at `list_fps`
+//!   rows a second, row `p` points at the extracted frame nearest that instant. A clip of any
+//!   annotated keyframe (`num_frames` rows `sampling_rate` apart, as PySlowFast takes it) must
+//!   touch only instants that were extracted; a list that would feed a clip frames from the
+//!   wrong time is refused, naming the video, the keyframe and the margin that would do.
+//! - `slowfast/annotations/`: ground truth, exclusions, person-detector boxes and label maps,
+//!   filtered to exactly the videos that have frames (the dropped ones, with the reason, in
+//!   `slowfast/dropped_videos.txt`).
+//! - `slowfast/ava.yaml`: the dataset keys of PySlowFast's config for these files.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::StageId;
+use crate::annotations::VideoId;
+use crate::frame_index::FrameIndex;
+use crate::fsutil;
+use crate::layout::{DataLayout, frame_file_name};
+use crate::pipeline::{
+    Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport, WHOLE,
+};
+use crate::records::{PlannedVideo, VideoPlan};
+
+/// The header PySlowFast skips (its typo is the original's).
+pub const FRAME_LIST_HEADER: &str = "original_vido_id video_id frame_id path labels";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListsParams {
+    /// Rows per second of video: 30 for an unpatched PySlowFast (it hard-codes `FPS = 30`); the
+    /// extraction rate for a loader patched to it.
+    pub list_fps: f64,
+    /// PySlowFast's `DATA.NUM_FRAMES` and `DATA.SAMPLING_RATE`, in list rows: the clip span the
+    /// lists are checked for and the config says.
+    pub num_frames: u32,
+    pub sampling_rate: u32,
+}
+
+impl Default for ListsParams {
+    /// SlowFast R50 8x8 on AVA: 32 rows 2 apart at 30 rows a second, a 2.1 s clip.
+    fn default() -> Self {
+        ListsParams {
+            list_fps: 30.0,
+            num_frames: 32,
+            sampling_rate: 2,
+        }
+    }
+}
+
+impl ListsParams {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.list_fps.is_finite() && self.list_fps > 0.0 && self.list_fps <= 240.0) {
+            return Err(format!(
+                "--list-fps {} must be a rate above 0 and at most 240",
+                self.list_fps
+            ));
+        }
+        if self.num_frames == 0 || self.sampling_rate == 0 {
+            return Err("--num-frames and --sampling-rate must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Seconds a clip spans at the list rate.
+    pub fn clip_seconds(&self) -> f64 {
+        f64::from(self.num_frames * self.sampling_rate) / self.list_fps
+    }
+}
+
+/// What the lists hold.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ListCounts {
+    pub videos_listed: u64,
+    pub rows: u64,
+    pub videos_dropped: u64,
+}
+
+pub struct ListsStage {
+    pub params: ListsParams,
+}
+
+impl Stage for ListsStage {
+    fn name(&self) -> &'static str {
+        StageId::Lists.name()
+    }
+
+    fn depends_on(&self) -> &'static [&'static str] {
+        const DEPENDS_ON: &[&str] = &[StageId::Parse.name(), StageId::Extract.name()];
+        DEPENDS_ON
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::Whole
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({ "version": 1, "params": self.params })
+    }
+
+    fn plan(&self, _context: &StageContext) -> Result<Vec<String>, ItemError> {
+        Ok(vec![WHOLE.to_string()])
+    }
+
+    fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
+        let layout = DataLayout::new(context.data_dir);
+        let plan = VideoPlan::load(&layout.video_plan()).map_err(item_error)?;
+        if plan.files.label_map.is_empty() {
+            return Err(ItemError::new(format!(
+                "{} predates the lists stage (it names no annotation files); run `avaprep fetch` to parse again",
+                layout.video_plan().display()
+            )));
+        }
+        let written = write_all(&layout, &plan, &self.params)?;
+        let made: Vec<String> = written
+            .files
+            .iter()
+            .map(|path| layout.relative(path))
+            .collect();
+        let made: Vec<&str> = made.iter().map(String::as_str).collect();
+        let bytes = written
+            .files
+            .iter()
+            .map(|path| std::fs::metadata(path).map_or(0, |m| m.len()))
+            .sum();
+        ItemRecord {
+            files: written.files.len() as u64,
+            bytes,
+            ..ItemRecord::default()
+        }
+        .with_counts(&written.counts)
+        .with_files(context.data_dir, &made, &[])
+        .map_err(item_error)
+    }
+
+    fn summary(&self, report: &StageReport) -> Vec<String> {
+        let counts: ListCounts = report.counts_as();
+        if counts.videos_listed == 0 {
+            return Vec::new();
+        }
+        let mut line = format!(
+            "{} videos, {} rows at {} rows a second; clips of {} x {} rows ({:.2} s)",
+            counts.videos_listed,
+            counts.rows,
+            self.params.list_fps,
+            self.params.num_frames,
+            self.params.sampling_rate,
+            self.params.clip_seconds()
+        );
+        if counts.videos_dropped > 0 {
+            write!(
+                line,
+                "; {} videos without frames dropped everywhere (slowfast/dropped_videos.txt)",
+                counts.videos_dropped
+            )
+            .expect("a string");
+        }
+        vec![line]
+    }
+}
+
+struct Written {
+    files: Vec<std::path::PathBuf>,
+    counts: ListCounts,
+}
+
+/// Splits in the order PySlowFast numbers videos: train, val, then the rest by name.
+fn split_order(plan: &VideoPlan) -> Vec<String> {
+    let mut splits: Vec<String> = plan
+        .videos
+        .iter()
+        .map(|video| video.split.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let rank = |split: &str| match split {
+        "train" => 0,
+        "val" => 1,
+        _ => 2,
+    };
+    splits.sort_by_key(|split| rank(split));
+    splits
+}
+
+fn write_all(
+    layout: &DataLayout,
+    plan: &VideoPlan,
+    params: &ListsParams,
+) -> Result<Written, ItemError> {
+    let mut files = Vec::new();
+    let mut counts = ListCounts::default();
+    let mut kept: BTreeSet<VideoId> = BTreeSet::new();
+    let mut dropped: BTreeMap<VideoId, String> = BTreeMap::new();
+    let mut number = 0;
+    for split in split_order(plan) {
+        let mut text = format!("{FRAME_LIST_HEADER}\n");
+        for video in plan.videos.iter().filter(|video| video.split == split) {
+            let index_path = layout.frame_index(&video.id);
+            if !index_path.exists() {
+                dropped.insert(video.id, missing_reason(layout, video));
+                continue;
+            }
+            let index = FrameIndex::read(&index_path).map_err(item_error)?;
+            check_clips(video, &index, plan.segment, params)?;
+            counts.rows += write_rows(&mut text, video, &index, plan.segment, params, number);
+            kept.insert(video.id);
+            number += 1;
+        }
+        let path = layout.frame_lists().join(format!("{split}.csv"));
+        write_file(&path, text.as_bytes())?;
+        files.push(path);
+    }
+    counts.videos_listed = kept.len() as u64;
+    counts.videos_dropped = dropped.len() as u64;
+    files.extend(write_annotations(layout, plan, &kept)?);
+    let mut dropped_text = String::new();
+    for (video, reason) in &dropped {
+        writeln!(dropped_text, "{video}: {reason}").expect("a string");
+    }
+    let dropped_path = layout.slowfast().join("dropped_videos.txt");
+    write_file(&dropped_path, dropped_text.as_bytes())?;
+    files.push(dropped_path);
+    let config = layout.slowfast().join("ava.yaml");
+    write_file(&config, config_yaml(layout, plan, params).as_bytes())?;
+    files.push(config);
+    Ok(Written { files, counts })
+}
+
+fn missing_reason(layout: &DataLayout, video: &PlannedVideo) -> String {
+    let missing = layout.missing_videos().join(video.id.as_str());
+    match std::fs::read_to_string(&missing) {
+        Ok(reason) => format!("not on the server: {}", reason.trim()),
+        Err(_) => "no frames: its extraction did not finish".to_string(),
+    }
+}
+
+/// Rows `0 .. segment * list_fps` of one video, row `p` pointing at the frame nearest
+/// `segment_start + p / list_fps`; returns the row count.
+fn write_rows(
+    text: &mut String,
+    video: &PlannedVideo,
+    index: &FrameIndex,
+    segment: [f64; 2],
+    params: &ListsParams,
+    number: usize,
+) -> u64 {
+    let rows = row_count(segment, params.list_fps);
+    let id = video.id.as_str();
+    for row in 0..rows {
+        let frame = index.nearest(segment[0] + row as f64 / params.list_fps);
+        writeln!(
+            text,
+            "{id} {number} {row} {id}/{} \"\"",
+            frame_file_name(id, frame)
+        )
+        .expect("a string");
+    }
+    rows
+}
+
+fn row_count(segment: [f64; 2], list_fps: f64) -> u64 {
+    ((segment[1] - segment[0]) * list_fps).round() as u64
+}
+
+/// Every row a keyframe's clip takes (PySlowFast: `range(c - T*r/2, c + T*r/2, r)` around row
+/// `c = (second - start) * fps`, clamped to the video's rows) shows an extracted instant.
+fn check_clips(
+    video: &PlannedVideo,
+    index: &FrameIndex,
+    segment: [f64; 2],
+    params: &ListsParams,
+) -> Result<(), ItemError> {
+    let segment_start = segment[0];
+    let span = i64::from(params.num_frames * params.sampling_rate);
+    let last_row = row_count(segment, params.list_fps) as i64 - 1;
+    for &second in &video.keyframes {
+        let centre = ((f64::from(second) - segment_start) * params.list_fps) as i64;
+        for row in ((centre - span / 2)..(centre + span / 2)).step_by(params.sampling_rate as usize)
+        {
+            let row = row.clamp(0, last_row);
+            let at = segment_start + row as f64 / params.list_fps;
+            if !index.covers(at) {
+                return Err(ItemError::new(format!(
+                    "video {}: the clip of keyframe {second} ({} rows {} apart at {} rows a second: {:.2} s) reaches {at:.2} s, which was not extracted; extract with a --margin of at least {:.2}, or choose a shorter clip",
+                    video.id,
+                    params.num_frames,
+                    params.sampling_rate,
+                    params.list_fps,
+                    params.clip_seconds(),
+                    params.clip_seconds() / 2.0 + index.period,
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The annotation files, filtered to the videos that have frames: rows of other videos would
+/// make PySlowFast's loader fail (its video sets must be equal).
+fn write_annotations(
+    layout: &DataLayout,
+    plan: &VideoPlan,
+    kept: &BTreeSet<VideoId>,
+) -> Result<Vec<std::path::PathBuf>, ItemError> {
+    let source = layout.annotations();
+    let target = layout.slowfast().join("annotations");
+    let mut files = Vec::new();
+    for name in [&plan.files.label_map, &plan.files.scored_label_map] {
+        let bytes = read(&source.join(name))?;
+        let path = target.join(base_name(name));
+        write_file(&path, &bytes)?;
+        files.push(path);
+    }
+    for split in plan.files.splits.values() {
+        let tables = [
+            &split.ground_truth,
+            &split.excluded_timestamps,
+            &split.detected_boxes,
+        ];
+        for name in tables.into_iter().flatten() {
+            let bytes = read(&source.join(name))?;
+            let path = target.join(base_name(name));
+            write_file(&path, &keep_videos(&bytes, kept))?;
+            files.push(path);
+        }
+    }
+    Ok(files)
+}
+
+/// The lines whose first field is a kept video (parse read these files strictly: no header, no
+/// quoting).
+fn keep_videos(bytes: &[u8], kept: &BTreeSet<VideoId>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    for line in bytes.split_inclusive(|&byte| byte == b'\n') {
+        let id = line.split(|&byte| byte == b',').next().unwrap_or_default();
+        let keep = std::str::from_utf8(id)
+            .ok()
+            .and_then(|id| id.parse::<VideoId>().ok())
+            .is_some_and(|id| kept.contains(&id));
+        if keep {
+            out.extend_from_slice(line);
+        }
+    }
+    out
+}
+
+fn base_name(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+/// PySlowFast's dataset keys for these files. Paths are absolute so the file works from any
+/// working directory.
+fn config_yaml(layout: &DataLayout, plan: &VideoPlan, params: &ListsParams) -> String {
+    let root = std::path::absolute(layout.root()).unwrap_or_else(|_| layout.root().to_path_buf());
+    let dir = |path: &Path| yaml_string(&root.join(path).to_string_lossy());
+    let list = |names: Vec<String>| {
+        let quoted: Vec<String> = names.iter().map(|name| yaml_string(name)).collect();
+        format!("[{}]", quoted.join(", "))
+    };
+    let split_file = |split: &str, pick: fn(&crate::records::SplitFiles) -> &Option<String>| {
+        plan.files
+            .splits
+            .get(split)
+            .and_then(|files| pick(files).as_deref())
+            .map(|name| base_name(name).to_string())
+    };
+    let train_gt: Vec<String> = split_file("train", |f| &f.ground_truth)
+        .into_iter()
+        .collect();
+    let train_boxes: Vec<String> = split_file("train", |f| &f.detected_boxes)
+        .into_iter()
+        .collect();
+    let val_boxes: Vec<String> = split_file("val", |f| &f.detected_boxes)
+        .into_iter()
+        .collect();
+    let mut text = String::new();
+    writeln!(
+        text,
+        "# Written by `avaprep lists`: PySlowFast's AVA dataset keys for this data directory.\n\
+         # Combine with a model config: put `_BASE_: <this file>` in it, or pass these keys as\n\
+         # command-line overrides. Rows are {} a second; a clip is DATA.NUM_FRAMES rows\n\
+         # DATA.SAMPLING_RATE apart: {:.2} s.",
+        params.list_fps,
+        params.clip_seconds()
+    )
+    .expect("a string");
+    if val_boxes.is_empty() {
+        text.push_str(
+            "# The dataset has no person-detector boxes: TEST_PREDICT_BOX_LISTS is empty, so\n\
+             # PySlowFast's test and val loaders have no boxes to score; add a detector's box\n\
+             # list (8 columns, the 8th a score) to AVA.ANNOTATION_DIR and name it there.\n",
+        );
+    }
+    let lists: Vec<String> = split_order(plan)
+        .into_iter()
+        .map(|split| format!("{split}.csv"))
+        .collect();
+    let test_list: Vec<String> = lists
+        .iter()
+        .filter(|name| *name == "val.csv")
+        .cloned()
+        .collect();
+    let train_list: Vec<String> = lists
+        .iter()
+        .filter(|name| *name == "train.csv")
+        .cloned()
+        .collect();
+    writeln!(text, "AVA:").expect("a string");
+    writeln!(text, "  FRAME_DIR: {}", dir(Path::new("frames"))).expect("a string");
+    writeln!(text, "  FRAME_LIST_DIR: {}", dir(Path::new("frame_lists"))).expect("a string");
+    writeln!(
+        text,
+        "  ANNOTATION_DIR: {}",
+        dir(&Path::new("slowfast").join("annotations"))
+    )
+    .expect("a string");
+    writeln!(text, "  TRAIN_LISTS: {}", list(train_list)).expect("a string");
+    writeln!(text, "  TEST_LISTS: {}", list(test_list)).expect("a string");
+    writeln!(text, "  TRAIN_GT_BOX_LISTS: {}", list(train_gt)).expect("a string");
+    writeln!(text, "  TRAIN_PREDICT_BOX_LISTS: {}", list(train_boxes)).expect("a string");
+    writeln!(text, "  TEST_PREDICT_BOX_LISTS: {}", list(val_boxes)).expect("a string");
+    if let Some(name) = split_file("val", |f| &f.excluded_timestamps) {
+        writeln!(text, "  EXCLUSION_FILE: {}", yaml_string(&name)).expect("a string");
+    }
+    writeln!(
+        text,
+        "  LABEL_MAP_FILE: {}",
+        yaml_string(base_name(&plan.files.scored_label_map))
+    )
+    .expect("a string");
+    if let Some(name) = split_file("val", |f| &f.ground_truth) {
+        writeln!(text, "  GROUNDTRUTH_FILE: {}", yaml_string(&name)).expect("a string");
+    }
+    writeln!(text, "DATA:").expect("a string");
+    writeln!(text, "  NUM_FRAMES: {}", params.num_frames).expect("a string");
+    writeln!(text, "  SAMPLING_RATE: {}", params.sampling_rate).expect("a string");
+    text
+}
+
+/// A YAML double-quoted string (JSON's escaping is valid YAML).
+fn yaml_string(text: &str) -> String {
+    serde_json::to_string(text).expect("a string serialises")
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ItemError> {
+    std::fs::read(path).map_err(|error| ItemError::new(format!("{}: {error}", path.display())))
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ItemError> {
+    fsutil::write_atomic(path, bytes)
+        .map_err(|error| ItemError::new(format!("{}: {error}", path.display())))
+}
+
+fn item_error(error: impl std::fmt::Display) -> ItemError {
+    ItemError::new(error.to_string())
+}
