@@ -273,9 +273,17 @@ impl<'a> Runner<'a> {
                 let Ok(super::state::Peeked::Valid(state)) = self.store.peek(dependency) else {
                     return None;
                 };
+                // A per-video dependency that failed or stopped for some videos still serves the
+                // others: those videos fail on their own downstream, the rest go on.
+                let whole = state.items.contains_key(super::stage::WHOLE)
+                    || state
+                        .failures
+                        .iter()
+                        .any(|failure| failure.item == super::stage::WHOLE);
                 let reason = match state.status {
-                    StageStatus::Failed => "failed in its last run".to_string(),
-                    StageStatus::Running => "did not finish its last run".to_string(),
+                    StageStatus::Failed if whole => "failed in its last run".to_string(),
+                    StageStatus::Running if whole => "did not finish its last run".to_string(),
+                    StageStatus::Failed | StageStatus::Running => return None,
                     StageStatus::Blocked => {
                         "was not run after a stage it depends on failed".to_string()
                     }

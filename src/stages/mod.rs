@@ -135,6 +135,19 @@ impl ConfigError {
 }
 
 impl ProductConfig {
+    /// What the `fetch` command builds its stages from: the later stages keep their defaults,
+    /// which it never runs.
+    pub fn for_fetch(manifest: DatasetManifest, selection: Selection, fetch: FetchParams) -> Self {
+        ProductConfig {
+            manifest,
+            selection,
+            fetch,
+            #[cfg(feature = "extract")]
+            extract: Default::default(),
+            lists: Default::default(),
+        }
+    }
+
     /// From a pipeline file: the manifest it names, its selection and its stage tables.
     pub fn from_spec(spec: &PipelineSpec) -> Result<Self, ConfigError> {
         let manifest =

@@ -55,22 +55,17 @@ pub fn run(
         Some(path) => Some(ProductConfig::read_video_list(path)?),
         None => None,
     };
-    let config = ProductConfig {
-        manifest: DatasetManifest::load(&args.dataset)?,
-        selection: Selection {
-            splits: args.split.clone(),
-            videos_per_split: args.videos,
-            video_list,
-        },
-        fetch: FetchParams {
-            jobs: args.jobs,
-            base_url: args.base_url.clone(),
-            ..FetchParams::default()
-        },
-        #[cfg(feature = "extract")]
-        extract: Default::default(),
-        lists: Default::default(),
+    let selection = Selection {
+        splits: args.split.clone(),
+        videos_per_split: args.videos,
+        video_list,
     };
+    let fetch = FetchParams {
+        jobs: args.jobs,
+        base_url: args.base_url.clone(),
+        ..FetchParams::default()
+    };
+    let config = ProductConfig::for_fetch(DatasetManifest::load(&args.dataset)?, selection, fetch);
     let last = if args.annotations_only {
         StageId::Parse
     } else {
