@@ -2,8 +2,11 @@
 //! lists stage, validation and the trainer) and the choice of frames for a clip, by time.
 //!
 //! The contract with the extraction stage: `frames/<id>/<id>_%06d.jpg` (1-based k) and
-//! `frame_index/<id>.csv` with `frame,target_seconds,source_seconds,width,height`, one row per
-//! written frame, where frame k shows the instant `segment_start + (k - 1) / fps`. Only frames
+//! `frame_index/<id>.csv` with `frame,target_seconds,source_seconds,width,height,source_gap_seconds`,
+//! one row per written frame, where frame k shows the instant `segment_start + (k - 1) / fps`,
+//! taken from the source frame at `source_seconds`, the nearer of the two source frames
+//! `source_gap_seconds` apart around the target (empty when none precedes it). Indexes written
+//! before the gap was recorded have the first five columns only. Only frames
 //! around annotated keyframes exist, so clips are built from the index's times, never from a
 //! frame rate assumed here.
 
@@ -11,13 +14,18 @@ use std::path::Path;
 
 use crate::records::RecordError;
 
-const HEADER: &str = "frame,target_seconds,source_seconds,width,height";
+pub const HEADER: &str = "frame,target_seconds,source_seconds,width,height,source_gap_seconds";
+const HEADER_WITHOUT_GAP: &str = "frame,target_seconds,source_seconds,width,height";
 
 /// One video's written frames, ascending by number (and so by time).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FrameIndex {
     pub frames: Vec<u32>,
     pub times: Vec<f64>,
+    /// The time of the source frame each frame shows, and the gap between the source frames
+    /// around its target (see the module's contract).
+    pub source_times: Vec<f64>,
+    pub source_gaps: Vec<Option<f64>>,
     /// Seconds between consecutive frame numbers.
     pub period: f64,
     pub width: u32,
@@ -38,39 +46,43 @@ impl FrameIndex {
 
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut lines = text.lines();
-        if lines.next().map(str::trim) != Some(HEADER) {
-            return Err(format!("the first line must be `{HEADER}`"));
-        }
+        let columns = match lines.next().map(str::trim) {
+            Some(HEADER) => 6,
+            Some(HEADER_WITHOUT_GAP) => 5,
+            _ => return Err(format!("the first line must be `{HEADER}`")),
+        };
         let mut rows = Vec::new();
         for (n, line) in lines.enumerate().filter(|(_, l)| !l.trim().is_empty()) {
-            rows.push(parse_row(line).map_err(|e| format!("line {}: {e}", n + 2))?);
+            rows.push(parse_row(line, columns).map_err(|e| format!("line {}: {e}", n + 2))?);
         }
-        rows.sort_by_key(|r| r.0);
+        rows.sort_by_key(|r| r.frame);
         Self::from_rows(&rows)
     }
 
-    fn from_rows(rows: &[(u32, f64, u32, u32)]) -> Result<Self, String> {
+    fn from_rows(rows: &[Row]) -> Result<Self, String> {
         let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
             return Err("no frames".into());
         };
         if rows
             .windows(2)
-            .any(|w| w[0].0 == w[1].0 || w[0].1 >= w[1].1)
+            .any(|w| w[0].frame == w[1].frame || w[0].target >= w[1].target)
         {
             return Err("frame numbers must be unique and times must ascend with them".into());
         }
         // target = start + (k - 1) / fps exactly, so any two rows give the period.
-        let period = if last.0 > first.0 {
-            (last.1 - first.1) / f64::from(last.0 - first.0)
+        let period = if last.frame > first.frame {
+            (last.target - first.target) / f64::from(last.frame - first.frame)
         } else {
             return Err("a clip needs at least two frames to know the frame rate".into());
         };
         Ok(Self {
-            frames: rows.iter().map(|r| r.0).collect(),
-            times: rows.iter().map(|r| r.1).collect(),
+            frames: rows.iter().map(|r| r.frame).collect(),
+            times: rows.iter().map(|r| r.target).collect(),
+            source_times: rows.iter().map(|r| r.source).collect(),
+            source_gaps: rows.iter().map(|r| r.gap).collect(),
             period,
-            width: first.2,
-            height: first.3,
+            width: first.width,
+            height: first.height,
         })
     }
 
@@ -107,20 +119,53 @@ impl FrameIndex {
     }
 }
 
-fn parse_row(line: &str) -> Result<(u32, f64, u32, u32), String> {
-    let fields: Vec<&str> = line.trim().split(',').collect();
-    if fields.len() != 5 {
-        return Err(format!("expected 5 fields, found {}", fields.len()));
+struct Row {
+    frame: u32,
+    target: f64,
+    source: f64,
+    width: u32,
+    height: u32,
+    gap: Option<f64>,
+}
+
+fn parse_row(line: &str, columns: usize) -> Result<Row, String> {
+    let fields: Vec<&str> = line.trim_end_matches(['\r', '\n']).split(',').collect();
+    if fields.len() != columns {
+        return Err(format!("expected {columns} fields, found {}", fields.len()));
     }
     let bad = |name: &str| format!("field {name} is not a number");
-    let frame: u32 = fields[0].parse().map_err(|_| bad("frame"))?;
-    let time: f64 = fields[1].parse().map_err(|_| bad("target_seconds"))?;
-    let width: u32 = fields[3].parse().map_err(|_| bad("width"))?;
-    let height: u32 = fields[4].parse().map_err(|_| bad("height"))?;
-    if frame == 0 || !time.is_finite() || width == 0 || height == 0 {
+    let frame: u32 = fields[0].trim().parse().map_err(|_| bad("frame"))?;
+    let target: f64 = fields[1]
+        .trim()
+        .parse()
+        .map_err(|_| bad("target_seconds"))?;
+    let source: f64 = fields[2]
+        .trim()
+        .parse()
+        .map_err(|_| bad("source_seconds"))?;
+    let width: u32 = fields[3].trim().parse().map_err(|_| bad("width"))?;
+    let height: u32 = fields[4].trim().parse().map_err(|_| bad("height"))?;
+    let gap = match fields.get(5).map(|field| field.trim()) {
+        None | Some("") => None,
+        Some(field) => Some(
+            field
+                .parse::<f64>()
+                .ok()
+                .filter(|gap| gap.is_finite() && *gap >= 0.0)
+                .ok_or_else(|| bad("source_gap_seconds"))?,
+        ),
+    };
+    if frame == 0 || !target.is_finite() || !source.is_finite() || width == 0 || height == 0 {
         return Err("frame numbers start at 1; times are finite; sizes are positive".into());
     }
-    Ok((frame, time, width, height))
+    Ok(Row {
+        frame,
+        target,
+        source,
+        width,
+        height,
+        gap,
+    })
 }
 
 #[cfg(test)]
@@ -132,7 +177,7 @@ mod tests {
         let mut text = format!("{HEADER}\n");
         for k in (1..=5).chain(21..=25) {
             let t = 900.0 + f64::from(k - 1) / 5.0;
-            text.push_str(&format!("{k},{t:.6},{:.6},854,480\n", t + 0.01));
+            text.push_str(&format!("{k},{t:.6},{:.6},854,480,0.033\n", t + 0.01));
         }
         FrameIndex::parse(&text).unwrap()
     }
@@ -142,6 +187,15 @@ mod tests {
         let index = index();
         assert!((index.period - 0.2).abs() < 1e-9);
         assert_eq!((index.width, index.height), (854, 480));
+        assert_eq!(index.source_gaps[0], Some(0.033));
+        assert!((index.source_times[0] - 900.01).abs() < 1e-9);
+    }
+
+    #[test]
+    fn indexes_without_the_gap_column_are_read() {
+        let text = format!("{HEADER_WITHOUT_GAP}\n1,900.0,900.01,4,4\n2,900.2,900.2,4,4\n");
+        let index = FrameIndex::parse(&text).unwrap();
+        assert_eq!(index.source_gaps, vec![None, None]);
     }
 
     #[test]
@@ -159,9 +213,9 @@ mod tests {
     #[test]
     fn malformed_indexes_are_refused() {
         assert!(FrameIndex::parse("frame,x\n1,2\n").is_err());
-        let dup = format!("{HEADER}\n1,900.0,900.0,4,4\n1,900.2,900.2,4,4\n");
+        let dup = format!("{HEADER}\n1,900.0,900.0,4,4,\n1,900.2,900.2,4,4,\n");
         assert!(FrameIndex::parse(&dup).is_err());
-        let one = format!("{HEADER}\n1,900.0,900.0,4,4\n");
+        let one = format!("{HEADER}\n1,900.0,900.0,4,4,\n");
         assert!(FrameIndex::parse(&one).is_err());
     }
 }

@@ -74,7 +74,7 @@ impl DataLayout {
             .join(frame_file_name(video.as_str(), k))
     }
 
-    /// The per-video frame index (`frame,target_seconds,source_seconds,width,height`); its
+    /// The per-video frame index (`frame,target_seconds,source_seconds,width,height,source_gap_seconds`); its
     /// presence marks the video's extraction complete. Kept outside `frames/` because
     /// pytorchvideo takes every file in a video's frame folder for a frame.
     pub fn frame_index(&self, video: &VideoId) -> PathBuf {

@@ -26,3 +26,4 @@ pub mod stages;
 pub mod synth;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod validate;

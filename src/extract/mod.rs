@@ -108,6 +108,9 @@ pub struct IndexRow {
     pub frame: u32,
     pub target_seconds: f64,
     pub source_seconds: f64,
+    /// Seconds between the source frames either side of the target (the chosen one is the
+    /// nearer, so it lies within half of this of the target); `None` before the first frame.
+    pub source_gap_seconds: Option<f64>,
     pub width: u32,
     pub height: u32,
 }
@@ -155,16 +158,19 @@ pub fn extract_video(
 }
 
 /// Header of the per-video index CSV.
-pub const INDEX_HEADER: &str = "frame,target_seconds,source_seconds,width,height";
+pub const INDEX_HEADER: &str = crate::frame_index::HEADER;
 
 /// Writes the index as CSV (`INDEX_HEADER`, then one row per frame) via a temporary file.
 pub fn write_index(path: &Path, rows: &[IndexRow]) -> Result<(), ExtractError> {
     let mut text = Vec::with_capacity(48 * (rows.len() + 1));
     let _ = writeln!(text, "{INDEX_HEADER}");
     for r in rows {
+        let gap = r
+            .source_gap_seconds
+            .map_or(String::new(), |gap| format!("{gap:.6}"));
         let _ = writeln!(
             text,
-            "{},{:.6},{:.6},{},{}",
+            "{},{:.6},{:.6},{},{},{gap}",
             r.frame, r.target_seconds, r.source_seconds, r.width, r.height
         );
     }

@@ -449,7 +449,8 @@ impl<'a> Run<'a> {
             let use_cand = self
                 .cand_at
                 .is_some_and(|(c, _)| prev_is_nearer(c, p, target.at));
-            self.emit(target, use_cand)?;
+            let gap = self.cand_at.map(|(c, _)| p - c);
+            self.emit(target, use_cand, gap)?;
             self.next += 1;
         }
         std::mem::swap(&mut self.cand, &mut self.frame);
@@ -457,7 +458,15 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    fn emit(&mut self, target: Target, use_cand: bool) -> Result<(), ExtractError> {
+    /// Writes the frame for `target`: the candidate (the source frame before it) or the latest
+    /// one (after it). `gap` is the time between those two, which bounds how far the nearer can
+    /// be from the target; `None` when no frame precedes the target.
+    fn emit(
+        &mut self,
+        target: Target,
+        use_cand: bool,
+        gap: Option<i128>,
+    ) -> Result<(), ExtractError> {
         let (source, ts) = if use_cand {
             (&self.cand, self.cand_at.map_or(0, |c| c.1))
         } else {
@@ -471,6 +480,7 @@ impl<'a> Run<'a> {
             frame: target.k,
             target_seconds: self.clock.seconds(target.at),
             source_seconds: self.clock.seconds(self.clock.pts(ts)),
+            source_gap_seconds: gap.map(|gap| self.clock.seconds(gap)),
             width,
             height,
         });
@@ -484,8 +494,10 @@ impl<'a> Run<'a> {
         let end = self.video_end();
         let mut missing: Vec<MissingFrames> = Vec::new();
         while let Some(&target) = self.targets.get(self.next) {
-            if self.cand_at.is_some() && target.at < end {
-                self.emit(target, true)?;
+            if let Some((last, _)) = self.cand_at
+                && target.at < end
+            {
+                self.emit(target, true, Some(end - last))?;
             } else {
                 push_missing(&mut missing, target.k, self.clock.seconds(target.at));
             }

@@ -187,6 +187,13 @@ fn check(i: usize, ranges: &[TimeRange], spec: &ExtractSpec, tag: &str) -> Extra
             (row.source_seconds - source).abs() < 1e-6,
             "{tag}: index source time"
         );
+        let gap = row
+            .source_gap_seconds
+            .expect("a source frame before every target");
+        assert!(
+            gap > 0.0 && (row.source_seconds - target).abs() <= gap / 2.0 + 1e-6,
+            "{tag}: frame {k}: the gap {gap} does not bound the chosen frame's distance"
+        );
     }
     // The segment's frames, counted independently.
     let in_segment = truth
@@ -325,6 +332,7 @@ fn index_csv() {
             frame: 1,
             target_seconds: 900.0,
             source_seconds: 900.0167,
+            source_gap_seconds: Some(0.0333),
             width: 854,
             height: 480,
         },
@@ -332,6 +340,7 @@ fn index_csv() {
             frame: 2,
             target_seconds: 900.2,
             source_seconds: 900.2,
+            source_gap_seconds: None,
             width: 854,
             height: 480,
         },
@@ -341,8 +350,8 @@ fn index_csv() {
     write_index(&path, &rows).unwrap();
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
-        "frame,target_seconds,source_seconds,width,height\n\
-         1,900.000000,900.016700,854,480\n2,900.200000,900.200000,854,480\n"
+        "frame,target_seconds,source_seconds,width,height,source_gap_seconds\n\
+         1,900.000000,900.016700,854,480,0.033300\n2,900.200000,900.200000,854,480,\n"
     );
 }
 

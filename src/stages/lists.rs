@@ -10,13 +10,17 @@
 //! - `slowfast/annotations/`: ground truth, exclusions, person-detector boxes and label maps,
 //!   filtered to exactly the videos that have frames (the dropped ones, with the reason, in
 //!   `slowfast/dropped_videos.txt`).
-//! - `slowfast/ava.yaml`: the dataset keys of PySlowFast's config for these files.
+//! - `slowfast/ava.yaml`: the dataset keys of PySlowFast's config for these files, and
+//!   `slowfast/lists.json`, the lists' timing (rows a second, segment start, keyframe range) that
+//!   PySlowFast's config has no keys for, read by `validate`. `slowfast/annotations/SHA256SUMS`
+//!   records what was written.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
 
 use super::StageId;
 use crate::annotations::VideoId;
@@ -27,6 +31,7 @@ use crate::pipeline::{
     Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport, WHOLE,
 };
 use crate::records::{PlannedVideo, VideoPlan};
+use crate::validate::WrittenTiming;
 
 /// The header PySlowFast skips (its typo is the original's).
 pub const FRAME_LIST_HEADER: &str = "original_vido_id video_id frame_id path labels";
@@ -102,7 +107,7 @@ impl Stage for ListsStage {
     }
 
     fn params(&self) -> serde_json::Value {
-        serde_json::json!({ "version": 1, "params": self.params })
+        serde_json::json!({ "version": 2, "params": self.params })
     }
 
     fn plan(&self, _context: &StageContext) -> Result<Vec<String>, ItemError> {
@@ -230,6 +235,16 @@ fn write_all(
     let config = layout.slowfast().join("ava.yaml");
     write_file(&config, config_yaml(layout, plan, params).as_bytes())?;
     files.push(config);
+    // What the config cannot say (PySlowFast rejects unknown keys): the lists' timing.
+    let timing = WrittenTiming {
+        list_fps: params.list_fps,
+        segment_start: plan.segment[0],
+        keyframes: plan.keyframes,
+    };
+    let timing_path = layout.slowfast().join("lists.json");
+    let timing_json = serde_json::to_vec_pretty(&timing).expect("timing serialises");
+    write_file(&timing_path, &timing_json)?;
+    files.push(timing_path);
     Ok(Written { files, counts })
 }
 
@@ -312,11 +327,16 @@ fn write_annotations(
     let source = layout.annotations();
     let target = layout.slowfast().join("annotations");
     let mut files = Vec::new();
-    for name in [&plan.files.label_map, &plan.files.scored_label_map] {
-        let bytes = read(&source.join(name))?;
-        let path = target.join(base_name(name));
-        write_file(&path, &bytes)?;
+    let mut sums = String::new();
+    let mut write = |name: &str, bytes: &[u8]| -> Result<(), ItemError> {
+        let path = target.join(name);
+        write_file(&path, bytes)?;
+        writeln!(sums, "{}  {name}", hex::encode(Sha256::digest(bytes))).expect("a string");
         files.push(path);
+        Ok(())
+    };
+    for name in [&plan.files.label_map, &plan.files.scored_label_map] {
+        write(base_name(name), &read(&source.join(name))?)?;
     }
     for split in plan.files.splits.values() {
         let tables = [
@@ -326,11 +346,13 @@ fn write_annotations(
         ];
         for name in tables.into_iter().flatten() {
             let bytes = read(&source.join(name))?;
-            let path = target.join(base_name(name));
-            write_file(&path, &keep_videos(&bytes, kept))?;
-            files.push(path);
+            write(base_name(name), &keep_videos(&bytes, kept))?;
         }
     }
+    // `sha256sum -c SHA256SUMS` in the folder, and `avaprep validate`, notice a later edit.
+    let sums_path = target.join("SHA256SUMS");
+    write_file(&sums_path, sums.as_bytes())?;
+    files.push(sums_path);
     Ok(files)
 }
 

@@ -11,6 +11,7 @@ pub mod fetch_annotations;
 pub mod fetch_videos;
 pub mod lists;
 pub mod parse;
+pub mod validate;
 
 use std::path::{Path, PathBuf};
 
@@ -110,6 +111,7 @@ pub struct ProductConfig {
     #[cfg(feature = "extract")]
     pub extract: extract::ExtractParams,
     pub lists: lists::ListsParams,
+    pub validate: validate::ValidateParams,
 }
 
 /// Why a pipeline file does not make a product configuration.
@@ -145,6 +147,7 @@ impl ProductConfig {
             #[cfg(feature = "extract")]
             extract: Default::default(),
             lists: Default::default(),
+            validate: Default::default(),
         }
     }
 
@@ -182,6 +185,7 @@ impl ProductConfig {
             #[cfg(feature = "extract")]
             extract,
             lists,
+            validate: spec.stage_params(StageId::Validate.table())?,
         })
     }
 
@@ -242,6 +246,9 @@ pub fn build(config: &ProductConfig) -> anyhow::Result<ProductStages> {
             }),
             StageId::Lists => Box::new(lists::ListsStage {
                 params: config.lists.clone(),
+            }),
+            StageId::Validate => Box::new(validate::ValidateStage {
+                params: config.validate.clone(),
             }),
             _ => break,
         };

@@ -57,12 +57,12 @@ fn usage_error_exits_2() {
 }
 
 #[test]
-fn unimplemented_stage_says_so_and_fails() {
+fn validate_before_lists_says_what_to_run() {
     let dir = tempfile::tempdir().unwrap();
     let output = avaprep(dir.path()).arg("validate").output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     assert!(
-        stderr(&output).contains("not implemented yet"),
+        stderr(&output).contains("run `avaprep lists`"),
         "{}",
         stderr(&output)
     );

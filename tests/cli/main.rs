@@ -10,3 +10,5 @@ mod lists;
 mod nothing_lost;
 mod runner;
 mod support;
+#[cfg(feature = "extract")]
+mod validate;

@@ -15,12 +15,13 @@ mod serve;
 #[cfg(feature = "extract")]
 mod synth;
 mod trainer;
+mod validate;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
-use frame::{ExitStatus, GlobalArgs};
+use frame::GlobalArgs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -48,8 +49,9 @@ enum Command {
     Extract(extract::ExtractArgs),
     /// Write the frame lists, filtered annotations and config that PySlowFast reads unchanged.
     Lists(lists::ListsArgs),
-    /// Check a prepared dataset (not implemented yet).
-    Validate(NotImplemented),
+    /// Check a prepared dataset in PySlowFast's layout: named checks, a summary, --json,
+    /// --junit; exit 0 only if every check passes.
+    Validate(validate::ValidateArgs),
     /// Train SlowFast on the extracted frames, with evaluation and early stopping on val mAP
     /// (runs avaprep-train).
     #[command(disable_help_flag = true)]
@@ -71,10 +73,6 @@ enum Command {
     Status(pipeline::StatusArgs),
 }
 
-/// A stage whose command exists in the interface but not yet in the tool.
-#[derive(Debug, Args)]
-struct NotImplemented {}
-
 fn main() -> ExitCode {
     // clap exits with 2 on a usage error and 0 for --help / --version.
     let cli = Cli::parse();
@@ -93,7 +91,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "extract")]
         Command::Extract(args) => extract::run(global, args, &printer, cancel),
         Command::Lists(args) => lists::run(global, args, &printer, cancel),
-        Command::Validate(_) => not_implemented("validate", 13),
+        Command::Validate(args) => validate::run(global, args, &printer),
         Command::Train(_) | Command::Predict(_) => unreachable!("handled above"),
         Command::Eval(args) => eval::run(args, &printer),
         #[cfg(feature = "extract")]
@@ -103,12 +101,6 @@ fn main() -> ExitCode {
         Command::Status(args) => pipeline::status(global, args, &printer),
     };
     frame::finish(result)
-}
-
-fn not_implemented(command: &str, issue: u32) -> anyhow::Result<ExitStatus> {
-    anyhow::bail!(
-        "`avaprep {command}` is not implemented yet (tracked in issue {issue}); nothing was done"
-    )
 }
 
 /// libav prints to stderr on its own; its messages are noise unless asked for, because every

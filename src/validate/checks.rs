@@ -1,0 +1,779 @@
+//! The checks: first the tables (lists, box files), then the frames they name, in parallel.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io::Cursor;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use image::ImageDecoder as _;
+use rayon::prelude::*;
+use sha2::{Digest, Sha256};
+
+use super::tables::{self, BoxFile, BoxKind, FrameList};
+use super::{CheckId, CheckResult, Depth, QUICK_DECODE_EVERY, ValidateRequest};
+use crate::annotations::parse_label_map;
+use crate::frame_index::FrameIndex;
+use crate::report::{Reporter, Unit};
+
+type Results = BTreeMap<CheckId, CheckResult>;
+
+fn result(results: &mut Results, id: CheckId) -> &mut CheckResult {
+    results.get_mut(&id).expect("every check has a result")
+}
+
+/// One split as PySlowFast loads it: its lists and the box files its loader reads.
+pub struct Split {
+    pub name: &'static str,
+    pub lists: Vec<FrameList>,
+    /// Box files whose videos must equal the lists' (the loader's boxes, and the ground truth
+    /// the evaluator scores the split against).
+    pub box_files: Vec<(BoxFile, BoxKind)>,
+}
+
+impl Split {
+    /// Each video's row paths in file order: row `p` is the video's `p`-th row.
+    fn video_rows(&self) -> BTreeMap<&str, Vec<&tables::ListRow>> {
+        let mut videos: BTreeMap<&str, Vec<&tables::ListRow>> = BTreeMap::new();
+        for list in &self.lists {
+            for row in &list.rows {
+                videos.entry(row.video.as_str()).or_default().push(row);
+            }
+        }
+        videos
+    }
+
+    fn keyframes(&self) -> BTreeMap<&str, BTreeSet<i64>> {
+        let mut keyframes: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
+        for (file, _) in &self.box_files {
+            for row in &file.rows {
+                keyframes
+                    .entry(row.video.as_str())
+                    .or_default()
+                    .insert(row.second);
+            }
+        }
+        keyframes
+    }
+}
+
+/// The tables of a dataset, read leniently: bad rows are already counted in their checks.
+pub struct Dataset {
+    pub splits: Vec<Split>,
+    pub labels: Option<HashSet<i64>>,
+    pub exclusions: Option<HashSet<(String, i64)>>,
+    pub indexes: HashMap<String, FrameIndex>,
+}
+
+impl Dataset {
+    pub fn load(request: &ValidateRequest, results: &mut Results) -> Dataset {
+        let names = &request.names;
+        let read_lists = |names: &[String], results: &mut Results| -> Vec<FrameList> {
+            names
+                .iter()
+                .filter_map(|name| {
+                    let text = read_text(&request.frame_list_dir, name, results)?;
+                    Some(tables::read_frame_list(
+                        name,
+                        &text,
+                        result(results, CheckId::ListFormat),
+                    ))
+                })
+                .collect()
+        };
+        let read_boxes =
+            |names: &[String], kind: BoxKind, results: &mut Results| -> Vec<(BoxFile, BoxKind)> {
+                names
+                    .iter()
+                    .filter_map(|name| {
+                        let text = read_text(&request.annotation_dir, name, results)?;
+                        let format = result(results, CheckId::AnnotationFormat);
+                        Some((tables::read_box_file(name, &text, kind, format), kind))
+                    })
+                    .collect()
+            };
+        let mut train_boxes = read_boxes(&names.train_gt_box_lists, BoxKind::GroundTruth, results);
+        train_boxes.extend(read_boxes(
+            &names.train_predict_box_lists,
+            BoxKind::Predicted,
+            results,
+        ));
+        let mut test_boxes = read_boxes(&names.test_predict_box_lists, BoxKind::Predicted, results);
+        test_boxes.extend(read_boxes(
+            names.groundtruth_file.as_slice(),
+            BoxKind::GroundTruth,
+            results,
+        ));
+        let splits = vec![
+            Split {
+                name: "train",
+                lists: read_lists(&names.train_lists, results),
+                box_files: train_boxes,
+            },
+            Split {
+                name: "test",
+                lists: read_lists(&names.test_lists, results),
+                box_files: test_boxes,
+            },
+        ];
+        let labels = read_text(&request.annotation_dir, &names.label_map_file, results)
+            .and_then(|text| label_ids(&text, &names.label_map_file, results))
+            .map(|mut ids| {
+                ids.extend(all_classes(&request.annotation_dir, results));
+                ids
+            });
+        let exclusions = names.exclusion_file.as_ref().and_then(|name| {
+            let text = read_text(&request.annotation_dir, name, results)?;
+            let format = result(results, CheckId::AnnotationFormat);
+            Some(tables::read_exclusions(name, &text, format))
+        });
+        let indexes = read_indexes(request, &splits, results);
+        Dataset {
+            splits,
+            labels,
+            exclusions,
+            indexes,
+        }
+    }
+}
+
+fn label_ids(text: &str, name: &str, results: &mut Results) -> Option<HashSet<i64>> {
+    match parse_label_map(text.as_bytes(), name) {
+        Ok(map) => Some(map.ids().map(|id| i64::from(id.0)).collect()),
+        Err(error) => {
+            result(results, CheckId::FilesPresent).fail(error.to_string());
+            None
+        }
+    }
+}
+
+/// PySlowFast trains on every class (MODEL.NUM_CLASSES = 80) and scores the config's label map:
+/// the classes are those of the full label map beside it, or AVA's ids 1..=80 without one.
+fn all_classes(annotation_dir: &Path, results: &mut Results) -> HashSet<i64> {
+    if !annotation_dir.join(FULL_LABEL_MAP).exists() {
+        return (1..=80).collect();
+    }
+    read_text(annotation_dir, FULL_LABEL_MAP, results)
+        .and_then(|text| label_ids(&text, FULL_LABEL_MAP, results))
+        .unwrap_or_default()
+}
+
+/// AVA's map of all 80 classes (the config's LABEL_MAP_FILE holds the 60 scored ones).
+const FULL_LABEL_MAP: &str = "ava_action_list_v2.2.pbtxt";
+
+fn read_text(dir: &Path, name: &str, results: &mut Results) -> Option<String> {
+    let path = dir.join(name);
+    match std::fs::read(&path) {
+        Ok(bytes) => {
+            result(results, CheckId::FilesPresent).pass(1);
+            match String::from_utf8(bytes) {
+                Ok(text) => Some(text),
+                Err(_) => {
+                    result(results, CheckId::FilesPresent)
+                        .fail(format!("{}: not UTF-8 text", path.display()));
+                    None
+                }
+            }
+        }
+        Err(error) => {
+            result(results, CheckId::FilesPresent).fail(format!("{}: {error}", path.display()));
+            None
+        }
+    }
+}
+
+/// avaprep's frame index of every listed video, for the timing checks.
+fn read_indexes(
+    request: &ValidateRequest,
+    splits: &[Split],
+    results: &mut Results,
+) -> HashMap<String, FrameIndex> {
+    let Some(dir) = &request.frame_index_dir else {
+        return HashMap::new();
+    };
+    let videos: BTreeSet<&str> = splits
+        .iter()
+        .flat_map(|split| split.lists.iter())
+        .flat_map(|list| list.rows.iter().map(|row| row.video.as_str()))
+        .collect();
+    let mut indexes = HashMap::new();
+    for video in videos {
+        let path = dir.join(format!("{video}.csv"));
+        match FrameIndex::read(&path) {
+            Ok(index) => {
+                indexes.insert(video.to_string(), index);
+            }
+            Err(error) => result(results, CheckId::FrameTiming).fail(error.to_string()),
+        }
+    }
+    indexes
+}
+
+pub fn check_tables(request: &ValidateRequest, dataset: &Dataset, results: &mut Results) {
+    check_list_order(dataset, result(results, CheckId::ListOrder));
+    let [first, last] = request.timing.keyframes;
+    for split in &dataset.splits {
+        for (file, _) in &split.box_files {
+            for &line in &file.duplicates {
+                result(results, CheckId::DuplicateRows)
+                    .fail(format!("{}:{line}: repeats an earlier line", file.name));
+            }
+            let unique = file.rows.len() as u64 - file.duplicates.len().min(file.rows.len()) as u64;
+            result(results, CheckId::DuplicateRows).pass(unique);
+            for row in &file.rows {
+                let at = || format!("{}:{}", file.name, row.line);
+                let [x1, y1, x2, y2] = row.bbox;
+                let inside = |a: f64, b: f64| (0.0..=1.0).contains(&a) && (0.0..=1.0).contains(&b);
+                if inside(x1, x2) && inside(y1, y2) && x1 < x2 && y1 < y2 {
+                    result(results, CheckId::BoxesInRange).pass(1);
+                } else {
+                    result(results, CheckId::BoxesInRange).fail(format!(
+                        "{}: box ({x1}, {y1}, {x2}, {y2}) is not inside [0, 1] with x1 < x2 and y1 < y2",
+                        at()
+                    ));
+                }
+                if (i64::from(first)..=i64::from(last)).contains(&row.second) {
+                    result(results, CheckId::SecondsInRange).pass(1);
+                } else {
+                    result(results, CheckId::SecondsInRange).fail(format!(
+                        "{}: second {} is outside the keyframes {first}..{last}",
+                        at(),
+                        row.second
+                    ));
+                }
+                if let (Some(labels), Some(action)) = (&dataset.labels, row.action) {
+                    if labels.contains(&action) {
+                        result(results, CheckId::LabelsKnown).pass(1);
+                    } else {
+                        result(results, CheckId::LabelsKnown).fail(format!(
+                            "{}: action {action} is not in {}",
+                            at(),
+                            request.names.label_map_file
+                        ));
+                    }
+                }
+            }
+        }
+        check_video_sets(split, result(results, CheckId::VideoSets));
+    }
+    if dataset.labels.is_none() {
+        result(results, CheckId::LabelsKnown).skip("the label map could not be read");
+    }
+    check_exclusions(request, dataset, result(results, CheckId::Exclusions));
+}
+
+/// The evaluator drops excluded keyframes from ground truth and detections alike, so boxes may
+/// sit there; an exclusion must name a listed video and a keyframe second, or it excludes
+/// nothing (a dropped video left behind, or a wrong clock).
+fn check_exclusions(request: &ValidateRequest, dataset: &Dataset, check: &mut CheckResult) {
+    let Some(excluded) = &dataset.exclusions else {
+        check.skip("no exclusion file");
+        return;
+    };
+    let name = request.names.exclusion_file.as_deref().unwrap_or_default();
+    let listed: HashSet<&str> = dataset
+        .splits
+        .iter()
+        .flat_map(|split| &split.lists)
+        .flat_map(|list| list.rows.iter().map(|row| row.video.as_str()))
+        .collect();
+    let [first, last] = request.timing.keyframes;
+    let mut sorted: Vec<&(String, i64)> = excluded.iter().collect();
+    sorted.sort();
+    for (video, second) in sorted {
+        if !listed.contains(video.as_str()) {
+            check.fail(format!(
+                "{name}: {video},{second}: {video} is in no frame list"
+            ));
+        } else if !(i64::from(first)..=i64::from(last)).contains(second) {
+            check.fail(format!(
+                "{name}: {video},{second}: second {second} is outside the keyframes {first}..{last}"
+            ));
+        } else {
+            check.pass(1);
+        }
+    }
+}
+
+/// Rows of a video contiguous and numbered 0, 1, 2, ...; videos numbered by first appearance
+/// across all lists (train, then test), each keeping its number everywhere.
+fn check_list_order(dataset: &Dataset, check: &mut CheckResult) {
+    let mut numbers: HashMap<&str, i64> = HashMap::new();
+    for list in dataset.splits.iter().flat_map(|split| &split.lists) {
+        let mut finished: HashSet<&str> = HashSet::new();
+        let mut current: Option<&str> = None;
+        let mut next_frame = 0;
+        for row in &list.rows {
+            let at = format!("{}:{}", list.name, row.line);
+            if current != Some(row.video.as_str()) {
+                if let Some(previous) = current {
+                    finished.insert(previous);
+                }
+                if finished.contains(row.video.as_str()) {
+                    check.fail(format!(
+                        "{at}: rows of {} resume after another video's (a video's rows must be contiguous)",
+                        row.video
+                    ));
+                }
+                current = Some(row.video.as_str());
+                next_frame = 0;
+            }
+            let expected_number = numbers.len() as i64;
+            let number = *numbers.entry(row.video.as_str()).or_insert(expected_number);
+            if row.number != number {
+                check.fail(format!(
+                    "{at}: video_id {} for {}, expected {number} (videos are numbered by first appearance)",
+                    row.number, row.video
+                ));
+            } else if row.frame_id != next_frame {
+                check.fail(format!(
+                    "{at}: frame_id {} of {}, expected {next_frame} (rows in time order, none missing or repeated)",
+                    row.frame_id, row.video
+                ));
+            } else {
+                check.pass(1);
+            }
+            next_frame = row.frame_id + 1;
+        }
+    }
+}
+
+fn check_video_sets(split: &Split, check: &mut CheckResult) {
+    let listed: BTreeSet<&str> = split
+        .lists
+        .iter()
+        .flat_map(|list| list.rows.iter().map(|row| row.video.as_str()))
+        .collect();
+    let list_names: Vec<&str> = split.lists.iter().map(|list| list.name.as_str()).collect();
+    let list_names = list_names.join(", ");
+    for (file, _) in &split.box_files {
+        let boxed: BTreeSet<&str> = file.rows.iter().map(|row| row.video.as_str()).collect();
+        let unlisted: Vec<&str> = boxed.difference(&listed).copied().collect();
+        let unboxed: Vec<&str> = listed.difference(&boxed).copied().collect();
+        check.pass((boxed.len() + listed.len() - unlisted.len() - unboxed.len()) as u64);
+        if !unlisted.is_empty() {
+            check.fail(format!(
+                "{}: {} videos with boxes are not in the {} lists ({list_names}): {}",
+                file.name,
+                unlisted.len(),
+                split.name,
+                preview(&unlisted)
+            ));
+        }
+        if !unboxed.is_empty() {
+            check.fail(format!(
+                "{}: {} videos of the {} lists ({list_names}) have no rows in it: {}",
+                file.name,
+                unboxed.len(),
+                split.name,
+                preview(&unboxed)
+            ));
+        }
+    }
+}
+
+fn preview(videos: &[&str]) -> String {
+    let mut text = videos
+        .iter()
+        .take(5)
+        .copied()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if videos.len() > 5 {
+        text.push_str(&format!(" and {} more", videos.len() - 5));
+    }
+    text
+}
+
+/// What the frame checks read.
+pub struct FrameTotals {
+    pub listed: u64,
+    pub decoded: u64,
+}
+
+/// One frame file as found on disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FrameState {
+    Missing,
+    /// Exists; not decoded in a quick check.
+    Present,
+    Decoded {
+        width: u32,
+        height: u32,
+    },
+    Undecodable,
+}
+
+pub fn check_frames(
+    request: &ValidateRequest,
+    dataset: &Dataset,
+    results: &mut Results,
+    reporter: &dyn Reporter,
+) -> FrameTotals {
+    let frames = listed_frames(dataset);
+    let decode: Vec<bool> = decode_choice(&frames, request.depth);
+    let done = AtomicU64::new(0);
+    let total = frames.len() as u64;
+    reporter.stage_started("validate", 1, 0);
+    let states: Vec<(FrameState, Option<String>)> = frames
+        .par_iter()
+        .zip(decode.par_iter())
+        .map(|((path, _), &decode)| {
+            let state = inspect(&request.frame_dir.join(path), decode);
+            let count = done.fetch_add(1, Ordering::Relaxed) + 1;
+            if count % 512 == 0 || count == total {
+                reporter.item_progress("validate", "frames", count, total, Unit::Frames);
+            }
+            state
+        })
+        .collect();
+    reporter.item_finished("validate", "frames", None);
+    reporter.stage_finished("validate");
+    let state_of: HashMap<&str, FrameState> = frames
+        .iter()
+        .zip(&states)
+        .map(|((path, _), (state, _))| (path.as_str(), *state))
+        .collect();
+    let mut sizes: BTreeMap<&str, BTreeMap<(u32, u32), (u64, &str)>> = BTreeMap::new();
+    for ((path, video), (state, problem)) in frames.iter().zip(&states) {
+        match state {
+            FrameState::Missing => {
+                result(results, CheckId::FramesExist).fail(format!("{path}: missing"))
+            }
+            _ => result(results, CheckId::FramesExist).pass(1),
+        }
+        let recorded = dataset
+            .indexes
+            .get(video.as_str())
+            .map(|index| (index.width, index.height));
+        match state {
+            FrameState::Decoded { width, height } => {
+                if recorded.is_some_and(|size| size != (*width, *height)) {
+                    let (w, h) = recorded.expect("checked");
+                    result(results, CheckId::FramesDecode).fail(format!(
+                        "{path}: {width}x{height}, the frame index records {w}x{h}"
+                    ));
+                } else {
+                    result(results, CheckId::FramesDecode).pass(1);
+                }
+                let entry = sizes
+                    .entry(video.as_str())
+                    .or_default()
+                    .entry((*width, *height))
+                    .or_insert((0, path.as_str()));
+                entry.0 += 1;
+            }
+            FrameState::Undecodable => result(results, CheckId::FramesDecode).fail(format!(
+                "{path}: {}",
+                problem.as_deref().unwrap_or("not a JPEG")
+            )),
+            FrameState::Missing | FrameState::Present => {}
+        }
+    }
+    check_sizes(&sizes, request.height, result(results, CheckId::FrameSizes));
+    for split in &dataset.splits {
+        check_clips(request, dataset, split, &state_of, results);
+    }
+    check_frame_timing(dataset, result(results, CheckId::FrameTiming));
+    if request.frame_index_dir.is_none() {
+        let reason = "no frame index (avaprep's frame_index/): frame times are not recorded";
+        result(results, CheckId::ListTiming).skip(reason);
+        result(results, CheckId::FrameTiming).skip(reason);
+    }
+    FrameTotals {
+        listed: total,
+        decoded: states
+            .iter()
+            .filter(|(state, _)| {
+                matches!(state, FrameState::Decoded { .. } | FrameState::Undecodable)
+            })
+            .count() as u64,
+    }
+}
+
+/// Every distinct frame path the lists name, with its video, sorted.
+fn listed_frames(dataset: &Dataset) -> Vec<(String, String)> {
+    let frames: BTreeMap<&str, &str> = dataset
+        .splits
+        .iter()
+        .flat_map(|split| &split.lists)
+        .flat_map(|list| &list.rows)
+        .map(|row| (row.path.as_str(), row.video.as_str()))
+        .collect();
+    frames
+        .into_iter()
+        .map(|(path, video)| (path.to_string(), video.to_string()))
+        .collect()
+}
+
+/// Which frames to decode: all, or a sample with each video's first and last.
+fn decode_choice(frames: &[(String, String)], depth: Depth) -> Vec<bool> {
+    (0..frames.len())
+        .map(|i| match depth {
+            Depth::Full => true,
+            Depth::Quick => {
+                let video = &frames[i].1;
+                i % QUICK_DECODE_EVERY == 0
+                    || i == 0
+                    || i + 1 == frames.len()
+                    || frames[i - 1].1 != *video
+                    || frames[i + 1].1 != *video
+            }
+        })
+        .collect()
+}
+
+fn inspect(path: &Path, decode: bool) -> (FrameState, Option<String>) {
+    if !decode {
+        return match std::fs::metadata(path) {
+            Ok(meta) if meta.is_file() => (FrameState::Present, None),
+            _ => (FrameState::Missing, None),
+        };
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(_) => return (FrameState::Missing, None),
+    };
+    let decoded = image::codecs::jpeg::JpegDecoder::new(Cursor::new(&bytes)).and_then(|decoder| {
+        let (width, height) = decoder.dimensions();
+        let mut pixels = vec![0; decoder.total_bytes() as usize];
+        decoder.read_image(&mut pixels)?;
+        Ok((width, height))
+    });
+    match decoded {
+        Ok((width, height)) => (FrameState::Decoded { width, height }, None),
+        Err(error) => (
+            FrameState::Undecodable,
+            Some(format!("does not decode as a JPEG ({error})")),
+        ),
+    }
+}
+
+fn check_sizes(
+    sizes: &BTreeMap<&str, BTreeMap<(u32, u32), (u64, &str)>>,
+    height: Option<u32>,
+    check: &mut CheckResult,
+) {
+    for (video, by_size) in sizes {
+        let described: Vec<String> = by_size
+            .iter()
+            .map(|((w, h), (count, example))| format!("{w}x{h} x{count} (e.g. {example})"))
+            .collect();
+        if by_size.len() > 1 {
+            check.fail(format!(
+                "{video}: frames of {} sizes: {}",
+                by_size.len(),
+                described.join(", ")
+            ));
+        } else if let Some(wanted) = height
+            && by_size.keys().any(|(_, h)| *h != wanted)
+        {
+            check.fail(format!(
+                "{video}: frames are {}, not {wanted} high",
+                described.join(", ")
+            ));
+        } else {
+            check.pass(1);
+        }
+    }
+}
+
+/// Each annotated keyframe's clip as PySlowFast takes it (rows `c - T*r/2 .. c + T*r/2` step `r`
+/// around `c = (second - start) * fps`, clamped to the video's rows); with a frame index, each
+/// row's frame must lie within half a frame period of the row's instant.
+fn check_clips(
+    request: &ValidateRequest,
+    dataset: &Dataset,
+    split: &Split,
+    state_of: &HashMap<&str, FrameState>,
+    results: &mut Results,
+) {
+    let timing = request.timing;
+    let span = i64::from(timing.num_frames * timing.sampling_rate);
+    let keyframes = split.keyframes();
+    let rows_of = split.video_rows();
+    for (video, rows) in &rows_of {
+        let index = dataset.indexes.get(*video);
+        if let Some(index) = index {
+            check_row_timing(
+                video,
+                rows,
+                index,
+                timing,
+                result(results, CheckId::ListTiming),
+            );
+        }
+        let Some(seconds) = keyframes.get(video) else {
+            continue;
+        };
+        let last_row = rows.len() as i64 - 1;
+        for &second in seconds {
+            let centre = timing.centre_row(second);
+            let problem = ((centre - span / 2)..(centre + span / 2))
+                .step_by(timing.sampling_rate.max(1) as usize)
+                .map(|row| row.clamp(0, last_row) as usize)
+                .find_map(|row| clip_row_problem(rows[row], row, index, timing, state_of));
+            match problem {
+                Some(problem) => result(results, CheckId::ClipFrames)
+                    .fail(format!("{video} keyframe {second}: {problem}")),
+                None => result(results, CheckId::ClipFrames).pass(1),
+            }
+        }
+    }
+}
+
+fn clip_row_problem(
+    row: &tables::ListRow,
+    position: usize,
+    index: Option<&FrameIndex>,
+    timing: super::ListTiming,
+    state_of: &HashMap<&str, FrameState>,
+) -> Option<String> {
+    if state_of.get(row.path.as_str()) == Some(&FrameState::Missing) {
+        return Some(format!(
+            "row {position} needs {}, which is missing",
+            row.path
+        ));
+    }
+    let index = index?;
+    let at = timing.row_seconds(position);
+    let shown = tables::frame_number(&row.path)
+        .and_then(|k| index.frames.binary_search(&k).ok())
+        .map(|i| index.times[i]);
+    match shown {
+        Some(time) if (time - at).abs() <= index.period / 2.0 + 1e-6 => None,
+        Some(time) => Some(format!(
+            "row {position} is taken to show {at:.3} s but {} shows {time:.3} s (not extracted there: extract with a larger --margin)",
+            row.path
+        )),
+        None => Some(format!(
+            "row {position} names {}, which the frame index does not hold",
+            row.path
+        )),
+    }
+}
+
+fn check_row_timing(
+    video: &str,
+    rows: &[&tables::ListRow],
+    index: &FrameIndex,
+    timing: super::ListTiming,
+    check: &mut CheckResult,
+) {
+    let time_of = |k: u32| index.frames.binary_search(&k).ok().map(|i| index.times[i]);
+    for (position, row) in rows.iter().enumerate() {
+        let at = timing.row_seconds(position);
+        let nearest = index.nearest(at);
+        let nearest_time = time_of(nearest).expect("nearest returns an indexed frame");
+        let pointed = tables::frame_number(&row.path).and_then(|k| Some((k, time_of(k)?)));
+        match pointed {
+            Some((_, time)) if (time - at).abs() <= (nearest_time - at).abs() + 1e-6 => {
+                check.pass(1)
+            }
+            Some((k, time)) => check.fail(format!(
+                "{video} row {position} ({at:.3} s, line {}): points at frame {k} ({time:.3} s); the nearest extracted frame is {nearest} ({nearest_time:.3} s)",
+                row.line
+            )),
+            None => check.fail(format!(
+                "{video} row {position} (line {}): {} is not in the frame index",
+                row.line, row.path
+            )),
+        }
+    }
+}
+
+/// Each frame's source frame within half the gap between the source frames around its target,
+/// and every target on the index's own grid.
+fn check_frame_timing(dataset: &Dataset, check: &mut CheckResult) {
+    let mut videos: Vec<(&String, &FrameIndex)> = dataset.indexes.iter().collect();
+    videos.sort_by_key(|(video, _)| *video);
+    let mut gaps_recorded = false;
+    for (video, index) in videos {
+        let (first_frame, first_time) = (index.frames[0], index.times[0]);
+        for i in 0..index.frames.len() {
+            let k = index.frames[i];
+            let target = index.times[i];
+            let on_grid = first_time + f64::from(k - first_frame) * index.period;
+            if (target - on_grid).abs() > 1e-4 {
+                check.fail(format!(
+                    "{video} frame {k}: target {target:.6} s is off the frame grid ({on_grid:.6} s)"
+                ));
+                continue;
+            }
+            let Some(gap) = index.source_gaps[i] else {
+                continue;
+            };
+            gaps_recorded = true;
+            let off = (index.source_times[i] - target).abs();
+            // The index holds microseconds: allow their rounding.
+            if off <= gap / 2.0 + 2e-6 {
+                check.pass(1);
+            } else {
+                check.fail(format!(
+                    "{video} frame {k}: shows the source frame at {:.6} s for {target:.6} s, {off:.6} s away; the nearest is at most {:.6} s away",
+                    index.source_times[i],
+                    gap / 2.0
+                ));
+            }
+        }
+    }
+    if !gaps_recorded {
+        check.skip(
+            "the frame index records no source frame gaps (written before they were recorded)",
+        );
+    }
+}
+
+/// `SHA256SUMS` in the annotation folder (written by `avaprep lists`, `sha256sum -c` format),
+/// and checksums known from a manifest.
+pub fn check_checksums(request: &ValidateRequest, results: &mut Results) {
+    let check = result(results, CheckId::Checksums);
+    let sums_path = request.annotation_dir.join("SHA256SUMS");
+    let mut expected: Vec<(std::path::PathBuf, String, String)> = Vec::new();
+    if let Ok(text) = std::fs::read_to_string(&sums_path) {
+        for (n, line) in text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty())
+        {
+            let parsed = line
+                .split_once(char::is_whitespace)
+                .and_then(|(sum, name)| {
+                    let name = name.trim_start().trim_start_matches('*');
+                    crate::layout::check_relative_name(name).ok()?;
+                    Some((sum.to_string(), name.to_string()))
+                });
+            match parsed {
+                Some((sum, name)) => {
+                    expected.push((request.annotation_dir.join(&name), sum, name));
+                }
+                None => check.fail(format!(
+                    "{}:{}: not `<sha256>  <file name>`",
+                    sums_path.display(),
+                    n + 1
+                )),
+            }
+        }
+    }
+    for (path, sum) in &request.known_sha256 {
+        expected.push((path.clone(), sum.clone(), path.display().to_string()));
+    }
+    if expected.is_empty() && check.failed == 0 {
+        check.skip("no SHA256SUMS in the annotation folder and no manifest given");
+        return;
+    }
+    for (path, sum, name) in expected {
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                let actual = hex::encode(Sha256::digest(&bytes));
+                if actual.eq_ignore_ascii_case(&sum) {
+                    check.pass(1);
+                } else {
+                    check.fail(format!(
+                        "{name}: sha256 {actual}, recorded {sum} (the file changed after it was written)"
+                    ));
+                }
+            }
+            Err(error) => check.fail(format!("{name}: {error}")),
+        }
+    }
+}

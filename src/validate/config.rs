@@ -1,0 +1,235 @@
+//! What to validate: the three roots PySlowFast reads and the file names its config gives, from a
+//! PySlowFast YAML config (ours, `slowfast/ava.yaml`, or a user's), with PySlowFast's defaults
+//! for keys a config leaves out.
+
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::ValidateError;
+
+/// PySlowFast's `AVA.*` names of the files inside the frame-list and annotation folders.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DatasetNames {
+    pub train_lists: Vec<String>,
+    pub test_lists: Vec<String>,
+    pub train_gt_box_lists: Vec<String>,
+    pub train_predict_box_lists: Vec<String>,
+    pub test_predict_box_lists: Vec<String>,
+    pub exclusion_file: Option<String>,
+    pub label_map_file: String,
+    pub groundtruth_file: Option<String>,
+}
+
+impl Default for DatasetNames {
+    /// PySlowFast's defaults (`slowfast/config/defaults.py`).
+    fn default() -> Self {
+        DatasetNames {
+            train_lists: vec!["train.csv".into()],
+            test_lists: vec!["val.csv".into()],
+            train_gt_box_lists: vec!["ava_train_v2.2.csv".into()],
+            train_predict_box_lists: Vec::new(),
+            test_predict_box_lists: vec!["ava_val_predicted_boxes.csv".into()],
+            exclusion_file: Some("ava_val_excluded_timestamps_v2.2.csv".into()),
+            label_map_file: "ava_action_list_v2.2_for_activitynet_2019.pbtxt".into(),
+            groundtruth_file: Some("ava_val_v2.2.csv".into()),
+        }
+    }
+}
+
+impl DatasetNames {
+    /// Every name, for the confinement check: each must be a plain relative name.
+    pub fn all(&self) -> impl Iterator<Item = &String> {
+        self.train_lists
+            .iter()
+            .chain(&self.test_lists)
+            .chain(&self.train_gt_box_lists)
+            .chain(&self.train_predict_box_lists)
+            .chain(&self.test_predict_box_lists)
+            .chain(&self.exclusion_file)
+            .chain(std::iter::once(&self.label_map_file))
+            .chain(&self.groundtruth_file)
+    }
+}
+
+/// The keys of a PySlowFast config that validation reads; everything else is ignored.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SlowFastConfig {
+    pub frame_dir: Option<PathBuf>,
+    pub frame_list_dir: Option<PathBuf>,
+    pub annotation_dir: Option<PathBuf>,
+    pub names: DatasetNames,
+    pub num_frames: u32,
+    pub sampling_rate: u32,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct ConfigFile {
+    #[serde(rename = "_BASE_")]
+    base: Option<String>,
+    #[serde(rename = "AVA")]
+    ava: Option<AvaKeys>,
+    #[serde(rename = "DATA")]
+    data: Option<DataKeys>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+struct AvaKeys {
+    frame_dir: Option<String>,
+    frame_list_dir: Option<String>,
+    annotation_dir: Option<String>,
+    train_lists: Option<Vec<String>>,
+    test_lists: Option<Vec<String>>,
+    train_gt_box_lists: Option<Vec<String>>,
+    train_predict_box_lists: Option<Vec<String>>,
+    test_predict_box_lists: Option<Vec<String>>,
+    exclusion_file: Option<String>,
+    label_map_file: Option<String>,
+    groundtruth_file: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+struct DataKeys {
+    num_frames: Option<u32>,
+    sampling_rate: Option<u32>,
+}
+
+/// `_BASE_` chains longer than this are taken for a loop.
+const MAX_BASE_DEPTH: usize = 8;
+
+impl SlowFastConfig {
+    /// PySlowFast's defaults: what a config that names nothing means.
+    pub fn defaults() -> Self {
+        SlowFastConfig {
+            frame_dir: None,
+            frame_list_dir: None,
+            annotation_dir: None,
+            names: DatasetNames::default(),
+            num_frames: 8,
+            sampling_rate: 8,
+        }
+    }
+
+    /// Reads `path` over its `_BASE_` files (relative to the file naming them) over the defaults,
+    /// as PySlowFast's `merge_from_file` does.
+    pub fn load(path: &Path) -> Result<Self, ValidateError> {
+        let mut chain = Vec::new();
+        let mut next = Some(path.to_path_buf());
+        while let Some(path) = next.take() {
+            if chain.len() == MAX_BASE_DEPTH {
+                return Err(ValidateError::Config {
+                    path,
+                    message: format!("more than {MAX_BASE_DEPTH} nested _BASE_ files"),
+                });
+            }
+            let file = read_config(&path)?;
+            if let Some(base) = &file.base {
+                let dir = path.parent().unwrap_or(Path::new("."));
+                next = Some(dir.join(base));
+            }
+            chain.push(file);
+        }
+        let mut config = Self::defaults();
+        for file in chain.into_iter().rev() {
+            config.merge(file);
+        }
+        Ok(config)
+    }
+
+    fn merge(&mut self, file: ConfigFile) {
+        if let Some(ava) = file.ava {
+            let names = &mut self.names;
+            set(&mut self.frame_dir, ava.frame_dir.map(PathBuf::from));
+            set(
+                &mut self.frame_list_dir,
+                ava.frame_list_dir.map(PathBuf::from),
+            );
+            set(
+                &mut self.annotation_dir,
+                ava.annotation_dir.map(PathBuf::from),
+            );
+            replace(&mut names.train_lists, ava.train_lists);
+            replace(&mut names.test_lists, ava.test_lists);
+            replace(&mut names.train_gt_box_lists, ava.train_gt_box_lists);
+            replace(
+                &mut names.train_predict_box_lists,
+                ava.train_predict_box_lists,
+            );
+            replace(
+                &mut names.test_predict_box_lists,
+                ava.test_predict_box_lists,
+            );
+            set(&mut names.exclusion_file, ava.exclusion_file);
+            replace(&mut names.label_map_file, ava.label_map_file);
+            set(&mut names.groundtruth_file, ava.groundtruth_file);
+        }
+        if let Some(data) = file.data {
+            replace(&mut self.num_frames, data.num_frames);
+            replace(&mut self.sampling_rate, data.sampling_rate);
+        }
+    }
+}
+
+fn set<T>(slot: &mut Option<T>, value: Option<T>) {
+    if value.is_some() {
+        *slot = value;
+    }
+}
+
+fn replace<T>(slot: &mut T, value: Option<T>) {
+    if let Some(value) = value {
+        *slot = value;
+    }
+}
+
+fn read_config(path: &Path) -> Result<ConfigFile, ValidateError> {
+    let text = std::fs::read_to_string(path).map_err(|error| ValidateError::Config {
+        path: path.to_path_buf(),
+        message: error.to_string(),
+    })?;
+    serde_yaml_ng::from_str::<Option<ConfigFile>>(&text)
+        .map(Option::unwrap_or_default)
+        .map_err(|error| ValidateError::Config {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_config_merges_over_its_base_and_the_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(
+            dir.path().join("base.yaml"),
+            "AVA:\n  FRAME_DIR: /data/frames\n  TRAIN_LISTS: [a.csv]\nDATA:\n  NUM_FRAMES: 32\nMODEL:\n  ARCH: slowfast\n",
+        )
+        .unwrap();
+        std::fs::write(
+            dir.path().join("run.yaml"),
+            "_BASE_: base.yaml\nAVA:\n  TRAIN_LISTS: [b.csv, c.csv]\n  TEST_PREDICT_BOX_LISTS: []\nDATA:\n  SAMPLING_RATE: 2\n",
+        )
+        .unwrap();
+        let config = SlowFastConfig::load(&dir.path().join("run.yaml")).unwrap();
+        assert_eq!(config.frame_dir, Some(PathBuf::from("/data/frames")));
+        assert_eq!(config.names.train_lists, ["b.csv", "c.csv"]);
+        assert!(config.names.test_predict_box_lists.is_empty());
+        assert_eq!(config.names.test_lists, ["val.csv"], "a PySlowFast default");
+        assert_eq!((config.num_frames, config.sampling_rate), (32, 2));
+    }
+
+    #[test]
+    fn a_base_loop_and_bad_yaml_are_errors_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("loop.yaml");
+        std::fs::write(&path, "_BASE_: loop.yaml\n").unwrap();
+        assert!(SlowFastConfig::load(&path).is_err());
+        std::fs::write(&path, "AVA: [unclosed\n").unwrap();
+        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        assert!(error.contains("loop.yaml"), "{error}");
+    }
+}

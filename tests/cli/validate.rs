@@ -1,0 +1,240 @@
+//! `avaprep validate` on data the pipeline prepared from the synthetic mirror: it passes clean
+//! (with `--json` and `--junit` a script and a CI system can read), fails naming a planted
+//! defect with exit 1, reads the same folder as a foreign PySlowFast layout through a config,
+//! and runs as the `validate` stage.
+
+use std::fs;
+use std::path::Path;
+
+use avaprep::serve::{self, ServeConfig};
+
+use crate::extract::fetched_data;
+use crate::support::{avaprep, mirror, stderr, stdout};
+
+fn prepare(data: &Path) {
+    for args in [
+        &["extract", "--fps", "5", "--height", "240"][..],
+        &["lists"][..],
+    ] {
+        let output = avaprep(data).args(args).output().unwrap();
+        assert!(output.status.success(), "{args:?}: {}", stderr(&output));
+    }
+}
+
+/// The `validation` record of `--json` output.
+fn record(output: &std::process::Output) -> serde_json::Value {
+    stdout(output)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|value| value["type"] == "validation")
+        .unwrap_or_else(|| panic!("no validation record in {}", stdout(output)))
+}
+
+fn failing_cases(junit: &Path) -> Vec<String> {
+    let text = fs::read_to_string(junit).unwrap();
+    let xml = roxmltree::Document::parse(&text).expect("JUnit XML parses");
+    xml.descendants()
+        .filter(|node| node.has_tag_name("testcase"))
+        .filter(|case| case.children().any(|child| child.has_tag_name("failure")))
+        .map(|case| case.attribute("name").unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn prepared_data_passes_and_a_missing_frame_fails_by_name() {
+    let data = fetched_data();
+    prepare(data.path());
+    let junit = data.path().join("validation.xml");
+    let output = avaprep(data.path())
+        .args(["--json", "validate", "--junit"])
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let report = record(&output);
+    assert_eq!(report["passed"], true);
+    for check in report["checks"].as_array().unwrap() {
+        assert_eq!(check["status"], "passed", "{check}");
+    }
+    assert!(report["frames_decoded"].as_u64().unwrap() > 100, "{report}");
+    assert!(failing_cases(&junit).is_empty());
+
+    // A frame inside a keyframe's clip disappears.
+    let frame = first_clip_frame(data.path());
+    fs::remove_file(data.path().join("frames").join(&frame)).unwrap();
+    let output = avaprep(data.path())
+        .args(["validate", "--junit"])
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let text = stdout(&output);
+    assert!(text.contains("FAIL frames-exist"), "{text}");
+    assert!(text.contains(&format!("{frame}: missing")), "{text}");
+    assert!(text.contains("validation FAILED"), "{text}");
+    let failing = failing_cases(&junit);
+    assert!(failing.contains(&"frames-exist".to_string()), "{failing:?}");
+    assert!(failing.contains(&"clip-frames".to_string()), "{failing:?}");
+}
+
+/// The frame a train list row names at the first keyframe of the first train video.
+fn first_clip_frame(data: &Path) -> String {
+    let list = fs::read_to_string(data.join("frame_lists/train.csv")).unwrap();
+    let video = list
+        .lines()
+        .nth(1)
+        .unwrap()
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let boxes = fs::read_to_string(data.join("slowfast/annotations/ava_train_v2.2.csv")).unwrap();
+    let second: f64 = boxes
+        .lines()
+        .find(|line| line.starts_with(&video))
+        .and_then(|line| line.split(',').nth(1))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let timing: serde_json::Value =
+        serde_json::from_slice(&fs::read(data.join("slowfast/lists.json")).unwrap()).unwrap();
+    let row = ((second - timing["segment_start"].as_f64().unwrap())
+        * timing["list_fps"].as_f64().unwrap()) as usize;
+    list.lines()
+        .skip(1)
+        .filter(|line| line.starts_with(&format!("{video} ")))
+        .nth(row)
+        .unwrap()
+        .split(' ')
+        .nth(3)
+        .unwrap()
+        .to_string()
+}
+
+/// The same folder described only by a PySlowFast config, as a user's own layout would be: the
+/// checks that need avaprep's frame index are skipped with the reason, the rest pass.
+#[test]
+fn a_pyslowfast_config_describes_a_foreign_layout() {
+    let data = fetched_data();
+    prepare(data.path());
+    let timing: serde_json::Value =
+        serde_json::from_slice(&fs::read(data.path().join("slowfast/lists.json")).unwrap())
+            .unwrap();
+    let keyframes = timing["keyframes"].as_array().unwrap();
+    let keyframes = format!("{}-{}", keyframes[0], keyframes[1]);
+    let output = avaprep(data.path())
+        .args(["--json", "validate", "--config"])
+        .arg(data.path().join("slowfast/ava.yaml"))
+        .args([
+            "--segment-start",
+            "5",
+            "--keyframes",
+            &keyframes,
+            "--height",
+            "240",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}\n{}",
+        stdout(&output),
+        stderr(&output)
+    );
+    let report = record(&output);
+    let skipped: Vec<&str> = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|check| check["status"] == "skipped")
+        .map(|check| check["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(skipped, ["list-timing", "frame-timing"]);
+
+    // A name in the config that leaves its folder is a usage error.
+    let config = data.path().join("hostile.yaml");
+    fs::write(
+        &config,
+        format!(
+            "_BASE_: {}\nAVA:\n  TRAIN_LISTS: [\"../../../etc/passwd\"]\n",
+            data.path().join("slowfast/ava.yaml").display()
+        ),
+    )
+    .unwrap();
+    let output = avaprep(data.path())
+        .args(["validate", "--config"])
+        .arg(&config)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+}
+
+/// An annotation file edited after `lists` wrote it fails its checksum (and here the duplicate
+/// row it gained): the exit code is 1 and both are named.
+#[test]
+fn an_edited_annotation_file_fails_its_checksum() {
+    let data = fetched_data();
+    prepare(data.path());
+    let table = data.path().join("slowfast/annotations/ava_val_v2.2.csv");
+    let mut text = fs::read_to_string(&table).unwrap();
+    let first = text.lines().next().unwrap().to_string();
+    text.push_str(&first);
+    text.push('\n');
+    fs::write(&table, text).unwrap();
+    let output = avaprep(data.path()).args(["validate"]).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let text = stdout(&output);
+    assert!(text.contains("FAIL duplicate-rows"), "{text}");
+    assert!(text.contains("FAIL checksums"), "{text}");
+    assert!(text.contains("ava_val_v2.2.csv: sha256"), "{text}");
+}
+
+/// In a pipeline, validate runs after lists, keeps its report, and is up to date on a re-run.
+#[test]
+fn the_validate_stage_runs_after_lists_and_keeps_its_report() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let run = || {
+        avaprep(data.path())
+            .args(["--json", "run", "pipelines/demo.toml", "--set"])
+            .arg(format!(
+                "dataset=\"{}\"",
+                mirror().join("manifest.toml").display()
+            ))
+            .arg("--set")
+            .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
+            .args([
+                "--set",
+                "extract.height=240",
+                "--set",
+                "validate.quick=true",
+            ])
+            .output()
+            .unwrap()
+    };
+    let first = run();
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert_eq!(completed(&first, "validate"), 1, "{}", stdout(&first));
+    let report: serde_json::Value =
+        serde_json::from_slice(&fs::read(data.path().join("slowfast/validation.json")).unwrap())
+            .unwrap();
+    assert_eq!(report["passed"], true, "{report}");
+    assert_eq!(report["depth"], "quick");
+    let again = run();
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(completed(&again, "validate"), 0, "{}", stdout(&again));
+}
+
+fn completed(output: &std::process::Output, stage: &str) -> u64 {
+    stdout(output)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|record| record["type"] == "stage" && record["stage"] == stage)
+        .and_then(|record| record["completed"].as_u64())
+        .unwrap_or_else(|| panic!("no {stage} record in {}", stdout(output)))
+}
