@@ -41,8 +41,8 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
 # The stamp holds this list: changing the list re-runs the install.
-python_packages="torch==2.11.0 torchvision==0.26.0 safetensors numpy av parameterized yacs portalocker tabulate termcolor tqdm pyyaml opencv-python-headless"
-python_nodeps="pytorchvideo==0.1.5 fvcore iopath mmaction2==1.2.0"
+python_packages="torch==2.11.0 torchvision==0.26.0 safetensors numpy av parameterized yacs portalocker tabulate termcolor tqdm pyyaml opencv-python-headless simplejson"
+python_nodeps="pytorchvideo==0.1.5 fvcore iopath mmaction2==1.2.0 slowfast==1.0"
 stamp="$venv/.avaprep-packages"
 wanted="$python_packages | $python_nodeps"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then

@@ -10,6 +10,8 @@
 //!   annotations/                              annotation CSVs, label maps, person boxes
 //!   slowfast/annotations/, slowfast/ava.yaml  the same filtered to the videos with frames, and
 //!                                             PySlowFast's dataset config
+//!   pytorchvideo/frames/<id>/, frame_lists/   the 30 fps view of links pytorchvideo reads
+//!                                             (`lists --pytorchvideo`)
 //!   videos/<folder>/<file>                    downloaded videos (trainval/, test/)
 //!   downloads/                                downloaded archives
 //!   work/videos.json                          the videos this run uses, with their keyframes
@@ -94,6 +96,11 @@ impl DataLayout {
     /// What PySlowFast reads besides frames and lists: the filtered annotations and the config.
     pub fn slowfast(&self) -> PathBuf {
         self.root.join("slowfast")
+    }
+
+    /// The 30 fps view pytorchvideo's `Ava` reads: `frames/<id>/` of links and lists into it.
+    pub fn pytorchvideo(&self) -> PathBuf {
+        self.root.join("pytorchvideo")
     }
 
     pub fn frame_lists(&self) -> PathBuf {

@@ -46,6 +46,10 @@ pub struct ListsParams {
     /// lists are checked for and the config says.
     pub num_frames: u32,
     pub sampling_rate: u32,
+    /// Also write the 30 fps view pytorchvideo's `Ava` reads (`pytorchvideo/`): it takes every
+    /// file in a video's folder, sorted, as 30 fps frames, so each video gets a folder of links
+    /// named as a full 30 fps extraction would be, each pointing at the nearest extracted frame.
+    pub pytorchvideo: bool,
 }
 
 impl Default for ListsParams {
@@ -55,6 +59,7 @@ impl Default for ListsParams {
             list_fps: 30.0,
             num_frames: 32,
             sampling_rate: 2,
+            pytorchvideo: false,
         }
     }
 }
@@ -206,6 +211,7 @@ fn write_all(
     let mut number = 0;
     for split in split_order(plan) {
         let mut text = format!("{FRAME_LIST_HEADER}\n");
+        let mut view_text = format!("{FRAME_LIST_HEADER}\n");
         for video in plan.videos.iter().filter(|video| video.split == split) {
             let index_path = layout.frame_index(&video.id);
             if !index_path.exists() {
@@ -215,12 +221,27 @@ fn write_all(
             let index = FrameIndex::read(&index_path).map_err(item_error)?;
             check_clips(video, &index, plan.segment, params)?;
             counts.rows += write_rows(&mut text, video, &index, plan.segment, params, number);
+            if params.pytorchvideo {
+                write_view(layout, video, &index, plan.segment, number, &mut view_text)?;
+            }
             kept.insert(video.id);
             number += 1;
         }
         let path = layout.frame_lists().join(format!("{split}.csv"));
         write_file(&path, text.as_bytes())?;
         files.push(path);
+        if params.pytorchvideo {
+            let path = layout
+                .pytorchvideo()
+                .join("frame_lists")
+                .join(format!("{split}.csv"));
+            write_file(&path, view_text.as_bytes())?;
+            files.push(path);
+        }
+    }
+    if params.pytorchvideo {
+        remove_stale_views(layout, &kept)?;
+        files.push(layout.pytorchvideo().join("frames"));
     }
     counts.videos_listed = kept.len() as u64;
     counts.videos_dropped = dropped.len() as u64;
@@ -278,6 +299,69 @@ fn write_rows(
         .expect("a string");
     }
     rows
+}
+
+/// pytorchvideo's `Ava` assumes 30 frames a second from the segment start, read by position
+/// from a sorted folder.
+const PYTORCHVIDEO_FPS: f64 = 30.0;
+
+/// One video's folder of the pytorchvideo view: file `p + 1` is a relative link to the frame
+/// nearest `segment_start + p / 30`, so the folder looks like a full 30 fps extraction while
+/// holding no bytes of its own. Built beside the old folder and renamed over it: a reader never
+/// sees half a folder. Appends the video's rows to the view's list.
+fn write_view(
+    layout: &DataLayout,
+    video: &PlannedVideo,
+    index: &FrameIndex,
+    segment: [f64; 2],
+    number: usize,
+    list: &mut String,
+) -> Result<(), ItemError> {
+    let id = video.id.as_str();
+    let frames = layout.pytorchvideo().join("frames");
+    let folder = frames.join(id);
+    let staging = frames.join(format!(".{id}.partial"));
+    let io =
+        |path: &Path, error: std::io::Error| ItemError::new(format!("{}: {error}", path.display()));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    }
+    std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    for row in 0..row_count(segment, PYTORCHVIDEO_FPS) {
+        let frame = index.nearest(segment[0] + row as f64 / PYTORCHVIDEO_FPS);
+        let name = frame_file_name(id, row as u32 + 1);
+        let target = Path::new("../../../frames")
+            .join(id)
+            .join(frame_file_name(id, frame));
+        let link = staging.join(&name);
+        std::os::unix::fs::symlink(&target, &link).map_err(|e| io(&link, e))?;
+        writeln!(list, "{id} {number} {row} {id}/{name} \"\"").expect("a string");
+    }
+    if folder.exists() {
+        std::fs::remove_dir_all(&folder).map_err(|e| io(&folder, e))?;
+    }
+    std::fs::rename(&staging, &folder).map_err(|e| io(&folder, e))
+}
+
+/// Folders of videos no longer listed would make the view disagree with its lists.
+fn remove_stale_views(layout: &DataLayout, kept: &BTreeSet<VideoId>) -> Result<(), ItemError> {
+    let frames = layout.pytorchvideo().join("frames");
+    let Ok(entries) = std::fs::read_dir(&frames) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let listed = name
+            .to_str()
+            .and_then(|name| name.parse::<VideoId>().ok())
+            .is_some_and(|id| kept.contains(&id));
+        if !listed {
+            let path = entry.path();
+            std::fs::remove_dir_all(&path)
+                .map_err(|error| ItemError::new(format!("{}: {error}", path.display())))?;
+        }
+    }
+    Ok(())
 }
 
 fn row_count(segment: [f64; 2], list_fps: f64) -> u64 {

@@ -187,3 +187,114 @@ fn a_clip_reaching_past_the_extracted_frames_is_refused() {
     );
     assert!(!data.path().join("frame_lists/train.csv").exists());
 }
+
+/// pytorchvideo's `Ava` ignores the rows and reads every file of a video's folder as 30 fps: the
+/// view gives it one link per 1/30 s (no copied bytes), and the real loader's clip for each
+/// keyframe is centred on the extracted frame nearest the keyframe's time.
+#[test]
+fn pytorchvideo_s_ava_reads_clips_centred_on_their_keyframes() {
+    let data = fetched_data();
+    extract(data.path(), &[]);
+    let output = lists(data.path(), &["--pytorchvideo"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let view = data.path().join("pytorchvideo/frames");
+    for video in planned_videos(data.path()) {
+        let entries: Vec<_> = fs::read_dir(view.join(&video))
+            .unwrap()
+            .map(|entry| entry.unwrap())
+            .collect();
+        assert_eq!(
+            entries.len(),
+            30 * 30,
+            "{video}: 30 s at 30 frames a second"
+        );
+        for entry in &entries {
+            assert!(
+                entry.file_type().unwrap().is_symlink(),
+                "{:?}",
+                entry.path()
+            );
+            assert!(entry.path().is_file(), "{:?} dangles", entry.path());
+        }
+    }
+    let python = crate::support::repo_root().join(".venv/bin/python");
+    let script = crate::support::repo_root().join("tests/support/pytorchvideo_ava.py");
+    for split in ["train", "val"] {
+        let output = std::process::Command::new(&python)
+            .arg(&script)
+            .arg(data.path())
+            .args([split, "32"])
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{split}: {}", stderr(&output)));
+        assert!(output.status.success(), "{split}: {report}");
+        let table = fs::read_to_string(
+            data.path()
+                .join(format!("slowfast/annotations/ava_{split}_v2.2.csv")),
+        )
+        .unwrap();
+        let keyframes: BTreeSet<(String, String)> = table
+            .lines()
+            .map(|line| {
+                let fields: Vec<&str> = line.split(',').collect();
+                (fields[0].to_string(), fields[1].to_string())
+            })
+            .collect();
+        assert_eq!(
+            report["clips"].as_u64().unwrap(),
+            keyframes.len() as u64,
+            "{split}: a clip per keyframe"
+        );
+        // pytorchvideo takes frames ceil(30 t) for t in [start, end): float rounding of `end`
+        // sometimes adds one frame past the clip's end, never moving its centre.
+        for length in report["frames_per_clip"].as_array().unwrap() {
+            assert!(
+                (32..=33).contains(&length.as_u64().unwrap()),
+                "{split}: {report}"
+            );
+        }
+    }
+}
+
+/// PySlowFast's own config and `Ava` dataset (`slowfast==1.0`, FAIR's package): `get_cfg()`
+/// merged with our `slowfast/ava.yaml`, then the loader's clip for every keyframe, train and
+/// val, is centred on the extracted frame nearest the keyframe's time.
+#[test]
+fn pyslowfast_s_ava_reads_clips_centred_on_their_keyframes() {
+    let data = fetched_data();
+    extract(data.path(), &[]);
+    let output = lists(data.path(), &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let python = crate::support::repo_root().join(".venv/bin/python");
+    let script = crate::support::repo_root().join("tests/support/pyslowfast_ava.py");
+    let mut train_clips = 0;
+    for split in ["train", "val"] {
+        let output = std::process::Command::new(&python)
+            .arg(&script)
+            .arg(data.path())
+            .arg(split)
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{split}: {}", stderr(&output)));
+        assert!(output.status.success(), "{split}: {report}");
+        assert!(report["clips"].as_u64().unwrap() > 0, "{split}: {report}");
+        assert_eq!(
+            report["frames_per_clip"],
+            serde_json::json!([32]),
+            "{split}"
+        );
+        if split == "train" {
+            train_clips = report["clips"].as_u64().unwrap();
+        }
+    }
+    // Train clips come from the ground truth: at least one per annotated keyframe.
+    let table =
+        fs::read_to_string(data.path().join("slowfast/annotations/ava_train_v2.2.csv")).unwrap();
+    let keyframes: BTreeSet<&str> = table
+        .lines()
+        .map(|line| line.rsplitn(7, ',').last().unwrap())
+        .collect();
+    assert!(train_clips >= keyframes.len() as u64, "{train_clips}");
+}

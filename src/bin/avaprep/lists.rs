@@ -22,6 +22,11 @@ pub struct ListsArgs {
     /// PySlowFast's DATA.SAMPLING_RATE: rows between a clip's frames.
     #[arg(long, default_value_t = ListsParams::default().sampling_rate)]
     pub sampling_rate: u32,
+    /// Also write the 30 fps view pytorchvideo's Ava reads (pytorchvideo/): per video a folder of
+    /// links named as a full 30 fps extraction, each to the nearest extracted frame, and lists
+    /// into it. No bytes are copied; it costs one inode a link.
+    #[arg(long)]
+    pub pytorchvideo: bool,
 }
 
 pub fn run(
@@ -34,6 +39,7 @@ pub fn run(
         list_fps: args.list_fps,
         num_frames: args.num_frames,
         sampling_rate: args.sampling_rate,
+        pytorchvideo: args.pytorchvideo,
     };
     params.validate().map_err(UsageError)?;
     let stage = ListsStage { params };
