@@ -459,19 +459,20 @@ impl<'a> Run<'a> {
     }
 
     /// Writes the frame for `target`: the candidate (the source frame before it) or the latest
-    /// one (after it). `gap` is the time between those two, which bounds how far the nearer can
-    /// be from the target; `None` when no frame precedes the target.
+    /// one (after it). `decoded_gap` is the time between those two, used when the packets around
+    /// the chosen frame are no longer known.
     fn emit(
         &mut self,
         target: Target,
         use_cand: bool,
-        gap: Option<i128>,
+        decoded_gap: Option<i128>,
     ) -> Result<(), ExtractError> {
         let (source, ts) = if use_cand {
             (&self.cand, self.cand_at.map_or(0, |c| c.1))
         } else {
             (&self.frame, self.last_ts.unwrap_or(0))
         };
+        let gap = self.gap_towards(ts, target.at).or(decoded_gap);
         let (bytes, width, height) = self.writer.write(target.k, ts, source)?;
         self.stats.frames_written += 1;
         self.stats.jpeg_bytes += bytes;
@@ -486,6 +487,16 @@ impl<'a> Run<'a> {
         });
         (self.req.progress)(self.stats.frames_written, self.targets.len() as u64);
         Ok(())
+    }
+
+    /// The time from the source frame at `ts` to its neighbour on the target's side, from the
+    /// packets' timestamps: the same whether or not frames between were decoded, and a bound on
+    /// how far the nearer frame can be from the target (half of it).
+    fn gap_towards(&self, ts: i64, target: i128) -> Option<i128> {
+        let chosen = self.clock.pts(ts);
+        let (before, after) = self.lookahead.neighbours(ts);
+        let neighbour = if target >= chosen { after } else { before }?;
+        Some((self.clock.pts(neighbour) - chosen).abs())
     }
 
     /// Targets still open after the last frame: the last frame shows them if they fall before

@@ -384,6 +384,9 @@ fn preview(videos: &[&str]) -> String {
     text
 }
 
+/// One video's frame sizes: how many frames have each, and one of them.
+type SizeCounts<'a> = BTreeMap<(u32, u32), (u64, &'a str)>;
+
 /// What the frame checks read.
 pub struct FrameTotals {
     pub listed: u64,
@@ -420,7 +423,7 @@ pub fn check_frames(
         .map(|((path, _), &decode)| {
             let state = inspect(&request.frame_dir.join(path), decode);
             let count = done.fetch_add(1, Ordering::Relaxed) + 1;
-            if count % 512 == 0 || count == total {
+            if count.is_multiple_of(512) || count == total {
                 reporter.item_progress("validate", "frames", count, total, Unit::Frames);
             }
             state
@@ -433,7 +436,7 @@ pub fn check_frames(
         .zip(&states)
         .map(|((path, _), (state, _))| (path.as_str(), *state))
         .collect();
-    let mut sizes: BTreeMap<&str, BTreeMap<(u32, u32), (u64, &str)>> = BTreeMap::new();
+    let mut sizes: BTreeMap<&str, SizeCounts> = BTreeMap::new();
     for ((path, video), (state, problem)) in frames.iter().zip(&states) {
         match state {
             FrameState::Missing => {
@@ -548,11 +551,7 @@ fn inspect(path: &Path, decode: bool) -> (FrameState, Option<String>) {
     }
 }
 
-fn check_sizes(
-    sizes: &BTreeMap<&str, BTreeMap<(u32, u32), (u64, &str)>>,
-    height: Option<u32>,
-    check: &mut CheckResult,
-) {
+fn check_sizes(sizes: &BTreeMap<&str, SizeCounts>, height: Option<u32>, check: &mut CheckResult) {
     for (video, by_size) in sizes {
         let described: Vec<String> = by_size
             .iter()
