@@ -260,6 +260,7 @@ fn write_all(
     let timing = WrittenTiming {
         list_fps: params.list_fps,
         segment_start: plan.segment[0],
+        segment_end: plan.segment[1],
         keyframes: plan.keyframes,
     };
     let timing_path = layout.slowfast().join("lists.json");

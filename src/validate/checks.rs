@@ -591,6 +591,19 @@ fn check_clips(
     let keyframes = split.keyframes();
     let rows_of = split.video_rows();
     for (video, rows) in &rows_of {
+        let wanted = timing.rows_per_video();
+        if rows.len() == wanted {
+            result(results, CheckId::RowCounts).pass(1);
+        } else {
+            result(results, CheckId::RowCounts).fail(format!(
+                "{video}: {} rows in the {} lists, the segment {}..{} s at {} a second has {wanted}",
+                rows.len(),
+                split.name,
+                timing.segment_start,
+                timing.segment_end,
+                timing.list_fps
+            ));
+        }
         let index = dataset.indexes.get(*video);
         if let Some(index) = index {
             check_row_timing(

@@ -36,6 +36,7 @@ pub enum CheckId {
     FilesPresent,
     ListFormat,
     ListOrder,
+    RowCounts,
     AnnotationFormat,
     DuplicateRows,
     BoxesInRange,
@@ -53,10 +54,11 @@ pub enum CheckId {
 }
 
 impl CheckId {
-    pub const ALL: [CheckId; 17] = [
+    pub const ALL: [CheckId; 18] = [
         CheckId::FilesPresent,
         CheckId::ListFormat,
         CheckId::ListOrder,
+        CheckId::RowCounts,
         CheckId::AnnotationFormat,
         CheckId::DuplicateRows,
         CheckId::BoxesInRange,
@@ -78,6 +80,7 @@ impl CheckId {
             CheckId::FilesPresent => "files-present",
             CheckId::ListFormat => "list-format",
             CheckId::ListOrder => "list-order",
+            CheckId::RowCounts => "row-counts",
             CheckId::AnnotationFormat => "annotation-format",
             CheckId::DuplicateRows => "duplicate-rows",
             CheckId::BoxesInRange => "boxes-in-range",
@@ -106,6 +109,9 @@ impl CheckId {
             }
             CheckId::ListOrder => {
                 "each video's rows are contiguous with frame_id 0, 1, 2, ... and videos are numbered by first appearance, the same in every list"
+            }
+            CheckId::RowCounts => {
+                "each video has a row for every instant of the segment at the list rate (AVA at 30 a second: 27,030)"
             }
             CheckId::AnnotationFormat => {
                 "box and exclusion files: no header, no quoting, numeric fields, 7 or 8 columns (a detector's boxes with their score)"
@@ -230,6 +236,7 @@ pub const QUICK_DECODE_EVERY: usize = 64;
 pub struct ListTiming {
     pub list_fps: f64,
     pub segment_start: f64,
+    pub segment_end: f64,
     pub num_frames: u32,
     pub sampling_rate: u32,
     /// The first and last keyframe second, inclusive.
@@ -237,11 +244,12 @@ pub struct ListTiming {
 }
 
 impl ListTiming {
-    /// PySlowFast's AVA: 30 rows a second from 900 s, keyframes 902..=1798.
+    /// PySlowFast's AVA: 30 rows a second over [900, 1801) s, keyframes 902..=1798.
     pub fn pyslowfast(num_frames: u32, sampling_rate: u32) -> Self {
         ListTiming {
             list_fps: 30.0,
             segment_start: 900.0,
+            segment_end: 1801.0,
             num_frames,
             sampling_rate,
             keyframes: [902, 1798],
@@ -251,6 +259,11 @@ impl ListTiming {
     /// The first row, at `segment_start`, for a keyframe second.
     fn centre_row(&self, second: i64) -> i64 {
         ((second as f64 - self.segment_start) * self.list_fps) as i64
+    }
+
+    /// Rows a video's list holds: the whole segment at the list rate.
+    fn rows_per_video(&self) -> usize {
+        ((self.segment_end - self.segment_start) * self.list_fps).round() as usize
     }
 
     fn row_seconds(&self, row: usize) -> f64 {
@@ -280,6 +293,7 @@ pub struct ValidateRequest {
 pub struct WrittenTiming {
     pub list_fps: f64,
     pub segment_start: f64,
+    pub segment_end: f64,
     pub keyframes: [u32; 2],
 }
 
@@ -304,6 +318,7 @@ impl ValidateRequest {
             timing: ListTiming {
                 list_fps: written.list_fps,
                 segment_start: written.segment_start,
+                segment_end: written.segment_end,
                 num_frames: config.num_frames,
                 sampling_rate: config.sampling_rate,
                 keyframes: written.keyframes,

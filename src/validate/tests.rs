@@ -64,6 +64,7 @@ impl Fixture {
             timing: ListTiming {
                 list_fps: 30.0,
                 segment_start: SEGMENT[0],
+                segment_end: SEGMENT[1],
                 num_frames: 8,
                 sampling_rate: 2,
                 keyframes: [902, 907],
@@ -342,6 +343,19 @@ fn defects() -> Vec<Defect> {
                 "train.csv:41: frame_id 69 of trainvideo1",
             )],
             may: &[CheckId::ListTiming, CheckId::ClipFrames],
+        },
+        Defect {
+            name: "a video's rows cut short",
+            plant: |f| {
+                edit_lines(&f.lists().join("val.csv"), |lines| {
+                    lines.truncate(lines.len() - 10)
+                });
+            },
+            must: &[(
+                CheckId::RowCounts,
+                "valvideo001: 290 rows in the test lists",
+            )],
+            may: &[],
         },
         Defect {
             name: "list row at the wrong time",

@@ -132,7 +132,9 @@ fn a_pyslowfast_config_describes_a_foreign_layout() {
         .arg(data.path().join("slowfast/ava.yaml"))
         .args([
             "--segment-start",
-            "5",
+            &timing["segment_start"].to_string(),
+            "--segment-end",
+            &timing["segment_end"].to_string(),
             "--keyframes",
             &keyframes,
             "--height",

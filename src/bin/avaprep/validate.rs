@@ -45,6 +45,9 @@ pub struct ValidateArgs {
     /// The second row 0 shows (AVA: 900). Default: what `avaprep lists` recorded, else 900.
     #[arg(long)]
     pub segment_start: Option<f64>,
+    /// The second the segment ends (AVA: 1801). Default: recorded, else 1801.
+    #[arg(long)]
+    pub segment_end: Option<f64>,
     /// The dataset's keyframe seconds, FIRST-LAST. Default: recorded, else 902-1798.
     #[arg(long, value_parser = parse_keyframes)]
     pub keyframes: Option<[u32; 2]>,
@@ -133,6 +136,14 @@ fn request(global: &GlobalArgs, args: &ValidateArgs) -> Result<ValidateRequest, 
             )));
         }
         request.timing.segment_start = start;
+    }
+    if let Some(end) = args.segment_end {
+        if !(end.is_finite() && end > request.timing.segment_start) {
+            return Err(ValidateError::BadValue(format!(
+                "--segment-end {end} must be a number of seconds after the segment start"
+            )));
+        }
+        request.timing.segment_end = end;
     }
     if let Some(keyframes) = args.keyframes {
         request.timing.keyframes = keyframes;
