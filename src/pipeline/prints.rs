@@ -87,6 +87,20 @@ pub fn combined_digest(prints: &[FilePrint]) -> String {
     hex::encode(hasher.finalize())
 }
 
+/// One digest of a stage's completed items and the prints of what each made.
+pub fn items_digest(
+    items: &std::collections::BTreeMap<String, super::state::ItemRecord>,
+) -> String {
+    let mut hasher = Sha256::new();
+    for (item, record) in items {
+        hasher.update(item.as_bytes());
+        hasher.update([0]);
+        hasher.update(combined_digest(&record.outputs).as_bytes());
+        hasher.update([0]);
+    }
+    hex::encode(hasher.finalize())
+}
+
 fn collect(path: &Path, name: &str, out: &mut Vec<(String, u64, u128)>) -> std::io::Result<()> {
     let metadata = match std::fs::symlink_metadata(path) {
         Ok(metadata) => metadata,

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::fingerprint::fingerprint;
-use super::prints::{combined_digest, first_change};
+use super::prints::{combined_digest, first_change, items_digest};
 use super::stage::{Granularity, ItemError, Stage, StageContext};
 use super::state::{ItemFailure, Loaded, StageState, StageStatus, StateError, StateStore};
 use super::{PipelineError, Shard};
@@ -237,8 +237,8 @@ impl<'a> Runner<'a> {
     }
 
     /// The stage's fingerprint from its dependencies as their state files record them now: their
-    /// fingerprints and, for a whole-dataset dependency, the prints of what it made (so a plan that
-    /// parse rewrote differently makes every later stage stale). Computed just before the stage
+    /// fingerprints and the prints of what they made (so a plan that parse rewrote differently
+    /// makes every later stage stale, and a video extracted since makes the lists stale). Computed just before the stage
     /// runs, after its dependencies ran. A dependency without a state file counts as whatever is
     /// on disk, so a single-step command such as `extract` shares state with a full `run`.
     pub(super) fn fingerprint_now(&self, stage: &dyn Stage) -> String {
@@ -247,11 +247,16 @@ impl<'a> Runner<'a> {
             .iter()
             .map(|dependency| match self.store.peek(dependency) {
                 Ok(super::state::Peeked::Valid(state)) => {
-                    let made = state
-                        .items
-                        .get(super::stage::WHOLE)
-                        .map(|record| combined_digest(&record.outputs))
-                        .unwrap_or_default();
+                    // A per-video stage follows its dependency video by video (an item redone
+                    // there is redone here); a whole-dataset stage reads every item.
+                    let made = match stage.granularity() {
+                        Granularity::Whole => items_digest(&state.items),
+                        Granularity::PerVideo => state
+                            .items
+                            .get(super::stage::WHOLE)
+                            .map(|record| combined_digest(&record.outputs))
+                            .unwrap_or_default(),
+                    };
                     format!("{}:{made}", state.fingerprint)
                 }
                 _ => format!("external:{dependency}"),
@@ -299,6 +304,19 @@ impl<'a> Runner<'a> {
                 })
             })
             .collect()
+    }
+
+    /// A per-video stage that failed for some videos only still serves the others: a
+    /// whole-dataset stage after it runs on the videos it completed (and says which it left out).
+    fn serves_the_others(&self, dependency: &str, report: &StageReport) -> bool {
+        let per_video = self.stages.iter().any(|stage| {
+            stage.name() == dependency && stage.granularity() == Granularity::PerVideo
+        });
+        let whole_failed = report
+            .failures
+            .iter()
+            .any(|failure| failure.item == super::stage::WHOLE);
+        per_video && !whole_failed && report.completed + report.already_done > 0
     }
 
     /// A done stage that a run could not run is no longer done: what it depends on failed.
@@ -369,6 +387,9 @@ impl<'a> Runner<'a> {
                 let report = reports.get(dependency)?;
                 let reason = match report.outcome {
                     StageOutcome::UpToDate | StageOutcome::Completed | StageOutcome::Deferred => {
+                        return None;
+                    }
+                    StageOutcome::Failed if self.serves_the_others(dependency, report) => {
                         return None;
                     }
                     StageOutcome::Failed => "failed",

@@ -53,7 +53,7 @@ impl FetchVideosStage {
         })?;
         let folder = self.manifest.videos.get(&video.folder).ok_or_else(|| {
             ItemError::new(format!(
-                "{id}: {} names video folder `{}`, which the manifest does not have; run `avaprep parse`",
+                "{id}: {} names video folder `{}`, which the manifest does not have (the plan was made from another manifest); run `avaprep fetch` with the manifest the plan came from, or delete the plan to make a new one",
                 layout.video_plan().display(),
                 video.folder
             ))

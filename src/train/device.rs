@@ -54,3 +54,42 @@ pub(crate) fn resolve_device(config: &TrainConfig) -> Result<(Device, Precision)
     }
     Ok((device, precision))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `--set` a hint names, applied to the settings that failed as the trainer applies it.
+    fn apply_hint(config: &TrainConfig, message: &str) -> TrainConfig {
+        let assignment = message
+            .split("--set ")
+            .nth(1)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_else(|| panic!("no --set in {message:?}"));
+        let mut table = toml::Table::try_from(config).unwrap();
+        avaprep::overrides::apply_override(&mut table, assignment).unwrap();
+        table.try_into().unwrap()
+    }
+
+    #[test]
+    fn each_device_hint_names_a_setting_that_works() {
+        let mut config = TrainConfig::synthetic_tiny();
+        config.device = "cuda:999".into();
+        let message = resolve_device(&config).unwrap_err().to_string();
+        let fixed = apply_hint(&config, &message);
+        assert_eq!(
+            resolve_device(&fixed).unwrap(),
+            (Device::Cpu, Precision::Fp32)
+        );
+
+        let mut config = TrainConfig::synthetic_tiny();
+        config.device = "cpu".into();
+        config.precision = Precision::Bf16;
+        let message = resolve_device(&config).unwrap_err().to_string();
+        let fixed = apply_hint(&config, &message);
+        assert_eq!(
+            resolve_device(&fixed).unwrap(),
+            (Device::Cpu, Precision::Fp32)
+        );
+    }
+}

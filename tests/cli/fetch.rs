@@ -36,7 +36,7 @@ fn fetch(data: &Path, mirror_root: &Path, server: &ServerHandle, extra: &[&str])
 }
 
 /// The mirror's videos: (URL path, file on disk).
-fn mirror_videos(root: &Path) -> Vec<(String, PathBuf)> {
+pub(crate) fn mirror_videos(root: &Path) -> Vec<(String, PathBuf)> {
     let mut videos = Vec::new();
     for folder in ["trainval", "test"] {
         for entry in fs::read_dir(root.join("ava-dataset").join(folder)).unwrap() {

@@ -180,6 +180,21 @@ fn a_stage_never_runs_on_a_failed_upstream_stage() {
         "{report}"
     );
     assert!(!data.path().join("frames").exists(), "extract ran");
+    // The command it names, with a reachable server, fixes it.
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let fetched = avaprep(data.path())
+        .arg("fetch")
+        .arg("--dataset")
+        .arg(mirror().join("manifest.toml"))
+        .args(["--base-url", &server.url()])
+        .output()
+        .unwrap();
+    assert!(fetched.status.success(), "{}", stderr(&fetched));
+    let extract = avaprep(data.path())
+        .args(["extract", "--fps", FPS, "--height", "240"])
+        .output()
+        .unwrap();
+    assert!(extract.status.success(), "{}", stderr(&extract));
 }
 
 fn write_list(data: &Path, id: &str) -> PathBuf {
@@ -299,4 +314,65 @@ fn a_hostile_plan_folder_is_refused_and_deletes_nothing() {
     assert!(message.contains("not a folder name"), "{message}");
     assert!(message.contains("videos.json"), "{message}");
     assert!(!data.path().join("frames").exists(), "extract ran");
+}
+
+/// One video whose download fails (the server refuses it) fails only that video: the run
+/// extracts every other planned video, lists and validates them, and exits 1 naming the one;
+/// the run after the server gives it adds it.
+#[test]
+fn a_failed_download_blocks_only_its_own_video() {
+    let planned = {
+        let data = fetched_data();
+        planned_videos(data.path())
+    };
+    let failing = planned[0].clone();
+    let (url, _) = crate::fetch::mirror_videos(mirror())
+        .into_iter()
+        .find(|(url, _)| url.contains(&failing))
+        .unwrap();
+    let mut config = ServeConfig::new(mirror());
+    config.faults = serve::FaultPlan {
+        rules: vec![serve::FaultRule {
+            path: url,
+            fault: serve::Fault::StatusFirst {
+                code: 403,
+                count: u64::MAX,
+                retry_after: None,
+            },
+            first: None,
+        }],
+    };
+    let server = serve::start(config).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let output = run_pipeline(data.path(), &server);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(stderr(&output).contains(&failing) || stdout(&output).contains(&failing));
+    assert_eq!(
+        completed(&output, "extract") as usize,
+        planned.len() - 1,
+        "{}",
+        stdout(&output)
+    );
+    for video in &planned[1..] {
+        assert_complete(data.path(), video, 5.0);
+    }
+    assert!(!data.path().join("frames").join(&failing).exists());
+    // The whole-dataset stages run on the videos that have frames and say which they dropped.
+    assert_eq!(completed(&output, "lists"), 1, "{}", stdout(&output));
+    assert_eq!(completed(&output, "validate"), 1, "{}", stdout(&output));
+    let dropped = fs::read_to_string(data.path().join("slowfast/dropped_videos.txt")).unwrap();
+    assert!(dropped.starts_with(&format!("{failing}: ")), "{dropped}");
+    let list = fs::read_to_string(data.path().join("frame_lists/train.csv")).unwrap()
+        + &fs::read_to_string(data.path().join("frame_lists/val.csv")).unwrap();
+    assert!(!list.contains(&failing));
+
+    // Once the server gives the video, the next run adds it everywhere.
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let again = run_pipeline(data.path(), &server);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(completed(&again, "extract"), 1, "{}", stdout(&again));
+    assert_eq!(completed(&again, "lists"), 1, "{}", stdout(&again));
+    let list = fs::read_to_string(data.path().join("frame_lists/train.csv")).unwrap()
+        + &fs::read_to_string(data.path().join("frame_lists/val.csv")).unwrap();
+    assert!(list.contains(&failing));
 }

@@ -1,0 +1,122 @@
+//! Every remediation message names a command that works: each test provokes the message, runs
+//! the command it names, and shows the case fixed. (The trainer's hints are tested beside the
+//! trainer: `train::device` and `missing_frames_stop_training_before_the_first_step`.)
+
+use std::fs;
+use std::path::Path;
+
+use avaprep::serve::{self, ServeConfig, ServerHandle};
+
+use crate::extract::{assert_complete, fetched_data, planned_videos};
+use crate::support::{avaprep, mirror, stderr, stdout};
+
+fn fetch(data: &Path, server: &ServerHandle) -> std::process::Output {
+    avaprep(data)
+        .arg("fetch")
+        .arg("--dataset")
+        .arg(mirror().join("manifest.toml"))
+        .args(["--base-url", &server.url()])
+        .output()
+        .unwrap()
+}
+
+fn extract(data: &Path, fps: &str) -> std::process::Output {
+    avaprep(data)
+        .args(["extract", "--fps", fps, "--height", "240"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn extract_before_fetch_names_fetch_which_makes_the_plan() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let failed = extract(data.path(), "5");
+    assert_eq!(failed.status.code(), Some(1));
+    let message = stdout(&failed) + &stderr(&failed);
+    assert!(message.contains("run `avaprep fetch` first"), "{message}");
+    assert!(fetch(data.path(), &server).status.success());
+    let again = extract(data.path(), "5");
+    assert!(again.status.success(), "{}", stderr(&again));
+}
+
+/// `--fps` above a video's rate names the highest rate that video takes; the lowest of those
+/// over all videos extracts them all.
+#[test]
+fn a_rate_above_the_source_names_one_that_works() {
+    let data = fetched_data();
+    let failed = extract(data.path(), "1000");
+    assert!(!failed.status.success());
+    let message = stdout(&failed) + &stderr(&failed);
+    let rates: Vec<u32> = message
+        .split("use --fps ")
+        .skip(1)
+        .map(|rest| rest.split(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(!rates.is_empty(), "{message}");
+    let rate = rates.iter().min().unwrap().to_string();
+    let again = extract(data.path(), &rate);
+    assert!(again.status.success(), "--fps {rate}: {}", stderr(&again));
+}
+
+#[test]
+fn validate_before_lists_names_lists_which_makes_them() {
+    let data = fetched_data();
+    assert!(extract(data.path(), "5").status.success());
+    let failed = avaprep(data.path()).arg("validate").output().unwrap();
+    assert_eq!(failed.status.code(), Some(1));
+    assert!(
+        stderr(&failed).contains("run `avaprep lists`"),
+        "{}",
+        stderr(&failed)
+    );
+    assert!(
+        avaprep(data.path())
+            .arg("lists")
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    let again = avaprep(data.path()).arg("validate").output().unwrap();
+    assert!(again.status.success(), "{}", stdout(&again));
+}
+
+/// A plan without the annotation files the lists need (as from before the lists stage, or
+/// edited): the command named, `fetch`, parses again.
+#[test]
+fn an_old_plan_names_fetch_which_parses_again() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    assert!(fetch(data.path(), &server).status.success());
+    assert!(extract(data.path(), "5").status.success());
+    let plan_path = data.path().join("work/videos.json");
+    let mut plan: serde_json::Value =
+        serde_json::from_slice(&fs::read(&plan_path).unwrap()).unwrap();
+    plan.as_object_mut().unwrap().remove("files");
+    fs::write(&plan_path, serde_json::to_vec(&plan).unwrap()).unwrap();
+    let failed = avaprep(data.path()).arg("lists").output().unwrap();
+    assert_eq!(failed.status.code(), Some(1));
+    let message = stdout(&failed) + &stderr(&failed);
+    // The plan's recorded print catches the change first; a plan whose stage predates prints
+    // gets "run `avaprep fetch` to parse again". Both name the same command.
+    assert!(message.contains("run `avaprep fetch`"), "{message}");
+    let fetched = fetch(data.path(), &server);
+    assert!(fetched.status.success(), "{}", stderr(&fetched));
+    let again = avaprep(data.path()).arg("lists").output().unwrap();
+    assert!(again.status.success(), "{}", stderr(&again));
+}
+
+/// Training names `avaprep extract` when frames are missing: it puts them back.
+#[test]
+fn missing_frames_come_back_with_extract() {
+    let data = fetched_data();
+    assert!(extract(data.path(), "5").status.success());
+    let videos = planned_videos(data.path());
+    fs::remove_dir_all(data.path().join("frames").join(&videos[0])).unwrap();
+    let again = extract(data.path(), "5");
+    assert!(again.status.success(), "{}", stderr(&again));
+    for video in &videos {
+        assert_complete(data.path(), video, 5.0);
+    }
+}
