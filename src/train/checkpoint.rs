@@ -40,6 +40,10 @@ pub struct TrainState {
     pub optimizer_file: Option<String>,
     /// Weights of the best evaluation so far.
     pub best_file: Option<String>,
+    /// The epoch `epoch` ended but its evaluation did not finish (it failed): a resumed run
+    /// evaluates first.
+    #[serde(default)]
+    pub pending_evaluation: bool,
 }
 
 impl TrainState {
@@ -55,6 +59,7 @@ impl TrainState {
             model_file: None,
             optimizer_file: None,
             best_file: None,
+            pending_evaluation: false,
         }
     }
 

@@ -196,6 +196,12 @@ impl Session<'_> {
 
     fn train_epochs(&mut self) -> Result<StopReason, TrainError> {
         let last = self.config.last_epoch();
+        // A run whose evaluation failed resumes with that evaluation, not the next epoch.
+        if self.state.pending_evaluation
+            && let Some(stop) = self.evaluate_epoch()?
+        {
+            return Ok(stop);
+        }
         while self.state.epoch < last {
             let started = Instant::now();
             if let EpochEnd::Cancelled = self.run_epoch()? {
@@ -207,23 +213,10 @@ impl Session<'_> {
             }
             self.end_epoch(started)?;
             // Saved before evaluating, so a failed evaluation loses no training.
+            self.state.pending_evaluation = true;
             checkpoint::save(self.run_dir, &mut self.state, &self.net.vs, &self.sgd)?;
-            let verdict = self.maybe_evaluate()?;
-            checkpoint::save(self.run_dir, &mut self.state, &self.net.vs, &self.sgd)?;
-            (self.progress)(TrainEvent::CheckpointSaved {
-                epoch: self.state.epoch,
-                step: self.state.step,
-            });
-            self.metrics.write_summaries(&self.scored_ids())?;
-            if verdict == Some(Verdict::Stop) {
-                let stop = &self.state.early_stopping;
-                let (best_map, best_epoch) = stop.best.unwrap_or((f64::NAN, 0));
-                return Ok(StopReason::EarlyStopped {
-                    epoch: self.state.epoch,
-                    best_epoch,
-                    best_map,
-                    patience: stop.patience,
-                });
+            if let Some(stop) = self.evaluate_epoch()? {
+                return Ok(stop);
             }
         }
         Ok(match last < self.config.epochs {
@@ -351,6 +344,30 @@ impl Session<'_> {
             clips_per_s,
         });
         Ok(())
+    }
+
+    /// The evaluation after an epoch, then its checkpoint: the stop reason when early stopping
+    /// ends the run.
+    fn evaluate_epoch(&mut self) -> Result<Option<StopReason>, TrainError> {
+        let verdict = self.maybe_evaluate()?;
+        self.state.pending_evaluation = false;
+        checkpoint::save(self.run_dir, &mut self.state, &self.net.vs, &self.sgd)?;
+        (self.progress)(TrainEvent::CheckpointSaved {
+            epoch: self.state.epoch,
+            step: self.state.step,
+        });
+        self.metrics.write_summaries(&self.scored_ids())?;
+        if verdict != Some(Verdict::Stop) {
+            return Ok(None);
+        }
+        let stop = &self.state.early_stopping;
+        let (best_map, best_epoch) = stop.best.unwrap_or((f64::NAN, 0));
+        Ok(Some(StopReason::EarlyStopped {
+            epoch: self.state.epoch,
+            best_epoch,
+            best_map,
+            patience: stop.patience,
+        }))
     }
 
     /// Evaluates when due (every `eval_every` epochs and after the last); a new best writes the

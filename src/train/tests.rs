@@ -428,6 +428,62 @@ fn missing_frames_stop_training_before_the_first_step() {
     assert!(!run.path().join(STATE_FILE).exists(), "training started");
 }
 
+/// An evaluation that fails (a val video's frames vanish during the epoch) loses no training: the
+/// checkpoint before it holds the epoch, and `--resume` evaluates that epoch first instead of
+/// going on to the next one without it.
+#[test]
+fn a_failed_evaluation_is_redone_first_on_resume() {
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(data(), copy.path());
+    let plan = crate::records::VideoPlan::load(&copy.path().join("work/videos.json")).unwrap();
+    let video = plan
+        .videos
+        .iter()
+        .find(|video| video.split == "val")
+        .unwrap();
+    let frames = copy.path().join("frames").join(video.id.as_str());
+    let config = TrainConfig {
+        epochs: 2,
+        warmup_epochs: 0.0,
+        eval_every: 1,
+        ..quick()
+    };
+    let run = tempfile::tempdir().unwrap();
+    let never = AtomicBool::new(false);
+    let remove_at_epoch_end = |event: TrainEvent| {
+        if let TrainEvent::EpochEnd { epoch: 1, .. } = event {
+            std::fs::remove_dir_all(&frames).unwrap();
+        }
+    };
+    let failed = train(
+        &config,
+        copy.path(),
+        run.path(),
+        &never,
+        &remove_at_epoch_end,
+    );
+    assert!(failed.is_err(), "evaluation should fail without the frames");
+    let state = checkpoint::TrainState::load(run.path()).unwrap().unwrap();
+    assert_eq!((state.epoch, state.pending_evaluation), (1, true));
+
+    copy_tree(&data().join("frames"), &copy.path().join("frames"));
+    let events = std::sync::Mutex::new(Vec::new());
+    let record = |event: TrainEvent| match event {
+        TrainEvent::Evaluated { epoch, .. } => events.lock().unwrap().push(("evaluated", epoch)),
+        TrainEvent::EpochEnd { epoch, .. } => events.lock().unwrap().push(("trained", epoch)),
+        _ => {}
+    };
+    let resumed = TrainConfig {
+        resume: true,
+        ..config
+    };
+    train(&resumed, copy.path(), run.path(), &never, &record).unwrap();
+    assert_eq!(
+        *events.lock().unwrap(),
+        [("evaluated", 1), ("trained", 2), ("evaluated", 2)]
+    );
+}
+
 fn copy_tree(from: &Path, to: &Path) {
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
