@@ -16,6 +16,20 @@ pub struct FilePrint {
     pub bytes: u64,
     /// sha256 over every file's relative name, size and modification time, in name order.
     pub digest: String,
+    /// sha256 over every file's relative name and bytes, in name order: what `--verify` checks,
+    /// as sizes and times cannot tell a flipped bit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<String>,
+}
+
+/// How closely recorded prints are compared with the files now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Scrutiny {
+    /// Names, sizes and modification times: a directory listing, cheap on any dataset.
+    #[default]
+    Listing,
+    /// Also every byte, against the recorded content hash (`--verify`).
+    Contents,
 }
 
 impl FilePrint {
@@ -39,12 +53,37 @@ impl FilePrint {
             files: entries.len() as u64,
             bytes,
             digest: hex::encode(hasher.finalize()),
+            content: None,
         })
     }
 
+    /// The print with the content hash: what a stage records of what it made.
+    pub fn take_with_content(data_dir: &Path, relative: &str) -> std::io::Result<FilePrint> {
+        let mut print = FilePrint::take(data_dir, relative)?;
+        print.content = Some(content_hash(&data_dir.join(relative))?);
+        Ok(print)
+    }
+
     /// What differs between this recorded print and the file as it is now, in words; `None` when
-    /// nothing does.
-    pub fn changed(&self, data_dir: &Path) -> Option<String> {
+    /// nothing does. With [`Scrutiny::Contents`] the bytes are hashed too, where a hash was
+    /// recorded.
+    pub fn changed(&self, data_dir: &Path, scrutiny: Scrutiny) -> Option<String> {
+        let listed = self.listing_changed(data_dir);
+        if listed.is_some() || scrutiny == Scrutiny::Listing {
+            return listed;
+        }
+        let recorded = self.content.as_ref()?;
+        match content_hash(&data_dir.join(&self.path)) {
+            Ok(now) if &now == recorded => None,
+            Ok(_) => Some(format!(
+                "{}: its bytes differ from what was made (same names, sizes and times)",
+                self.path
+            )),
+            Err(error) => Some(format!("{}: cannot be read ({error})", self.path)),
+        }
+    }
+
+    fn listing_changed(&self, data_dir: &Path) -> Option<String> {
         let now = match FilePrint::take(data_dir, &self.path) {
             Ok(now) => now,
             Err(error) => return Some(format!("{}: cannot be read ({error})", self.path)),
@@ -71,8 +110,30 @@ impl FilePrint {
 }
 
 /// The first recorded print that no longer holds, described.
-pub fn first_change(prints: &[FilePrint], data_dir: &Path) -> Option<String> {
-    prints.iter().find_map(|print| print.changed(data_dir))
+pub fn first_change(prints: &[FilePrint], data_dir: &Path, scrutiny: Scrutiny) -> Option<String> {
+    prints
+        .iter()
+        .find_map(|print| print.changed(data_dir, scrutiny))
+}
+
+/// sha256 over the relative name and the bytes of every file under `path`, in name order.
+fn content_hash(path: &Path) -> std::io::Result<String> {
+    let mut entries = Vec::new();
+    collect(path, "", &mut entries)?;
+    entries.sort();
+    let mut hasher = Sha256::new();
+    for (name, _, _) in &entries {
+        // Names below a folder start with `/`; a file's own name is empty (and joining an empty
+        // name would add a trailing `/`).
+        let file = match name.trim_start_matches('/') {
+            "" => path.to_path_buf(),
+            relative => path.join(relative),
+        };
+        hasher.update(name.as_bytes());
+        hasher.update([0]);
+        hasher.update(Sha256::digest(std::fs::read(&file)?));
+    }
+    Ok(hex::encode(hasher.finalize()))
 }
 
 /// One digest over several prints (the outputs of a whole-dataset stage), for the fingerprints of
@@ -138,14 +199,29 @@ mod tests {
         }
         let print = FilePrint::take(dir.path(), "frames/v").unwrap();
         assert_eq!((print.files, print.bytes), (3, 306));
-        assert_eq!(print.changed(dir.path()), None);
+        assert_eq!(print.changed(dir.path(), Scrutiny::Listing), None);
 
         std::fs::write(frames.join("2.jpg"), b"").unwrap();
-        assert!(print.changed(dir.path()).unwrap().contains("bytes"));
+        assert!(
+            print
+                .changed(dir.path(), Scrutiny::Listing)
+                .unwrap()
+                .contains("bytes")
+        );
         std::fs::remove_file(frames.join("2.jpg")).unwrap();
-        assert!(print.changed(dir.path()).unwrap().contains("2 files"));
+        assert!(
+            print
+                .changed(dir.path(), Scrutiny::Listing)
+                .unwrap()
+                .contains("2 files")
+        );
         std::fs::remove_dir_all(&frames).unwrap();
-        assert!(print.changed(dir.path()).unwrap().contains("is gone"));
+        assert!(
+            print
+                .changed(dir.path(), Scrutiny::Listing)
+                .unwrap()
+                .contains("is gone")
+        );
 
         // Same name and size, rewritten: the modification time tells.
         let file = dir.path().join("plan.json");
@@ -155,6 +231,38 @@ mod tests {
         file_handle
             .set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(5))
             .unwrap();
-        assert!(print.changed(dir.path()).unwrap().contains("modified"));
+        assert!(
+            print
+                .changed(dir.path(), Scrutiny::Listing)
+                .unwrap()
+                .contains("modified")
+        );
+    }
+
+    /// A flipped bit keeps names, sizes and times: only the content hash (`--verify`) sees it.
+    #[test]
+    fn only_the_content_hash_sees_a_flipped_bit() {
+        let dir = tempfile::tempdir().unwrap();
+        let frames = dir.path().join("frames/v");
+        std::fs::create_dir_all(&frames).unwrap();
+        for k in 1..=3 {
+            std::fs::write(frames.join(format!("{k}.jpg")), vec![7u8; 100]).unwrap();
+        }
+        let print = FilePrint::take_with_content(dir.path(), "frames/v").unwrap();
+        assert_eq!(print.changed(dir.path(), Scrutiny::Contents), None);
+        let file = frames.join("2.jpg");
+        let modified = std::fs::metadata(&file).unwrap().modified().unwrap();
+        let mut bytes = std::fs::read(&file).unwrap();
+        bytes[50] ^= 1;
+        std::fs::write(&file, &bytes).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(modified)
+            .unwrap();
+        assert_eq!(print.changed(dir.path(), Scrutiny::Listing), None);
+        let change = print.changed(dir.path(), Scrutiny::Contents).unwrap();
+        assert!(change.contains("bytes differ"), "{change}");
     }
 }

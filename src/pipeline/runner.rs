@@ -14,7 +14,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use super::fingerprint::fingerprint;
-use super::prints::{combined_digest, first_change, items_digest};
+use super::prints::{Scrutiny, combined_digest, first_change, items_digest};
 use super::stage::{Granularity, ItemError, Stage, StageContext};
 use super::state::{ItemFailure, Loaded, StageState, StageStatus, StateError, StateStore};
 use super::{PipelineError, Shard};
@@ -138,6 +138,8 @@ pub struct Runner<'a> {
     pub store: StateStore,
     pub shard: Option<Shard>,
     pub context: StageContext<'a>,
+    /// How recorded outputs are compared with the files: `Contents` re-hashes every byte.
+    pub scrutiny: Scrutiny,
 }
 
 /// What one stage hands the next about a video.
@@ -295,7 +297,9 @@ impl<'a> Runner<'a> {
                     StageStatus::Done => state
                         .items
                         .values()
-                        .find_map(|record| first_change(&record.outputs, self.context.data_dir))
+                        .find_map(|record| {
+                            first_change(&record.outputs, self.context.data_dir, self.scrutiny)
+                        })
                         .map(|change| format!("made files that changed since: {change}"))?,
                 };
                 Some(Blocker {
@@ -336,7 +340,9 @@ impl<'a> Runner<'a> {
         state
             .items
             .par_iter()
-            .filter_map(|(item, record)| Some((item.clone(), record.change(data_dir)?)))
+            .filter_map(|(item, record)| {
+                Some((item.clone(), record.change(data_dir, self.scrutiny)?))
+            })
             .collect()
     }
 

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::prints::{FilePrint, first_change};
+use super::prints::{FilePrint, Scrutiny, first_change};
 use crate::fsutil;
 
 const STATE_FORMAT: u32 = 1;
@@ -61,7 +61,7 @@ impl ItemRecord {
         let print = |paths: &[&str]| -> std::io::Result<Vec<FilePrint>> {
             paths
                 .iter()
-                .map(|path| FilePrint::take(data_dir, path))
+                .map(|path| FilePrint::take_with_content(data_dir, path))
                 .collect()
         };
         self.outputs = print(outputs)?;
@@ -71,9 +71,9 @@ impl ItemRecord {
 
     /// How the item's outputs or inputs differ from what it recorded, in words; `None` when they
     /// are as recorded.
-    pub fn change(&self, data_dir: &Path) -> Option<String> {
-        first_change(&self.outputs, data_dir).or_else(|| {
-            first_change(&self.inputs, data_dir).map(|change| format!("input {change}"))
+    pub fn change(&self, data_dir: &Path, scrutiny: Scrutiny) -> Option<String> {
+        first_change(&self.outputs, data_dir, scrutiny).or_else(|| {
+            first_change(&self.inputs, data_dir, scrutiny).map(|change| format!("input {change}"))
         })
     }
 

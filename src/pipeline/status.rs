@@ -100,7 +100,12 @@ fn status_line(
             let changed: Vec<String> = state
                 .items
                 .iter()
-                .filter_map(|(item, record)| Some(format!("{item}: {}", record.change(data_dir)?)))
+                .filter_map(|(item, record)| {
+                    Some(format!(
+                        "{item}: {}",
+                        record.change(data_dir, super::prints::Scrutiny::Listing)?
+                    ))
+                })
                 .collect();
             if let Some(first) = changed.first() {
                 line.condition = StageCondition::Stale;

@@ -376,3 +376,51 @@ fn a_failed_download_blocks_only_its_own_video() {
         + &fs::read_to_string(data.path().join("frame_lists/val.csv")).unwrap();
     assert!(list.contains(&failing));
 }
+
+/// A flipped bit keeps a frame's name, size and modification time: the cheap check cannot see
+/// it, `run --verify` (every byte against the recorded hash) redoes exactly that video.
+#[test]
+fn verify_finds_a_flipped_bit_and_redoes_only_its_video() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    assert!(run_pipeline(data.path(), &server).status.success());
+    let videos = planned_videos(data.path());
+    let frame = frames_of(data.path(), &videos[1])[2].clone();
+    let modified = modified(&frame);
+    let mut bytes = fs::read(&frame).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x10;
+    fs::write(&frame, &bytes).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&frame)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    let cheap = run_pipeline(data.path(), &server);
+    assert_eq!(completed(&cheap, "extract"), 0, "{}", stdout(&cheap));
+    let verified = avaprep(data.path())
+        .args(["--json", "run", "pipelines/demo.toml", "--verify", "--set"])
+        .arg(format!(
+            "dataset=\"{}\"",
+            mirror().join("manifest.toml").display()
+        ))
+        .arg("--set")
+        .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
+        .args([
+            "--set",
+            &format!("extract.fps={FPS}"),
+            "--set",
+            "extract.height=240",
+        ])
+        .output()
+        .unwrap();
+    assert!(verified.status.success(), "{}", stderr(&verified));
+    assert_eq!(completed(&verified, "extract"), 1, "{}", stdout(&verified));
+    assert!(
+        stdout(&verified).contains("bytes differ"),
+        "{}",
+        stdout(&verified)
+    );
+    assert_ne!(fs::read(&frame).unwrap(), bytes, "the frame was made again");
+}

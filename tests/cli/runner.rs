@@ -152,6 +152,7 @@ fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport
             reporter: &Silent,
             cancel: &cancel,
         },
+        scrutiny: Default::default(),
     };
     runner.run().unwrap()
 }

@@ -5,6 +5,7 @@ use std::sync::atomic::AtomicBool;
 use clap::Args;
 
 use crate::frame::Printer;
+use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
 
 use crate::frame::{ExitStatus, GlobalArgs, UsageError};
@@ -40,6 +41,10 @@ pub struct ExtractArgs {
     /// Delete each downloaded video once its frames are complete, to save disk.
     #[arg(long)]
     pub delete_videos_after_extract: bool,
+    /// Re-hash every recorded frame and index byte for byte (not only names, sizes and times);
+    /// a video whose files changed is extracted again.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 pub fn run(
@@ -64,6 +69,11 @@ pub fn run(
     // Values no video could honour are usage errors, before any work.
     params.validate().map_err(UsageError)?;
     let stage = ExtractStage { params };
-    let report = run_stages(global, vec![&stage], None, printer, cancel)?;
+    let scrutiny = if args.verify {
+        Scrutiny::Contents
+    } else {
+        Scrutiny::Listing
+    };
+    let report = run_stages(global, vec![&stage], None, scrutiny, printer, cancel)?;
     Ok(exit_status(&report))
 }

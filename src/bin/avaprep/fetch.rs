@@ -10,6 +10,7 @@ use avaprep::annotations::plan::Selection;
 use avaprep::fetch::FetchParams;
 use avaprep::manifest::DatasetManifest;
 use avaprep::pipeline::StateStore;
+use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::{self, ProductConfig, StageId};
 
 use crate::frame::{ExitStatus, GlobalArgs};
@@ -40,7 +41,8 @@ pub struct FetchArgs {
     /// Repeatable. Default: the manifest's URLs.
     #[arg(long, value_name = "URL")]
     pub base_url: Vec<String>,
-    /// Re-hash every downloaded file first; one that no longer matches its record is downloaded again.
+    /// Re-hash every downloaded file first; one that no longer matches its record is downloaded
+    /// again (and the annotation files extracted from the archive are re-hashed too).
     #[arg(long)]
     pub verify: bool,
 }
@@ -84,6 +86,11 @@ pub fn run(
             ));
         }
     }
-    let report = run_stages(global, built.as_refs(), None, printer, cancel)?;
+    let scrutiny = if args.verify {
+        Scrutiny::Contents
+    } else {
+        Scrutiny::Listing
+    };
+    let report = run_stages(global, built.as_refs(), None, scrutiny, printer, cancel)?;
     Ok(exit_status(&report))
 }

@@ -4,6 +4,7 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
+use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::lists::{ListsParams, ListsStage};
 
 use crate::frame::{ExitStatus, GlobalArgs, Printer, UsageError};
@@ -43,6 +44,13 @@ pub fn run(
     };
     params.validate().map_err(UsageError)?;
     let stage = ListsStage { params };
-    let report = run_stages(global, vec![&stage], None, printer, cancel)?;
+    let report = run_stages(
+        global,
+        vec![&stage],
+        None,
+        Scrutiny::Listing,
+        printer,
+        cancel,
+    )?;
     Ok(exit_status(&report))
 }

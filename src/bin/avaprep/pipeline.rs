@@ -6,6 +6,7 @@ use std::sync::atomic::AtomicBool;
 use clap::Args;
 
 use crate::frame::Printer;
+use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::status::{StageCondition, StageStatusLine};
 use avaprep::pipeline::{PipelineSpec, Runner, Shard, StageContext, StateStore};
 use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
@@ -28,6 +29,11 @@ pub struct RunArgs {
     /// Default: all videos.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Shard>,
+
+    /// Re-hash every output each stage recorded, byte for byte, not only names, sizes and
+    /// modification times; what changed is made again.
+    #[arg(long)]
+    pub verify: bool,
 }
 
 #[derive(Debug, Args)]
@@ -69,7 +75,19 @@ pub fn run(
     cancel: &AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
     let built = load(&args.pipeline, &args.overrides)?;
-    let report = run_stages(global, built.as_refs(), args.shard, printer, cancel)?;
+    let scrutiny = if args.verify {
+        Scrutiny::Contents
+    } else {
+        Scrutiny::Listing
+    };
+    let report = run_stages(
+        global,
+        built.as_refs(),
+        args.shard,
+        scrutiny,
+        printer,
+        cancel,
+    )?;
     if !built.unimplemented.is_empty() {
         let names: Vec<&str> = built
             .unimplemented
@@ -100,6 +118,7 @@ pub fn status(
             reporter: printer,
             cancel: &cancel,
         },
+        scrutiny: Scrutiny::Listing,
     };
     for line in runner.status()? {
         printer.record("stage_status", &line);

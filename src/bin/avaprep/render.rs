@@ -2,6 +2,7 @@
 
 use std::sync::atomic::AtomicBool;
 
+use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::{
     Blocker, RunReport, Runner, Shard, Stage, StageContext, StageOutcome, StateStore,
 };
@@ -15,6 +16,7 @@ pub fn run_stages(
     global: &GlobalArgs,
     stages: Vec<&dyn Stage>,
     shard: Option<Shard>,
+    scrutiny: Scrutiny,
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<RunReport> {
@@ -27,6 +29,7 @@ pub fn run_stages(
             reporter: printer,
             cancel,
         },
+        scrutiny,
     };
     let report = runner.run()?;
     print_run_report(printer, &report, &stages);
