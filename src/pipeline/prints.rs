@@ -32,35 +32,49 @@ pub enum Scrutiny {
     Contents,
 }
 
+impl Scrutiny {
+    /// What a command's `--verify` flag asks for.
+    pub fn verify(verify: bool) -> Self {
+        if verify {
+            Scrutiny::Contents
+        } else {
+            Scrutiny::Listing
+        }
+    }
+}
+
 impl FilePrint {
     /// The print of `relative` under `data_dir` as it is now; a path that does not exist has no
     /// files and the digest of nothing.
     pub fn take(data_dir: &Path, relative: &str) -> std::io::Result<FilePrint> {
-        let mut entries = Vec::new();
-        collect(&data_dir.join(relative), "", &mut entries)?;
-        entries.sort();
+        Ok(FilePrint::of(relative, &listing(&data_dir.join(relative))?))
+    }
+
+    fn of(relative: &str, entries: &[Entry]) -> FilePrint {
         let mut hasher = Sha256::new();
         let mut bytes = 0;
-        for (name, size, modified) in &entries {
+        for (name, size, modified) in entries {
             hasher.update(name.as_bytes());
             hasher.update([0]);
             hasher.update(size.to_le_bytes());
             hasher.update(modified.to_le_bytes());
             bytes += size;
         }
-        Ok(FilePrint {
+        FilePrint {
             path: relative.to_string(),
             files: entries.len() as u64,
             bytes,
             digest: hex::encode(hasher.finalize()),
             content: None,
-        })
+        }
     }
 
     /// The print with the content hash: what a stage records of what it made.
     pub fn take_with_content(data_dir: &Path, relative: &str) -> std::io::Result<FilePrint> {
-        let mut print = FilePrint::take(data_dir, relative)?;
-        print.content = Some(content_hash(&data_dir.join(relative))?);
+        let path = data_dir.join(relative);
+        let entries = listing(&path)?;
+        let mut print = FilePrint::of(relative, &entries);
+        print.content = Some(hash_contents(&path, &entries)?);
         Ok(print)
     }
 
@@ -73,7 +87,8 @@ impl FilePrint {
             return listed;
         }
         let recorded = self.content.as_ref()?;
-        match content_hash(&data_dir.join(&self.path)) {
+        let path = data_dir.join(&self.path);
+        match listing(&path).and_then(|entries| hash_contents(&path, &entries)) {
             Ok(now) if &now == recorded => None,
             Ok(_) => Some(format!(
                 "{}: its bytes differ from what was made (same names, sizes and times)",
@@ -116,13 +131,22 @@ pub fn first_change(prints: &[FilePrint], data_dir: &Path, scrutiny: Scrutiny) -
         .find_map(|print| print.changed(data_dir, scrutiny))
 }
 
-/// sha256 over the relative name and the bytes of every file under `path`, in name order.
-fn content_hash(path: &Path) -> std::io::Result<String> {
+/// A file's name below the printed path (empty for the path itself, else starting with `/`),
+/// size and modification time in nanoseconds.
+type Entry = (String, u64, u128);
+
+/// Every file under `path`, in name order.
+fn listing(path: &Path) -> std::io::Result<Vec<Entry>> {
     let mut entries = Vec::new();
     collect(path, "", &mut entries)?;
     entries.sort();
+    Ok(entries)
+}
+
+/// sha256 over the relative name and the bytes of every listed file, in name order.
+fn hash_contents(path: &Path, entries: &[Entry]) -> std::io::Result<String> {
     let mut hasher = Sha256::new();
-    for (name, _, _) in &entries {
+    for (name, _, _) in entries {
         // Names below a folder start with `/`; a file's own name is empty (and joining an empty
         // name would add a trailing `/`).
         let file = match name.trim_start_matches('/') {
@@ -162,7 +186,7 @@ pub fn items_digest(
     hex::encode(hasher.finalize())
 }
 
-fn collect(path: &Path, name: &str, out: &mut Vec<(String, u64, u128)>) -> std::io::Result<()> {
+fn collect(path: &Path, name: &str, out: &mut Vec<Entry>) -> std::io::Result<()> {
     let metadata = match std::fs::symlink_metadata(path) {
         Ok(metadata) => metadata,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),

@@ -400,13 +400,8 @@ fn two_runs_with_one_seed_agree_bitwise() {
 fn missing_frames_stop_training_before_the_first_step() {
     let copy = tempfile::tempdir().unwrap();
     copy_tree(data(), copy.path());
-    let plan = crate::records::VideoPlan::load(&copy.path().join("work/videos.json")).unwrap();
-    let video = plan
-        .videos
-        .iter()
-        .find(|video| video.split == "val")
-        .unwrap();
-    let frames = copy.path().join("frames").join(video.id.as_str());
+    let video = first_val_video(copy.path());
+    let frames = copy.path().join("frames").join(video.as_str());
     let mut names: Vec<_> = std::fs::read_dir(&frames)
         .unwrap()
         .map(|entry| entry.unwrap().path())
@@ -423,7 +418,7 @@ fn missing_frames_stop_training_before_the_first_step() {
         matches!(error, TrainError::FramesMissing { .. }),
         "{message}"
     );
-    assert!(message.contains(video.id.as_str()), "{message}");
+    assert!(message.contains(video.as_str()), "{message}");
     assert!(message.contains("avaprep extract"), "{message}");
     assert!(!run.path().join(STATE_FILE).exists(), "training started");
 }
@@ -435,13 +430,8 @@ fn missing_frames_stop_training_before_the_first_step() {
 fn a_failed_evaluation_is_redone_first_on_resume() {
     let copy = tempfile::tempdir().unwrap();
     copy_tree(data(), copy.path());
-    let plan = crate::records::VideoPlan::load(&copy.path().join("work/videos.json")).unwrap();
-    let video = plan
-        .videos
-        .iter()
-        .find(|video| video.split == "val")
-        .unwrap();
-    let frames = copy.path().join("frames").join(video.id.as_str());
+    let video = first_val_video(copy.path());
+    let frames = copy.path().join("frames").join(video.as_str());
     let config = TrainConfig {
         epochs: 2,
         warmup_epochs: 0.0,
@@ -482,6 +472,15 @@ fn a_failed_evaluation_is_redone_first_on_resume() {
         *events.lock().unwrap(),
         [("evaluated", 1), ("trained", 2), ("evaluated", 2)]
     );
+}
+
+fn first_val_video(data: &Path) -> crate::annotations::VideoId {
+    let plan = crate::records::VideoPlan::load(&data.join("work/videos.json")).unwrap();
+    plan.videos
+        .iter()
+        .find(|video| video.split == "val")
+        .unwrap()
+        .id
 }
 
 fn copy_tree(from: &Path, to: &Path) {

@@ -27,7 +27,7 @@ pub struct Split {
     pub lists: Vec<FrameList>,
     /// Box files whose videos must equal the lists' (the loader's boxes, and the ground truth
     /// the evaluator scores the split against).
-    pub box_files: Vec<(BoxFile, BoxKind)>,
+    pub box_files: Vec<BoxFile>,
 }
 
 impl Split {
@@ -44,7 +44,7 @@ impl Split {
 
     fn keyframes(&self) -> BTreeMap<&str, BTreeSet<i64>> {
         let mut keyframes: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
-        for (file, _) in &self.box_files {
+        for file in &self.box_files {
             for row in &file.rows {
                 keyframes
                     .entry(row.video.as_str())
@@ -80,17 +80,16 @@ impl Dataset {
                 })
                 .collect()
         };
-        let read_boxes =
-            |names: &[String], kind: BoxKind, results: &mut Results| -> Vec<(BoxFile, BoxKind)> {
-                names
-                    .iter()
-                    .filter_map(|name| {
-                        let text = read_text(&request.annotation_dir, name, results)?;
-                        let format = result(results, CheckId::AnnotationFormat);
-                        Some((tables::read_box_file(name, &text, kind, format), kind))
-                    })
-                    .collect()
-            };
+        let read_boxes = |names: &[String], kind: BoxKind, results: &mut Results| -> Vec<BoxFile> {
+            names
+                .iter()
+                .filter_map(|name| {
+                    let text = read_text(&request.annotation_dir, name, results)?;
+                    let format = result(results, CheckId::AnnotationFormat);
+                    Some(tables::read_box_file(name, &text, kind, format))
+                })
+                .collect()
+        };
         let mut train_boxes = read_boxes(&names.train_gt_box_lists, BoxKind::GroundTruth, results);
         train_boxes.extend(read_boxes(
             &names.train_predict_box_lists,
@@ -212,7 +211,7 @@ pub fn check_tables(request: &ValidateRequest, dataset: &Dataset, results: &mut 
     check_list_order(dataset, result(results, CheckId::ListOrder));
     let [first, last] = request.timing.keyframes;
     for split in &dataset.splits {
-        for (file, _) in &split.box_files {
+        for file in &split.box_files {
             for &line in &file.duplicates {
                 result(results, CheckId::DuplicateRows)
                     .fail(format!("{}:{line}: repeats an earlier line", file.name));
@@ -345,7 +344,7 @@ fn check_video_sets(split: &Split, check: &mut CheckResult) {
         .collect();
     let list_names: Vec<&str> = split.lists.iter().map(|list| list.name.as_str()).collect();
     let list_names = list_names.join(", ");
-    for (file, _) in &split.box_files {
+    for file in &split.box_files {
         let boxed: BTreeSet<&str> = file.rows.iter().map(|row| row.video.as_str()).collect();
         let unlisted: Vec<&str> = boxed.difference(&listed).copied().collect();
         let unboxed: Vec<&str> = listed.difference(&boxed).copied().collect();
@@ -516,7 +515,6 @@ fn decode_choice(frames: &[(String, String)], depth: Depth) -> Vec<bool> {
             Depth::Quick => {
                 let video = &frames[i].1;
                 i % QUICK_DECODE_EVERY == 0
-                    || i == 0
                     || i + 1 == frames.len()
                     || frames[i - 1].1 != *video
                     || frames[i + 1].1 != *video

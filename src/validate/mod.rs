@@ -200,14 +200,6 @@ impl CheckResult {
         }
     }
 
-    /// Folds another partial result for the same check into this one.
-    pub fn absorb(&mut self, other: CheckResult) {
-        self.checked += other.checked;
-        self.failed += other.failed;
-        let room = MAX_EXAMPLES.saturating_sub(self.examples.len());
-        self.examples.extend(other.examples.into_iter().take(room));
-    }
-
     pub fn status(&self) -> CheckStatus {
         match (self.failed, &self.skipped) {
             (0, Some(_)) => CheckStatus::Skipped,
@@ -256,7 +248,7 @@ impl ListTiming {
         }
     }
 
-    /// The first row, at `segment_start`, for a keyframe second.
+    /// The row PySlowFast centres a keyframe's clip on: `(second - start) * fps`.
     fn centre_row(&self, second: i64) -> i64 {
         ((second as f64 - self.segment_start) * self.list_fps) as i64
     }

@@ -51,16 +51,7 @@ impl Fixture {
             frame_list_dir: self.lists(),
             annotation_dir: self.annotations(),
             frame_index_dir: Some(self.root.join("frame_index")),
-            names: DatasetNames {
-                train_lists: vec!["train.csv".into()],
-                test_lists: vec!["val.csv".into()],
-                train_gt_box_lists: vec!["ava_train_v2.2.csv".into()],
-                train_predict_box_lists: Vec::new(),
-                test_predict_box_lists: vec!["ava_val_predicted_boxes.csv".into()],
-                exclusion_file: Some("ava_val_excluded_timestamps_v2.2.csv".into()),
-                label_map_file: "ava_action_list_v2.2_for_activitynet_2019.pbtxt".into(),
-                groundtruth_file: Some("ava_val_v2.2.csv".into()),
-            },
+            names: DatasetNames::default(),
             timing: ListTiming {
                 list_fps: 30.0,
                 segment_start: SEGMENT[0],

@@ -15,8 +15,19 @@ use crate::support::{avaprep, mirror, stderr, stdout};
 const FPS: &str = "5";
 
 fn run_pipeline(data: &Path, server: &ServerHandle) -> std::process::Output {
+    run_pipeline_with(data, server, &[])
+}
+
+/// `run pipelines/demo.toml` against the test mirror at 5 fps and 240p, with `extra` arguments.
+pub(crate) fn run_pipeline_with(
+    data: &Path,
+    server: &ServerHandle,
+    extra: &[&str],
+) -> std::process::Output {
     avaprep(data)
-        .args(["--json", "run", "pipelines/demo.toml", "--set"])
+        .args(["--json", "run", "pipelines/demo.toml"])
+        .args(extra)
+        .arg("--set")
         .arg(format!(
             "dataset=\"{}\"",
             mirror().join("manifest.toml").display()
@@ -34,7 +45,7 @@ fn run_pipeline(data: &Path, server: &ServerHandle) -> std::process::Output {
 }
 
 /// The `completed` count of a stage in a `--json run`'s records.
-fn completed(output: &std::process::Output, stage: &str) -> u64 {
+pub(crate) fn completed(output: &std::process::Output, stage: &str) -> u64 {
     stdout(output)
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
@@ -399,22 +410,7 @@ fn verify_finds_a_flipped_bit_and_redoes_only_its_video() {
         .unwrap();
     let cheap = run_pipeline(data.path(), &server);
     assert_eq!(completed(&cheap, "extract"), 0, "{}", stdout(&cheap));
-    let verified = avaprep(data.path())
-        .args(["--json", "run", "pipelines/demo.toml", "--verify", "--set"])
-        .arg(format!(
-            "dataset=\"{}\"",
-            mirror().join("manifest.toml").display()
-        ))
-        .arg("--set")
-        .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
-        .args([
-            "--set",
-            &format!("extract.fps={FPS}"),
-            "--set",
-            "extract.height=240",
-        ])
-        .output()
-        .unwrap();
+    let verified = run_pipeline_with(data.path(), &server, &["--verify"]);
     assert!(verified.status.success(), "{}", stderr(&verified));
     assert_eq!(completed(&verified, "extract"), 1, "{}", stdout(&verified));
     assert!(

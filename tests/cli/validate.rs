@@ -9,6 +9,7 @@ use std::path::Path;
 use avaprep::serve::{self, ServeConfig};
 
 use crate::extract::fetched_data;
+use crate::nothing_lost::{completed, run_pipeline_with};
 use crate::support::{avaprep, mirror, stderr, stdout};
 
 fn prepare(data: &Path) {
@@ -201,24 +202,7 @@ fn an_edited_annotation_file_fails_its_checksum() {
 fn the_validate_stage_runs_after_lists_and_keeps_its_report() {
     let server = serve::start(ServeConfig::new(mirror())).unwrap();
     let data = tempfile::tempdir().unwrap();
-    let run = || {
-        avaprep(data.path())
-            .args(["--json", "run", "pipelines/demo.toml", "--set"])
-            .arg(format!(
-                "dataset=\"{}\"",
-                mirror().join("manifest.toml").display()
-            ))
-            .arg("--set")
-            .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
-            .args([
-                "--set",
-                "extract.height=240",
-                "--set",
-                "validate.quick=true",
-            ])
-            .output()
-            .unwrap()
-    };
+    let run = || run_pipeline_with(data.path(), &server, &["--set", "validate.quick=true"]);
     let first = run();
     assert!(first.status.success(), "{}", stderr(&first));
     assert_eq!(completed(&first, "validate"), 1, "{}", stdout(&first));
@@ -230,13 +214,4 @@ fn the_validate_stage_runs_after_lists_and_keeps_its_report() {
     let again = run();
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(completed(&again, "validate"), 0, "{}", stdout(&again));
-}
-
-fn completed(output: &std::process::Output, stage: &str) -> u64 {
-    stdout(output)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .find(|record| record["type"] == "stage" && record["stage"] == stage)
-        .and_then(|record| record["completed"].as_u64())
-        .unwrap_or_else(|| panic!("no {stage} record in {}", stdout(output)))
 }

@@ -36,7 +36,7 @@ pub struct EvalArgs {
     pub max_detections_per_frame: usize,
 }
 
-fn parse_keyframes(text: &str) -> Result<KeyframeRange, String> {
+pub fn parse_keyframes(text: &str) -> Result<KeyframeRange, String> {
     let usage = || format!("`{text}` is not a keyframe range: expected FIRST-LAST, e.g. 902-1798");
     let (first, last) = text.split_once('-').ok_or_else(usage)?;
     let first = first.trim().parse().map_err(|_| usage())?;

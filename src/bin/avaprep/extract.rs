@@ -69,11 +69,7 @@ pub fn run(
     // Values no video could honour are usage errors, before any work.
     params.validate().map_err(UsageError)?;
     let stage = ExtractStage { params };
-    let scrutiny = if args.verify {
-        Scrutiny::Contents
-    } else {
-        Scrutiny::Listing
-    };
+    let scrutiny = Scrutiny::verify(args.verify);
     let report = run_stages(global, vec![&stage], None, scrutiny, printer, cancel)?;
     Ok(exit_status(&report))
 }

@@ -86,11 +86,7 @@ pub fn run(
             ));
         }
     }
-    let scrutiny = if args.verify {
-        Scrutiny::Contents
-    } else {
-        Scrutiny::Listing
-    };
+    let scrutiny = Scrutiny::verify(args.verify);
     let report = run_stages(global, built.as_refs(), None, scrutiny, printer, cancel)?;
     Ok(exit_status(&report))
 }

@@ -75,11 +75,7 @@ pub fn run(
     cancel: &AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
     let built = load(&args.pipeline, &args.overrides)?;
-    let scrutiny = if args.verify {
-        Scrutiny::Contents
-    } else {
-        Scrutiny::Listing
-    };
+    let scrutiny = Scrutiny::verify(args.verify);
     let report = run_stages(
         global,
         built.as_refs(),

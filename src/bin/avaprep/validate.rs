@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use anyhow::Context as _;
 use clap::Args;
 
+use avaprep::annotations::KeyframeRange;
 use avaprep::manifest::DatasetManifest;
 use avaprep::validate::{
     CheckStatus, Depth, SlowFastConfig, ValidateError, ValidateRequest, ValidationReport,
@@ -49,23 +50,12 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub segment_end: Option<f64>,
     /// The dataset's keyframe seconds, FIRST-LAST. Default: recorded, else 902-1798.
-    #[arg(long, value_parser = parse_keyframes)]
-    pub keyframes: Option<[u32; 2]>,
+    #[arg(long, value_parser = crate::eval::parse_keyframes)]
+    pub keyframes: Option<KeyframeRange>,
     /// A dataset manifest: the annotation files under the data directory's annotations/ must
     /// equal its sha256.
     #[arg(long)]
     pub manifest: Option<PathBuf>,
-}
-
-fn parse_keyframes(text: &str) -> Result<[u32; 2], String> {
-    let usage = || format!("`{text}` is not a keyframe range: expected FIRST-LAST, e.g. 902-1798");
-    let (first, last) = text.split_once('-').ok_or_else(usage)?;
-    let first: u32 = first.trim().parse().map_err(|_| usage())?;
-    let last: u32 = last.trim().parse().map_err(|_| usage())?;
-    if first > last {
-        return Err(usage());
-    }
-    Ok([first, last])
 }
 
 pub fn run(
@@ -73,14 +63,8 @@ pub fn run(
     args: &ValidateArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
-    let request = request(global, args).map_err(|error| match error {
-        error if error.is_usage() => anyhow::Error::new(UsageError(error.to_string())),
-        error => anyhow::Error::new(error),
-    })?;
-    let report = validate(&request, printer).map_err(|error| match error {
-        error if error.is_usage() => anyhow::Error::new(UsageError(error.to_string())),
-        error => anyhow::Error::new(error),
-    })?;
+    let request = request(global, args).map_err(reported)?;
+    let report = validate(&request, printer).map_err(reported)?;
     if let Some(path) = &args.junit {
         avaprep::fsutil::write_atomic(path, to_junit(&report).as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
@@ -92,6 +76,15 @@ pub fn run(
     } else {
         ExitStatus::Failure
     })
+}
+
+/// A usage error exits 2; the rest are failures.
+fn reported(error: ValidateError) -> anyhow::Error {
+    if error.is_usage() {
+        anyhow::Error::new(UsageError(error.to_string()))
+    } else {
+        anyhow::Error::new(error)
+    }
 }
 
 fn request(global: &GlobalArgs, args: &ValidateArgs) -> Result<ValidateRequest, ValidateError> {
@@ -146,7 +139,7 @@ fn request(global: &GlobalArgs, args: &ValidateArgs) -> Result<ValidateRequest, 
         request.timing.segment_end = end;
     }
     if let Some(keyframes) = args.keyframes {
-        request.timing.keyframes = keyframes;
+        request.timing.keyframes = [keyframes.first(), keyframes.last()];
     }
     request.height = args.height;
     if let Some(path) = &args.manifest {
