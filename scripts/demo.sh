@@ -25,8 +25,7 @@ for _ in $(seq 50); do
 done
 [ -n "$url" ] || { echo "demo: the mirror server did not start" >&2; exit 1; }
 
+# fetch -> parse -> extract -> lists -> validate -> train -> eval; a re-run redoes only what changed.
 "$avaprep" --data-dir "$data" run pipelines/demo.toml --set "fetch.base_url=[\"$url\"]"
+echo
 "$avaprep" --data-dir "$data" status pipelines/demo.toml --set "fetch.base_url=[\"$url\"]"
-
-# Train the tiny SlowFast on the extracted frames (a few minutes on 2 cores); a re-run resumes.
-"$avaprep" --data-dir "$data" train --preset synthetic-tiny --resume

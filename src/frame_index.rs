@@ -2,11 +2,14 @@
 //! lists stage, validation and the trainer) and the choice of frames for a clip, by time.
 //!
 //! The contract with the extraction stage: `frames/<id>/<id>_%06d.jpg` (1-based k) and
-//! `frame_index/<id>.csv` with `frame,target_seconds,source_seconds,width,height,source_gap_seconds`,
+//! `frame_index/<id>.csv` with
+//! `frame,target_seconds,source_seconds,width,height,source_gap_seconds,source_file_seconds`,
 //! one row per written frame, where frame k shows the instant `segment_start + (k - 1) / fps`,
 //! taken from the source frame at `source_seconds`, the nearer of the two source frames
-//! `source_gap_seconds` apart around the target (empty when none precedes it). Indexes written
-//! before the gap was recorded have the first five columns only. Only frames
+//! `source_gap_seconds` apart around the target (empty when none precedes it). Times are the
+//! dataset's (AVA seconds); `source_file_seconds` is the same frame's time in the video file,
+//! which differs for a pre-cut clip (`--video-start 900`: file time 0 is AVA second 900).
+//! Indexes written before the gap or the file time were recorded lack those columns. Only frames
 //! around annotated keyframes exist, so clips are built from the index's times, never from a
 //! frame rate assumed here.
 
@@ -14,7 +17,10 @@ use std::path::Path;
 
 use crate::records::RecordError;
 
-pub const HEADER: &str = "frame,target_seconds,source_seconds,width,height,source_gap_seconds";
+pub const HEADER: &str =
+    "frame,target_seconds,source_seconds,width,height,source_gap_seconds,source_file_seconds";
+const HEADER_WITHOUT_FILE_TIME: &str =
+    "frame,target_seconds,source_seconds,width,height,source_gap_seconds";
 const HEADER_WITHOUT_GAP: &str = "frame,target_seconds,source_seconds,width,height";
 
 /// One video's written frames, ascending by number (and so by time).
@@ -47,7 +53,8 @@ impl FrameIndex {
     pub fn parse(text: &str) -> Result<Self, String> {
         let mut lines = text.lines();
         let columns = match lines.next().map(str::trim) {
-            Some(HEADER) => 6,
+            Some(HEADER) => 7,
+            Some(HEADER_WITHOUT_FILE_TIME) => 6,
             Some(HEADER_WITHOUT_GAP) => 5,
             _ => return Err(format!("the first line must be `{HEADER}`")),
         };
@@ -155,6 +162,14 @@ fn parse_row(line: &str, columns: usize) -> Result<Row, String> {
                 .ok_or_else(|| bad("source_gap_seconds"))?,
         ),
     };
+    if let Some(field) = fields.get(6) {
+        field
+            .trim()
+            .parse::<f64>()
+            .ok()
+            .filter(|seconds| seconds.is_finite())
+            .ok_or_else(|| bad("source_file_seconds"))?;
+    }
     if frame == 0 || !target.is_finite() || !source.is_finite() || width == 0 || height == 0 {
         return Err("frame numbers start at 1; times are finite; sizes are positive".into());
     }
@@ -177,7 +192,10 @@ mod tests {
         let mut text = format!("{HEADER}\n");
         for k in (1..=5).chain(21..=25) {
             let t = 900.0 + f64::from(k - 1) / 5.0;
-            text.push_str(&format!("{k},{t:.6},{:.6},854,480,0.033\n", t + 0.01));
+            text.push_str(&format!(
+                "{k},{t:.6},{:.6},854,480,0.033,{t:.6}\n",
+                t + 0.01
+            ));
         }
         FrameIndex::parse(&text).unwrap()
     }
@@ -189,6 +207,13 @@ mod tests {
         assert_eq!((index.width, index.height), (854, 480));
         assert_eq!(index.source_gaps[0], Some(0.033));
         assert!((index.source_times[0] - 900.01).abs() < 1e-9);
+    }
+
+    #[test]
+    fn indexes_without_the_file_time_are_read() {
+        let text =
+            format!("{HEADER_WITHOUT_FILE_TIME}\n1,900.0,900.01,4,4,0.03\n2,900.2,900.2,4,4,\n");
+        assert_eq!(FrameIndex::parse(&text).unwrap().frames, vec![1, 2]);
     }
 
     #[test]

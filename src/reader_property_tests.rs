@@ -264,7 +264,7 @@ fn manifest_and_pipeline_readers_never_panic_and_name_the_file() {
         },
         names_file,
     );
-    let pipeline = std::fs::read(root.join("pipelines/ava.toml")).unwrap();
+    let pipeline = std::fs::read(root.join("pipelines/ava22-5fps-480p.toml")).unwrap();
     let tables = crate::stages::StageId::tables();
     check_reader(
         "pipeline file",

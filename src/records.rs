@@ -20,7 +20,7 @@ pub enum RecordError {
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
     #[error(
-        "{path} does not exist yet: run `avaprep fetch` first (it parses the annotations into this plan of videos)"
+        "{path} does not exist yet: run `avaprep fetch` first (it parses the annotations into this plan of videos), or for videos already on disk `avaprep extract --videos DIR`"
     )]
     NoPlan { path: PathBuf },
 }
@@ -35,6 +35,18 @@ pub struct VideoPlan {
     /// The annotation files the plan was made from, inside the annotations folder.
     #[serde(default)]
     pub files: PlanFiles,
+    /// Where the videos are when they were already on disk (not downloaded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub videos_on_disk: Option<VideosOnDisk>,
+}
+
+/// A folder of `<id>.<ext>` videos the user already has, read where they are and never deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VideosOnDisk {
+    pub folder: PathBuf,
+    /// The dataset second at the files' time 0: 0 for whole videos, 900 for AVA's pre-cut
+    /// 15-minute clips (`videos_15min/`, seconds 900-1801).
+    pub start_seconds: f64,
 }
 
 /// Names of annotation files relative to the annotations folder (from the manifest), so later

@@ -9,6 +9,8 @@ pub trait Reporter: Sync {
     fn item_finished(&self, _stage: &str, _item: &str, _error: Option<&str>) {}
     /// Progress inside one item, in the item's own unit (0 for `total` when unknown).
     fn item_progress(&self, _stage: &str, _item: &str, _done: u64, _total: u64, _unit: Unit) {}
+    /// A line for people about a long item (an evaluation during training).
+    fn stage_note(&self, _stage: &str, _text: &str) {}
     fn stage_finished(&self, _stage: &str) {}
 }
 
@@ -17,6 +19,8 @@ pub trait Reporter: Sync {
 pub enum Unit {
     Bytes,
     Frames,
+    /// Optimizer steps of a training epoch.
+    Steps,
 }
 
 /// A reporter that shows nothing: for tests and library callers.

@@ -15,7 +15,7 @@ use super::{
 };
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
-use crate::records::{PlanFiles, PlannedVideo, SplitFiles, VideoPlan};
+use crate::records::{PlanFiles, PlannedVideo, SplitFiles, VideoPlan, VideosOnDisk};
 
 /// Which videos to use: splits, an optional explicit list, an optional deterministic subset.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
@@ -42,11 +42,27 @@ pub enum PlanError {
     },
     #[error("--video-list names {0}, which is in none of the chosen splits")]
     NotInSplits(VideoId),
+    #[error("reading the video folder {folder}: {source}")]
+    VideoFolder {
+        folder: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{folder}: video {video} is there twice ({first} and {second}); keep one")]
+    TwoFiles {
+        folder: PathBuf,
+        video: VideoId,
+        first: VideoFileName,
+        second: VideoFileName,
+    },
 }
 
-/// Reads the annotation files and chooses the videos.
-/// The annotation files (names inside the annotations folder) a plan is built from.
-pub fn plan_inputs(manifest: &DatasetManifest, selection: &Selection) -> Vec<String> {
+/// The annotation files (names inside the annotations folder) a plan is built from; with videos
+/// already on disk the name lists are not among them (the folder says which files there are).
+pub fn plan_inputs(
+    manifest: &DatasetManifest,
+    selection: &Selection,
+    on_disk: Option<&VideosOnDisk>,
+) -> Vec<String> {
     let labels = &manifest.labels;
     let mut names = vec![
         labels.full.clone(),
@@ -65,6 +81,9 @@ pub fn plan_inputs(manifest: &DatasetManifest, selection: &Selection) -> Vec<Str
             &split.detected_boxes,
         ];
         names.extend(files.into_iter().flatten().cloned());
+        if on_disk.is_some() {
+            continue;
+        }
         if let Some(folder) = manifest.videos.get(&split.videos) {
             names.push(file_name(&manifest.name_lists[&folder.name_list].path).to_string());
         }
@@ -97,19 +116,33 @@ fn plan_files(manifest: &DatasetManifest, selection: &Selection) -> PlanFiles {
     }
 }
 
+/// Reads the annotation files and chooses the videos. With `on_disk`, the file names come from
+/// that folder; a video it lacks stays in the plan under the name it would have, and the
+/// fetch-videos stage reports it missing, as a video the server does not have.
 pub fn build_plan(
     manifest: &DatasetManifest,
     layout: &DataLayout,
     selection: &Selection,
+    on_disk: Option<&VideosOnDisk>,
 ) -> Result<VideoPlan, PlanError> {
     let [first, last] = manifest.dataset.keyframes;
     let range = KeyframeRange::new(first, last).expect("the manifest checks its keyframes");
     let annotations = layout.annotations();
     let labels = read_label_map(&annotations.join(&manifest.labels.full))?;
     read_label_map(&annotations.join(&manifest.labels.scored))?;
+    let on_disk_names = on_disk
+        .map(|on_disk| names_on_disk(&on_disk.folder))
+        .transpose()?;
     let mut videos = Vec::new();
     for split in &selection.splits {
-        videos.extend(split_videos(manifest, layout, split, range, &labels)?);
+        videos.extend(split_videos(
+            manifest,
+            layout,
+            split,
+            range,
+            &labels,
+            on_disk_names.as_ref(),
+        )?);
     }
     if let Some(list) = &selection.video_list {
         let wanted: BTreeSet<&VideoId> = list.iter().collect();
@@ -128,7 +161,36 @@ pub fn build_plan(
         keyframes: manifest.dataset.keyframes,
         videos,
         files: plan_files(manifest, selection),
+        videos_on_disk: on_disk.cloned(),
     })
+}
+
+/// The videos in a folder of `<id>.<ext>` files; other files are not videos of the dataset.
+fn names_on_disk(folder: &Path) -> Result<BTreeMap<VideoId, VideoFileName>, PlanError> {
+    let failed = |source| PlanError::VideoFolder {
+        folder: folder.to_path_buf(),
+        source,
+    };
+    let mut names: BTreeMap<VideoId, VideoFileName> = BTreeMap::new();
+    let mut entries: Vec<String> = std::fs::read_dir(folder)
+        .map_err(failed)?
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .collect();
+    entries.sort();
+    for entry in entries {
+        let Ok(name) = entry.parse::<VideoFileName>() else {
+            continue;
+        };
+        if let Some(first) = names.insert(name.id, name) {
+            return Err(PlanError::TwoFiles {
+                folder: folder.to_path_buf(),
+                video: name.id,
+                first,
+                second: name,
+            });
+        }
+    }
+    Ok(names)
 }
 
 fn split_videos(
@@ -137,6 +199,7 @@ fn split_videos(
     split_name: &str,
     range: KeyframeRange,
     labels: &LabelMap,
+    on_disk: Option<&BTreeMap<VideoId, VideoFileName>>,
 ) -> Result<Vec<PlannedVideo>, PlanError> {
     let split = manifest.splits.get(split_name).ok_or_else(|| {
         let known: Vec<&str> = manifest.splits.keys().map(String::as_str).collect();
@@ -156,18 +219,30 @@ fn split_videos(
     let folder = &manifest.videos[&split.videos];
     let list_file = &manifest.name_lists[&folder.name_list];
     let list_path = annotations.join(file_name(&list_file.path));
-    let names: BTreeMap<VideoId, VideoFileName> = read_video_file_names(&list_path)?
-        .into_iter()
-        .map(|name| (name.id, name))
-        .collect();
+    let names: BTreeMap<VideoId, VideoFileName> = match on_disk {
+        Some(names) => names.clone(),
+        None => read_video_file_names(&list_path)?
+            .into_iter()
+            .map(|name| (name.id, name))
+            .collect(),
+    };
     keyframes
         .into_iter()
         .map(|(id, seconds)| {
-            let file_name = *names.get(&id).ok_or_else(|| PlanError::NotInNameList {
-                video: id,
-                split: split_name.to_string(),
-                list: list_path.clone(),
-            })?;
+            let file_name = match (names.get(&id), on_disk) {
+                (Some(name), _) => *name,
+                (None, Some(_)) => VideoFileName {
+                    id,
+                    extension: crate::annotations::VideoExtension::Mkv,
+                },
+                (None, None) => {
+                    return Err(PlanError::NotInNameList {
+                        video: id,
+                        split: split_name.to_string(),
+                        list: list_path.clone(),
+                    });
+                }
+            };
             Ok(PlannedVideo {
                 id,
                 file_name,

@@ -113,6 +113,19 @@ pub struct IndexRow {
     pub source_gap_seconds: Option<f64>,
     pub width: u32,
     pub height: u32,
+    /// The chosen source frame's time in the video file; `source_seconds` less the file's start
+    /// (see [`IndexRow::starting_at`]).
+    pub source_file_seconds: f64,
+}
+
+impl IndexRow {
+    /// The row on the dataset's clock for a file whose time 0 is the dataset's `start` seconds
+    /// (a pre-cut clip): target and source times move, the file time stays.
+    pub fn starting_at(mut self, start: f64) -> Self {
+        self.target_seconds += start;
+        self.source_seconds += start;
+        self
+    }
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -170,8 +183,8 @@ pub fn write_index(path: &Path, rows: &[IndexRow]) -> Result<(), ExtractError> {
             .map_or(String::new(), |gap| format!("{gap:.6}"));
         let _ = writeln!(
             text,
-            "{},{:.6},{:.6},{},{},{gap}",
-            r.frame, r.target_seconds, r.source_seconds, r.width, r.height
+            "{},{:.6},{:.6},{},{},{gap},{:.6}",
+            r.frame, r.target_seconds, r.source_seconds, r.width, r.height, r.source_file_seconds
         );
     }
     crate::fsutil::write_atomic(path, &text).map_err(|source| ExtractError::Io {

@@ -477,10 +477,12 @@ impl<'a> Run<'a> {
         self.stats.frames_written += 1;
         self.stats.jpeg_bytes += bytes;
         self.stats.output_size = (width, height);
+        let source_seconds = self.clock.seconds(self.clock.pts(ts));
         self.index.push(IndexRow {
             frame: target.k,
             target_seconds: self.clock.seconds(target.at),
-            source_seconds: self.clock.seconds(self.clock.pts(ts)),
+            source_seconds,
+            source_file_seconds: source_seconds,
             source_gap_seconds: gap.map(|gap| self.clock.seconds(gap)),
             width,
             height,

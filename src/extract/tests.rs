@@ -332,6 +332,7 @@ fn index_csv() {
             frame: 1,
             target_seconds: 900.0,
             source_seconds: 900.0167,
+            source_file_seconds: 900.0167,
             source_gap_seconds: Some(0.0333),
             width: 854,
             height: 480,
@@ -340,6 +341,7 @@ fn index_csv() {
             frame: 2,
             target_seconds: 900.2,
             source_seconds: 900.2,
+            source_file_seconds: 0.2,
             source_gap_seconds: None,
             width: 854,
             height: 480,
@@ -350,8 +352,9 @@ fn index_csv() {
     write_index(&path, &rows).unwrap();
     assert_eq!(
         std::fs::read_to_string(&path).unwrap(),
-        "frame,target_seconds,source_seconds,width,height,source_gap_seconds\n\
-         1,900.000000,900.016700,854,480,0.033300\n2,900.200000,900.200000,854,480,\n"
+        "frame,target_seconds,source_seconds,width,height,source_gap_seconds,source_file_seconds\n\
+         1,900.000000,900.016700,854,480,0.033300,900.016700\n\
+         2,900.200000,900.200000,854,480,,0.200000\n"
     );
 }
 

@@ -26,6 +26,16 @@ pub struct FetchParams {
     pub base_url: Vec<String>,
     /// Attempts per file before giving up.
     pub attempts: u32,
+    /// A folder of videos already on disk (`<id>.mkv`, `.mp4` or `.webm`): read where they are,
+    /// never downloaded, never deleted.
+    pub videos: Option<PathBuf>,
+    /// With `videos`: the dataset second at the files' time 0 (900 for AVA's pre-cut 15-minute
+    /// clips, `videos_15min/`).
+    pub video_start: f64,
+    /// A folder of the annotation files already on disk (the CSVs, label maps and person boxes
+    /// the manifest names), copied into the data directory; nothing is downloaded. With `videos`
+    /// and no `annotations`, the data directory's `annotations/` must hold them.
+    pub annotations: Option<PathBuf>,
 }
 
 impl Default for FetchParams {
@@ -34,11 +44,56 @@ impl Default for FetchParams {
             jobs: 4,
             base_url: Vec::new(),
             attempts: RetryPolicy::default().attempts,
+            videos: None,
+            video_start: 0.0,
+            annotations: None,
         }
     }
 }
 
 impl FetchParams {
+    /// Refuses values no video could honour, naming the key (`--video-start`, `[fetch]
+    /// video_start`).
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.video_start.is_finite() && self.video_start >= 0.0) {
+            return Err(format!(
+                "video_start {}: must be a number of seconds, 0 or more",
+                self.video_start
+            ));
+        }
+        if self.video_start != 0.0 && self.videos.is_none() {
+            return Err(
+                "video_start applies to videos already on disk: give their folder too (videos = \"DIR\", --videos DIR)".into(),
+            );
+        }
+        Ok(())
+    }
+
+    /// The videos already on disk, their folder made absolute so the plan holds wherever the
+    /// command runs from.
+    pub fn videos_on_disk(&self) -> Option<crate::records::VideosOnDisk> {
+        let folder = self.videos.as_ref()?;
+        Some(crate::records::VideosOnDisk {
+            folder: std::path::absolute(folder).unwrap_or_else(|_| folder.clone()),
+            start_seconds: self.video_start,
+        })
+    }
+
+    /// Whether the annotations come from disk rather than a download.
+    pub fn annotations_on_disk(&self) -> bool {
+        self.annotations.is_some() || self.videos.is_some()
+    }
+
+    /// Folders in a pipeline file are relative to the file, as its `dataset` is.
+    pub fn resolve_against(&mut self, folder: &Path) {
+        for path in [&mut self.videos, &mut self.annotations]
+            .into_iter()
+            .flatten()
+        {
+            *path = folder.join(&*path);
+        }
+    }
+
     pub fn policy(&self) -> RetryPolicy {
         RetryPolicy {
             attempts: self.attempts.max(1),

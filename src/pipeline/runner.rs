@@ -615,8 +615,18 @@ impl<'a> Runner<'a> {
             self.context.reporter.item_finished(name, &item, None);
             return earlier;
         }
+        let fingerprint = prepared
+            .state
+            .lock()
+            .expect("state lock")
+            .fingerprint
+            .clone();
+        let context = StageContext {
+            fingerprint: &fingerprint,
+            ..self.context
+        };
         let started = Instant::now();
-        match prepared.stage.run_item(&self.context, &item) {
+        match prepared.stage.run_item(&context, &item) {
             Ok(mut record) => {
                 record.seconds = started.elapsed().as_secs_f64();
                 let mut state = prepared.state.lock().expect("state lock");

@@ -27,6 +27,9 @@ pub struct StageContext<'a> {
     pub data_dir: &'a Path,
     pub reporter: &'a dyn Reporter,
     pub cancel: &'a AtomicBool,
+    /// The running stage's fingerprint, set by the runner for each stage: work a stage keeps
+    /// across runs (training checkpoints) is resumed only under the same one.
+    pub fingerprint: &'a str,
 }
 
 impl StageContext<'_> {

@@ -168,17 +168,28 @@ impl Stage for ExtractStage {
         let video = plan
             .video(item)
             .ok_or_else(|| ItemError::new(format!("video {item}: not in the video plan")))?;
-        let input = layout
-            .videos(&video.folder)
-            .join(video.file_name.to_string());
+        let input = match &plan.videos_on_disk {
+            // The file name is a checked `<id>.<ext>`, so the path stays in the folder.
+            Some(on_disk) => on_disk.folder.join(video.file_name.to_string()),
+            None => layout
+                .videos(&video.folder)
+                .join(video.file_name.to_string()),
+        };
         if !input.exists() {
+            let hint = match plan.videos_on_disk {
+                Some(_) => "put it back, or run `avaprep run` again to drop it",
+                None => {
+                    "deleted after an earlier extraction? `avaprep fetch --verify` downloads it again"
+                }
+            };
             return Err(ItemError::new(format!(
-                "video {item}: {} is not there (deleted after an earlier extraction?); `avaprep fetch --verify` downloads it again",
+                "video {item}: {} is not there ({hint})",
                 input.display()
             )));
         }
         let stats = self.extract_into_place(context, &layout, &plan, video, &input)?;
-        if self.params.delete_videos_after_extract {
+        // The user's own videos are never deleted.
+        if self.params.delete_videos_after_extract && plan.videos_on_disk.is_none() {
             let _ = std::fs::remove_file(&input);
         }
         let frames = layout.relative(&layout.video_frames(&video.id));
@@ -244,16 +255,28 @@ impl ExtractStage {
                 .reporter
                 .item_progress(self.name(), &item, done, total, Unit::Frames);
         };
-        let extraction = extract_video(
+        // A pre-cut clip's time 0 is the dataset's second `start`: the extractor works on the
+        // file's clock, the index is written on the dataset's.
+        let start = plan
+            .videos_on_disk
+            .as_ref()
+            .map_or(0.0, |on_disk| on_disk.start_seconds);
+        let segment = [plan.segment[0] - start, plan.segment[1] - start];
+        let mut extraction = extract_video(
             input,
             video.id.as_str(),
             &frames,
-            plan.segment,
+            segment,
             &self.spec(),
             &staging,
             &progress,
         )
         .map_err(|error| fail(&error))?;
+        extraction.index = extraction
+            .index
+            .into_iter()
+            .map(|row| row.starting_at(start))
+            .collect();
         let _ = std::fs::remove_dir_all(&final_dir);
         if let Some(parent) = final_dir.parent() {
             std::fs::create_dir_all(parent).map_err(|error| fail(&error))?;
@@ -322,6 +345,7 @@ mod tests {
                 keyframes,
             }],
             files: Default::default(),
+            videos_on_disk: None,
         }
     }
 

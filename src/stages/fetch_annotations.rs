@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use super::{StageId, item_error};
-use crate::annotations::plan::file_name;
+use crate::annotations::plan::{Selection, file_name, plan_inputs};
 use crate::fetch::archive;
 use crate::fetch::download::{self, Downloader};
 use crate::fetch::{FetchParams, content_identity, expected, fetch_file};
@@ -15,9 +15,62 @@ use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, W
 pub struct FetchAnnotationsStage {
     pub manifest: DatasetManifest,
     pub params: FetchParams,
+    /// Which annotation files a run needs when they come from disk.
+    pub selection: Selection,
 }
 
 impl FetchAnnotationsStage {
+    /// The annotation files the plan needs, from a folder on disk into the annotation folder
+    /// (nothing to copy when they are already there), checked against the sizes and sha256 the
+    /// manifest knows. Returns the files' paths inside the annotation folder.
+    fn copy_from_disk(&self, layout: &DataLayout) -> Result<Vec<PathBuf>, ItemError> {
+        let annotations = layout.annotations();
+        let source = self
+            .params
+            .annotations
+            .clone()
+            .unwrap_or(annotations.clone());
+        let same_folder = match (source.canonicalize(), annotations.canonicalize()) {
+            (Ok(source), Ok(destination)) => source == destination,
+            _ => false,
+        };
+        let needed = plan_inputs(
+            &self.manifest,
+            &self.selection,
+            self.params.videos_on_disk().as_ref(),
+        );
+        let mut files = Vec::new();
+        for name in needed {
+            let from = source.join(&name);
+            let to = annotations.join(&name);
+            if !from.is_file() {
+                return Err(ItemError::new(format!(
+                    "{}: not there; the annotation folder must hold every file the manifest names for the chosen splits ({name}); download them with `avaprep fetch`, or name their folder with `--annotations DIR`",
+                    from.display()
+                )));
+            }
+            if !same_folder {
+                let bytes = std::fs::read(&from).map_err(|error| {
+                    ItemError::new(format!("reading {}: {error}", from.display()))
+                })?;
+                crate::fsutil::write_atomic(&to, &bytes).map_err(item_error)?;
+            }
+            if let Some(known) = self.known_file(&name) {
+                check_known_file(&to, known)?;
+            }
+            files.push(PathBuf::from(name));
+        }
+        Ok(files)
+    }
+
+    /// What the manifest knows of an annotation file by its name, from the archive contents.
+    fn known_file(&self, name: &str) -> Option<&crate::manifest::KnownFile> {
+        let archives = std::iter::once(&self.manifest.annotations).chain(&self.manifest.boxes);
+        archives
+            .flat_map(|archive| &archive.contents)
+            .find(|known| known.name == name)
+    }
+
     fn fetch_archive_and_extract(
         &self,
         downloader: &Downloader,
@@ -44,6 +97,30 @@ impl FetchAnnotationsStage {
         check_known_contents(&archive, &annotations, file)?;
         Ok(written)
     }
+}
+
+/// A file on disk has the size and sha256 the manifest lists for it.
+fn check_known_file(path: &Path, known: &crate::manifest::KnownFile) -> Result<(), ItemError> {
+    let (size, sha256) = download::hash_file(path).map_err(item_error)?;
+    let size_ok = known.size.is_none_or(|expected| expected == size);
+    let sha_ok = known
+        .sha256
+        .as_ref()
+        .is_none_or(|expected| expected.eq_ignore_ascii_case(&sha256));
+    if size_ok && sha_ok {
+        return Ok(());
+    }
+    Err(ItemError::new(format!(
+        "{}: {size} bytes with sha256 {sha256}, not the official file the manifest lists{}{}",
+        path.display(),
+        known
+            .size
+            .map_or(String::new(), |size| format!(" ({size} bytes")),
+        known
+            .sha256
+            .as_ref()
+            .map_or(")".to_string(), |sha| format!(", sha256 {sha})"))
+    )))
 }
 
 /// The manifest's sizes and sha256 of archive members hold after extraction.
@@ -98,6 +175,11 @@ impl Stage for FetchAnnotationsStage {
             "annotations": content_identity(&self.manifest.annotations),
             "name_lists": lists,
             "boxes": self.manifest.boxes.as_ref().map(content_identity),
+            "on_disk": self.params.annotations_on_disk().then(|| serde_json::json!({
+                "folder": self.params.annotations,
+                "selection": self.selection,
+                "videos_on_disk": self.params.videos.is_some(),
+            })),
         })
     }
 
@@ -107,25 +189,11 @@ impl Stage for FetchAnnotationsStage {
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
         let layout = DataLayout::new(context.data_dir);
-        let downloader = Downloader::new(self.params.policy()).map_err(item_error)?;
-        let mut files =
-            self.fetch_archive_and_extract(&downloader, &layout, &self.manifest.annotations)?;
-        if let Some(boxes) = &self.manifest.boxes {
-            files.extend(self.fetch_archive_and_extract(&downloader, &layout, boxes)?);
-        }
-        for list in self.manifest.name_lists.values() {
-            let destination = layout.annotations().join(file_name(&list.path));
-            fetch_file(
-                &downloader,
-                &layout,
-                &self.manifest.urls(list),
-                &destination,
-                &expected(list),
-                &|_, _| {},
-            )
-            .map_err(item_error)?;
-            files.push(destination);
-        }
+        let files = if self.params.annotations_on_disk() {
+            self.copy_from_disk(&layout)?
+        } else {
+            self.download(&layout)?
+        };
         let bytes = files
             .iter()
             .map(|file| std::fs::metadata(layout.annotations().join(file)).map_or(0, |m| m.len()))
@@ -142,5 +210,30 @@ impl Stage for FetchAnnotationsStage {
         }
         .with_files(context.data_dir, &made, &[])
         .map_err(item_error)
+    }
+}
+
+impl FetchAnnotationsStage {
+    fn download(&self, layout: &DataLayout) -> Result<Vec<PathBuf>, ItemError> {
+        let downloader = Downloader::new(self.params.policy()).map_err(item_error)?;
+        let mut files =
+            self.fetch_archive_and_extract(&downloader, layout, &self.manifest.annotations)?;
+        if let Some(boxes) = &self.manifest.boxes {
+            files.extend(self.fetch_archive_and_extract(&downloader, layout, boxes)?);
+        }
+        for list in self.manifest.name_lists.values() {
+            let destination = layout.annotations().join(file_name(&list.path));
+            fetch_file(
+                &downloader,
+                layout,
+                &self.manifest.urls(list),
+                &destination,
+                &expected(list),
+                &|_, _| {},
+            )
+            .map_err(item_error)?;
+            files.push(destination);
+        }
+        Ok(files)
     }
 }

@@ -11,7 +11,7 @@ use crate::fsutil;
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
 use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport};
-use crate::records::VideoPlan;
+use crate::records::{VideoPlan, VideosOnDisk};
 use crate::report::Unit;
 
 /// How each video came to be on disk; summed over the videos in the stage's report.
@@ -22,6 +22,8 @@ pub struct DownloadCounts {
     pub resumed: u64,
     /// Already on disk and matching its record.
     pub verified: u64,
+    /// In the folder of videos the user already had (`[fetch] videos`), never downloaded.
+    pub on_disk: u64,
 }
 
 impl DownloadCounts {
@@ -87,7 +89,11 @@ impl Stage for FetchVideosStage {
     }
 
     fn params(&self) -> serde_json::Value {
-        serde_json::json!({ "version": 1, "videos": self.manifest.videos })
+        serde_json::json!({
+            "version": 1,
+            "videos": self.manifest.videos,
+            "videos_on_disk": self.params.videos_on_disk(),
+        })
     }
 
     fn plan(&self, context: &StageContext) -> Result<Vec<String>, ItemError> {
@@ -107,6 +113,9 @@ impl Stage for FetchVideosStage {
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
         let layout = DataLayout::new(context.data_dir);
         let plan = VideoPlan::load(&layout.video_plan()).map_err(item_error)?;
+        if let Some(on_disk) = &plan.videos_on_disk {
+            return find_on_disk(&layout, &plan, on_disk, item);
+        }
         let (url, path) = self.video_url_and_path(&layout, &plan, item)?;
         let downloader = Downloader::new(self.params.policy()).map_err(item_error)?;
         let marker = layout.missing_videos().join(item);
@@ -146,6 +155,14 @@ impl Stage for FetchVideosStage {
 
     fn summary(&self, report: &StageReport) -> Vec<String> {
         let counts: DownloadCounts = report.counts_as();
+        if counts.on_disk > 0 {
+            return vec![format!(
+                "{} videos already on disk (nothing downloaded), {} missing, {} failed",
+                counts.on_disk,
+                report.missing,
+                report.failures.len()
+            )];
+        }
         let total = counts.downloaded + counts.resumed + counts.verified;
         if total == 0 && report.missing == 0 {
             return Vec::new();
@@ -161,8 +178,77 @@ impl Stage for FetchVideosStage {
     }
 }
 
-/// A truncated or broken video is caught here, before extraction: libav must open it, find a
-/// video stream, and its duration must reach the video's last annotated keyframe.
+/// A video the user already has, found where the plan says; one that is not there is reported
+/// missing and dropped everywhere, as a video the server does not have.
+fn find_on_disk(
+    layout: &DataLayout,
+    plan: &VideoPlan,
+    on_disk: &VideosOnDisk,
+    item: &str,
+) -> Result<ItemRecord, ItemError> {
+    let video = plan.video(item).ok_or_else(|| {
+        ItemError::new(format!("{item}: not in {}", layout.video_plan().display()))
+    })?;
+    // The file name is a checked `<id>.<ext>`, so the path stays in the folder.
+    let path = on_disk.folder.join(video.file_name.to_string());
+    let marker = layout.missing_videos().join(item);
+    let Ok(meta) = std::fs::metadata(&path) else {
+        let message = format!(
+            "video {item}: no {item}.mkv, {item}.mp4 or {item}.webm in {}",
+            on_disk.folder.display()
+        );
+        fsutil::write_atomic(&marker, message.as_bytes()).map_err(item_error)?;
+        return Err(ItemError::missing(message));
+    };
+    let _ = std::fs::remove_file(&marker);
+    #[cfg(feature = "extract")]
+    if let Err(problem) = check_video(plan, item, &path, on_disk.start_seconds) {
+        return Err(ItemError::new(format!(
+            "video {item}: {}: {problem}; the file is left as it is",
+            path.display()
+        )));
+    }
+    Ok(ItemRecord {
+        files: 1,
+        bytes: meta.len(),
+        ..ItemRecord::default()
+    }
+    .with_counts(&DownloadCounts {
+        on_disk: 1,
+        ..DownloadCounts::default()
+    }))
+}
+
+/// libav must open the video, find a video stream, and its duration must reach the video's last
+/// annotated keyframe, on the dataset's clock (the file's time 0 is dataset second `start`).
+#[cfg(feature = "extract")]
+fn check_video(
+    plan: &VideoPlan,
+    item: &str,
+    path: &std::path::Path,
+    start: f64,
+) -> Result<(), String> {
+    let video = plan.video(item).expect("checked by the caller");
+    let needed = video
+        .keyframes
+        .last()
+        .map_or(plan.segment[0], |&last| f64::from(last) + 1.0);
+    match crate::media::probe(path) {
+        Ok(info) if info.end_seconds() + start >= needed => Ok(()),
+        Ok(info) if start > 0.0 => Err(format!(
+            "it ends at {:.1} s (dataset second {:.1}: its time 0 is second {start}) but is annotated up to {needed:.1} s",
+            info.end_seconds(),
+            info.end_seconds() + start
+        )),
+        Ok(info) => Err(format!(
+            "it ends at {:.1} s but is annotated up to {needed:.1} s",
+            info.end_seconds()
+        )),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// A truncated or broken download is caught here, before extraction, and removed.
 #[cfg(feature = "extract")]
 fn probe_video(
     layout: &DataLayout,
@@ -170,18 +256,9 @@ fn probe_video(
     item: &str,
     path: &std::path::Path,
 ) -> Result<(), ItemError> {
-    let video = plan.video(item).expect("checked by video_url_and_path");
-    let needed = video
-        .keyframes
-        .last()
-        .map_or(plan.segment[0], |&last| f64::from(last) + 1.0);
-    let problem = match crate::media::probe(path) {
-        Ok(info) if info.end_seconds() >= needed => return Ok(()),
-        Ok(info) => format!(
-            "it ends at {:.1} s but is annotated up to {needed:.1} s",
-            info.end_seconds()
-        ),
-        Err(error) => error.to_string(),
+    let problem = match check_video(plan, item, path, 0.0) {
+        Ok(()) => return Ok(()),
+        Err(problem) => problem,
     };
     // Not kept: the next run downloads it again instead of trusting a broken file.
     let _ = std::fs::remove_file(layout.download_record(path));

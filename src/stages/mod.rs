@@ -5,12 +5,14 @@
 //! Adding a stage touches its own module and [`StageId`] (its name, its pipeline-file table and
 //! where [`build`] constructs it), nothing else.
 
+pub mod eval;
 #[cfg(feature = "extract")]
 pub mod extract;
 pub mod fetch_annotations;
 pub mod fetch_videos;
 pub mod lists;
 pub mod parse;
+pub mod train;
 pub mod validate;
 
 use std::path::{Path, PathBuf};
@@ -68,15 +70,16 @@ impl StageId {
         Self::ALL.into_iter().find(|stage| stage.name() == name)
     }
 
-    /// The command that runs the stage on its own (`avaprep run` runs them all).
+    /// The command that runs the stage on its own (`avaprep run` runs them all). The pipeline's
+    /// training and scoring record their results for each other, which `avaprep train` alone
+    /// does not: they are `run`'s.
     pub const fn command(self) -> &'static str {
         match self {
             StageId::FetchAnnotations | StageId::Parse | StageId::FetchVideos => "avaprep fetch",
             StageId::Extract => "avaprep extract",
             StageId::Lists => "avaprep lists",
             StageId::Validate => "avaprep validate",
-            StageId::Train => "avaprep train",
-            StageId::Eval => "avaprep eval",
+            StageId::Train | StageId::Eval => "avaprep run",
         }
     }
 
@@ -112,6 +115,10 @@ pub struct ProductConfig {
     pub extract: extract::ExtractParams,
     pub lists: lists::ListsParams,
     pub validate: validate::ValidateParams,
+    pub train: train::TrainParams,
+    pub eval: eval::EvalParams,
+    /// The trainer executable the train and eval stages run.
+    pub trainer: PathBuf,
 }
 
 /// Why a pipeline file does not make a product configuration.
@@ -148,6 +155,9 @@ impl ProductConfig {
             extract: Default::default(),
             lists: Default::default(),
             validate: Default::default(),
+            train: Default::default(),
+            eval: Default::default(),
+            trainer: train::trainer_path(),
         }
     }
 
@@ -174,6 +184,17 @@ impl ProductConfig {
             path: spec.path.clone(),
             message: format!("[lists] {message}"),
         })?;
+        let eval: eval::EvalParams = spec.stage_params(StageId::Eval.table())?;
+        eval.validate().map_err(|message| SpecError::Invalid {
+            path: spec.path.clone(),
+            message: format!("[eval] {message}"),
+        })?;
+        let mut fetch: FetchParams = spec.stage_params(StageId::FetchVideos.table())?;
+        fetch.validate().map_err(|message| SpecError::Invalid {
+            path: spec.path.clone(),
+            message: format!("[fetch] {message}"),
+        })?;
+        fetch.resolve_against(spec.path.parent().unwrap_or(Path::new(".")));
         Ok(ProductConfig {
             manifest,
             selection: Selection {
@@ -181,11 +202,14 @@ impl ProductConfig {
                 videos_per_split: spec.videos_per_split,
                 video_list,
             },
-            fetch: spec.stage_params(StageId::FetchVideos.table())?,
+            fetch,
             #[cfg(feature = "extract")]
             extract,
             lists,
             validate: spec.stage_params(StageId::Validate.table())?,
+            train: spec.stage_params(StageId::Train.table())?,
+            eval,
+            trainer: train::trainer_path(),
         })
     }
 
@@ -195,18 +219,15 @@ impl ProductConfig {
     }
 }
 
-/// The stages that exist so far, in order. A run stops after the last of them; `unimplemented`
-/// names the rest so `run` and `status` can say so plainly.
+/// The product's stages, in order.
 pub struct ProductStages {
     pub stages: Vec<(StageId, Box<dyn Stage>)>,
-    pub unimplemented: Vec<StageId>,
 }
 
 impl ProductStages {
     /// The stages up to and including `last`, for single-step commands such as `fetch`.
     pub fn through(mut self, last: StageId) -> Self {
         self.stages.retain(|(id, _)| *id <= last);
-        self.unimplemented.clear();
         self
     }
 
@@ -231,10 +252,12 @@ pub fn build(config: &ProductConfig) -> anyhow::Result<ProductStages> {
             StageId::FetchAnnotations => Box::new(fetch_annotations::FetchAnnotationsStage {
                 manifest: manifest.clone(),
                 params: config.fetch.clone(),
+                selection: config.selection.clone(),
             }),
             StageId::Parse => Box::new(parse::ParseStage {
                 manifest: manifest.clone(),
                 selection: config.selection.clone(),
+                on_disk: config.fetch.videos_on_disk(),
             }),
             StageId::FetchVideos => Box::new(fetch_videos::FetchVideosStage {
                 manifest: manifest.clone(),
@@ -250,15 +273,21 @@ pub fn build(config: &ProductConfig) -> anyhow::Result<ProductStages> {
             StageId::Validate => Box::new(validate::ValidateStage {
                 params: config.validate.clone(),
             }),
-            _ => break,
+            StageId::Train => Box::new(train::TrainStage {
+                params: config.train.clone(),
+                trainer: config.trainer.clone(),
+            }),
+            StageId::Eval => Box::new(eval::EvalStage {
+                params: config.eval.clone(),
+                train: config.train.clone(),
+                trainer: config.trainer.clone(),
+            }),
+            #[cfg(not(feature = "extract"))]
+            StageId::Extract => continue,
         };
         stages.push((id, stage));
     }
-    let unimplemented = StageId::ALL[stages.len()..].to_vec();
-    Ok(ProductStages {
-        stages,
-        unimplemented,
-    })
+    Ok(ProductStages { stages })
 }
 
 /// A download that no longer matches its record after `fetch --verify` re-hashed it.
@@ -314,6 +343,27 @@ mod tests {
                 .all(|stage| tables.contains(&stage.table()))
         );
         assert_eq!(tables.iter().filter(|table| **table == "fetch").count(), 1);
+    }
+
+    /// Every real-data pipeline file reads into a configuration (the demo's names a mirror that
+    /// `scripts/demo.sh` makes first).
+    #[test]
+    fn the_shipped_pipeline_files_are_valid() {
+        let folder = Path::new(env!("CARGO_MANIFEST_DIR")).join("pipelines");
+        let mut checked = 0;
+        for entry in std::fs::read_dir(&folder).unwrap() {
+            let path = entry.unwrap().path();
+            if path.file_name().is_some_and(|name| name == "demo.toml") {
+                continue;
+            }
+            let spec = PipelineSpec::load(&path, &[], &StageId::tables())
+                .unwrap_or_else(|error| panic!("{error}"));
+            let config = ProductConfig::from_spec(&spec)
+                .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+            assert!(build(&config).unwrap().stages.len() >= 7);
+            checked += 1;
+        }
+        assert!(checked >= 3, "{checked} pipeline files");
     }
 
     #[test]

@@ -8,6 +8,7 @@ use crate::annotations::plan::{Selection, build_plan, plan_inputs};
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
 use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, WHOLE};
+use crate::records::VideosOnDisk;
 
 /// What the plan holds.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,6 +21,8 @@ pub struct PlanCounts {
 pub struct ParseStage {
     pub manifest: DatasetManifest,
     pub selection: Selection,
+    /// The videos already on disk, when they are not downloaded.
+    pub on_disk: Option<VideosOnDisk>,
 }
 
 impl Stage for ParseStage {
@@ -38,11 +41,12 @@ impl Stage for ParseStage {
 
     fn params(&self) -> serde_json::Value {
         serde_json::json!({
-            "version": 2,
+            "version": 3,
             "dataset": self.manifest.dataset,
             "splits": self.manifest.splits,
             "labels": self.manifest.labels,
             "selection": self.selection,
+            "videos_on_disk": self.on_disk,
         })
     }
 
@@ -52,8 +56,13 @@ impl Stage for ParseStage {
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
         let layout = DataLayout::new(context.data_dir);
-        let plan = build_plan(&self.manifest, &layout, &self.selection)
-            .map_err(|error| ItemError::new(error.to_string()))?;
+        let plan = build_plan(
+            &self.manifest,
+            &layout,
+            &self.selection,
+            self.on_disk.as_ref(),
+        )
+        .map_err(|error| ItemError::new(error.to_string()))?;
         plan.write(&layout.video_plan())
             .map_err(|error| ItemError::new(error.to_string()))?;
         let keyframes: usize = plan.videos.iter().map(|video| video.keyframes.len()).sum();
@@ -61,7 +70,7 @@ impl Stage for ParseStage {
             videos: plan.videos.len() as u64,
             keyframes: keyframes as u64,
         };
-        let read: Vec<String> = plan_inputs(&self.manifest, &self.selection)
+        let read: Vec<String> = plan_inputs(&self.manifest, &self.selection, self.on_disk.as_ref())
             .iter()
             .map(|name| layout.relative(&layout.annotations().join(name)))
             .collect();

@@ -149,6 +149,9 @@ impl std::fmt::Display for StopReason {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TrainSummary {
     pub reason: StopReason,
+    /// `reason` as a sentence, for readers of `summary.json` that do not know its variants.
+    #[serde(default)]
+    pub stop: String,
     pub epochs_run: usize,
     pub steps: u64,
     /// Best validation mAP during training and the epoch it was reached at.

@@ -432,6 +432,7 @@ impl Session<'_> {
     fn finish(&mut self, reason: StopReason) -> Result<TrainSummary, TrainError> {
         self.metrics.write_summaries(&self.scored_ids())?;
         let mut summary = TrainSummary {
+            stop: reason.to_string(),
             reason: reason.clone(),
             epochs_run: self.state.epoch,
             steps: self.state.step,

@@ -110,7 +110,11 @@ fn dataset() -> Fixture {
             let target = SEGMENT[0] + f64::from(k - 1) / FPS;
             // The source frame nearest the target on a 30 fps grid starting 0.01 s late.
             let source = 0.01 + ((target - 0.01) / SOURCE_FRAME).round() * SOURCE_FRAME;
-            writeln!(index, "{k},{target:.6},{source:.6},32,18,{SOURCE_FRAME:.6}").unwrap();
+            writeln!(
+                index,
+                "{k},{target:.6},{source:.6},32,18,{SOURCE_FRAME:.6},{source:.6}"
+            )
+            .unwrap();
         }
         fs::write(fixture.index(video), index).unwrap();
         let list_name = if *video == VAL {
@@ -367,7 +371,7 @@ fn defects() -> Vec<Defect> {
                     let fields: Vec<&str> = lines[7].split(',').collect();
                     let source: f64 = fields[2].parse::<f64>().unwrap() + 0.1;
                     lines[7] = format!(
-                        "{},{},{source:.6},{},{},{}",
+                        "{},{},{source:.6},{},{},{},{source:.6}",
                         fields[0], fields[1], fields[3], fields[4], fields[5]
                     );
                 });

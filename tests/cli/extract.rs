@@ -44,7 +44,9 @@ pub(crate) fn assert_complete(data: &Path, video: &str, fps: f64) {
     let mut lines = index.lines();
     assert_eq!(
         lines.next(),
-        Some("frame,target_seconds,source_seconds,width,height,source_gap_seconds")
+        Some(
+            "frame,target_seconds,source_seconds,width,height,source_gap_seconds,source_file_seconds"
+        )
     );
     let mut indexed = BTreeSet::new();
     for line in lines {

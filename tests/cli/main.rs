@@ -10,6 +10,10 @@ mod hints;
 mod lists;
 #[cfg(feature = "extract")]
 mod nothing_lost;
+#[cfg(feature = "extract")]
+mod on_disk;
+#[cfg(feature = "extract")]
+mod pipeline;
 mod runner;
 mod support;
 #[cfg(feature = "extract")]

@@ -18,14 +18,21 @@ fn run_pipeline(data: &Path, server: &ServerHandle) -> std::process::Output {
     run_pipeline_with(data, server, &[])
 }
 
-/// `run pipelines/demo.toml` against the test mirror at 5 fps and 240p, with `extra` arguments.
+/// `run pipelines/demo.toml --until validate` (the data stages) against the test mirror at 5 fps
+/// and 240p, with `extra` arguments.
 pub(crate) fn run_pipeline_with(
     data: &Path,
     server: &ServerHandle,
     extra: &[&str],
 ) -> std::process::Output {
     avaprep(data)
-        .args(["--json", "run", "pipelines/demo.toml"])
+        .args([
+            "--json",
+            "run",
+            "pipelines/demo.toml",
+            "--until",
+            "validate",
+        ])
         .args(extra)
         .arg("--set")
         .arg(format!(

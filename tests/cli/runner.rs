@@ -151,6 +151,7 @@ fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport
             data_dir,
             reporter: &Silent,
             cancel: &cancel,
+            fingerprint: "",
         },
         scrutiny: Default::default(),
     };

@@ -1,12 +1,17 @@
 //! `avaprep extract`.
 
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
 use crate::frame::Printer;
+use avaprep::annotations::plan::Selection;
+use avaprep::fetch::FetchParams;
+use avaprep::manifest::DatasetManifest;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
+use avaprep::stages::{self, ProductConfig, StageId};
 
 use crate::frame::{ExitStatus, GlobalArgs, UsageError};
 use crate::render::{exit_status, run_stages};
@@ -45,6 +50,35 @@ pub struct ExtractArgs {
     /// a video whose files changed is extracted again.
     #[arg(long)]
     pub verify: bool,
+    /// Videos already on disk: a folder of `<id>.mkv`, `.mp4` or `.webm`, read where they are
+    /// (nothing is downloaded or deleted). The annotations come from DATA_DIR/annotations, or
+    /// --annotations; a video the annotations name that the folder lacks is reported and dropped.
+    #[arg(long, value_name = "DIR")]
+    pub videos: Option<PathBuf>,
+    /// With --videos: the dataset second at the files' time 0, e.g. 900 for AVA's pre-cut
+    /// 15-minute clips (`videos_15min/`). Default: 0, whole videos.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0.0,
+        requires = "videos"
+    )]
+    pub video_start: f64,
+    /// With --videos: a folder holding the annotation files the manifest names, copied into
+    /// DATA_DIR/annotations.
+    #[arg(long, value_name = "DIR", requires = "videos")]
+    pub annotations: Option<PathBuf>,
+    /// With --videos: the dataset manifest (annotation file names, splits, segment).
+    #[arg(long, default_value = "manifests/ava-v2.2.toml", requires = "videos")]
+    pub dataset: PathBuf,
+    /// With --videos: the splits to plan, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "train,val",
+        requires = "videos"
+    )]
+    pub split: Vec<String>,
 }
 
 pub fn run(
@@ -68,8 +102,28 @@ pub fn run(
     }
     // Values no video could honour are usage errors, before any work.
     params.validate().map_err(UsageError)?;
-    let stage = ExtractStage { params };
     let scrutiny = Scrutiny::verify(args.verify);
-    let report = run_stages(global, vec![&stage], None, scrutiny, printer, cancel)?;
+    if args.videos.is_none() {
+        let stage = ExtractStage { params };
+        let report = run_stages(global, vec![&stage], None, scrutiny, printer, cancel)?;
+        return Ok(exit_status(&report));
+    }
+    // Videos on disk: the annotations are taken from disk and planned first, as `fetch` would.
+    let fetch = FetchParams {
+        videos: args.videos.clone(),
+        video_start: args.video_start,
+        annotations: args.annotations.clone(),
+        ..FetchParams::default()
+    };
+    fetch.validate().map_err(UsageError)?;
+    let selection = Selection {
+        splits: args.split.clone(),
+        ..Selection::default()
+    };
+    let mut config =
+        ProductConfig::for_fetch(DatasetManifest::load(&args.dataset)?, selection, fetch);
+    config.extract = params;
+    let built = stages::build(&config)?.through(StageId::Extract);
+    let report = run_stages(global, built.as_refs(), None, scrutiny, printer, cancel)?;
     Ok(exit_status(&report))
 }

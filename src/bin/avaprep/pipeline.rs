@@ -6,9 +6,12 @@ use std::sync::atomic::AtomicBool;
 use clap::Args;
 
 use crate::frame::Printer;
+use avaprep::layout::DataLayout;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::status::{StageCondition, StageStatusLine};
 use avaprep::pipeline::{PipelineSpec, Runner, Shard, StageContext, StateStore};
+use avaprep::stages::eval::Evaluation;
+use avaprep::stages::train::TrainedRun;
 use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
 
 use crate::frame::{ExitStatus, GlobalArgs, UsageError};
@@ -34,6 +37,17 @@ pub struct RunArgs {
     /// modification times; what changed is made again.
     #[arg(long)]
     pub verify: bool,
+
+    /// Stop after this stage (for example `validate`: the data only, no training).
+    #[arg(long, value_name = "STAGE", value_parser = parse_stage)]
+    pub until: Option<StageId>,
+}
+
+fn parse_stage(name: &str) -> Result<StageId, String> {
+    StageId::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = StageId::ALL.iter().map(|stage| stage.name()).collect();
+        format!("`{name}` is not a stage (stages: {})", names.join(", "))
+    })
 }
 
 #[derive(Debug, Args)]
@@ -74,7 +88,10 @@ pub fn run(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
-    let built = load(&args.pipeline, &args.overrides)?;
+    let mut built = load(&args.pipeline, &args.overrides)?;
+    if let Some(last) = args.until {
+        built = built.through(last);
+    }
     let scrutiny = Scrutiny::verify(args.verify);
     let report = run_stages(
         global,
@@ -84,16 +101,8 @@ pub fn run(
         printer,
         cancel,
     )?;
-    if !built.unimplemented.is_empty() {
-        let names: Vec<&str> = built
-            .unimplemented
-            .iter()
-            .map(|stage| stage.name())
-            .collect();
-        printer.note(&format!(
-            "stopped after the implemented stages; not implemented yet: {}",
-            names.join(", ")
-        ));
+    if report.succeeded() {
+        print_results(global, printer);
     }
     Ok(exit_status(&report))
 }
@@ -113,6 +122,7 @@ pub fn status(
             data_dir: &global.data_dir,
             reporter: printer,
             cancel: &cancel,
+            fingerprint: "",
         },
         scrutiny: Scrutiny::Listing,
     };
@@ -120,10 +130,50 @@ pub fn status(
         printer.record("stage_status", &line);
         printer.result(&status_text(&line));
     }
-    for stage in &built.unimplemented {
-        printer.result(&format!("{:<18} not implemented yet", stage.name()));
-    }
     Ok(ExitStatus::Success)
+}
+
+/// Where the run's results are, the score with its per-class table, and why training stopped.
+fn print_results(global: &GlobalArgs, printer: &Printer) {
+    let layout = DataLayout::new(&global.data_dir);
+    let (Ok(trained), Some(evaluation)) = (TrainedRun::load(&layout), Evaluation::load(&layout))
+    else {
+        return;
+    };
+    printer.record("trained", &trained);
+    printer.record("evaluation", &evaluation);
+    let at = |relative: &str| layout.root().join(relative).display().to_string();
+    printer.result("");
+    printer.result(&format!("model       {}", at(&trained.weights)));
+    printer.result(&format!("curves      {}", at(&trained.curves)));
+    printer.result(&format!("run         {}", at(&trained.run_dir)));
+    for split in &evaluation.splits {
+        printer.result(&format!(
+            "{:<11} {}",
+            format!("{} dets", split.split),
+            at(&split.detections)
+        ));
+    }
+    printer.result(&format!(
+        "stopped     {} ({} epochs, {} steps)",
+        trained.stop, trained.epochs_run, trained.steps
+    ));
+    for split in &evaluation.splits {
+        let Some(report) = evaluation.report(&layout, &split.split) else {
+            continue;
+        };
+        printer.result(&format!(
+            "{} mAP {} with the best weights{}",
+            split.split,
+            report
+                .mean_ap
+                .map_or("-".to_string(), |map| format!("{map:.4}")),
+            trained.best.map_or(String::new(), |(map, epoch)| format!(
+                " (epoch {epoch}; {map:.4} when evaluated during training)"
+            ))
+        ));
+        printer.result(&avaprep::eval::render_table(&report));
+    }
 }
 
 fn status_text(line: &StageStatusLine) -> String {

@@ -28,6 +28,7 @@ pub fn run_stages(
             data_dir: &global.data_dir,
             reporter: printer,
             cancel,
+            fingerprint: "",
         },
         scrutiny,
     };

@@ -4,12 +4,12 @@
 
 use std::ffi::OsString;
 use std::os::unix::process::CommandExt as _;
-use std::path::PathBuf;
 
 use anyhow::anyhow;
 use clap::Args;
 
 use crate::frame::ExitStatus;
+use avaprep::stages::train::{TRAINER, trainer_path};
 
 /// The trainer's own flags, passed on unread (`avaprep train --help` shows them).
 #[derive(Debug, Args)]
@@ -18,23 +18,10 @@ pub struct Passthrough {
     pub args: Vec<OsString>,
 }
 
-/// The trainer's file name, beside `avaprep`.
-pub const TRAINER: &str = "avaprep-train";
-
-/// Where the trainer is: `AVAPREP_TRAINER` when set, else beside this executable.
-fn trainer_path() -> anyhow::Result<PathBuf> {
-    if let Some(path) = std::env::var_os("AVAPREP_TRAINER") {
-        return Ok(PathBuf::from(path));
-    }
-    let exe =
-        std::env::current_exe().map_err(|error| anyhow!("finding avaprep itself: {error}"))?;
-    Ok(exe.with_file_name(TRAINER))
-}
-
 /// Replaces this process with the trainer, given this process's arguments; returns only when the
 /// trainer cannot be started.
 pub fn exec_trainer() -> anyhow::Result<ExitStatus> {
-    let trainer = trainer_path()?;
+    let trainer = trainer_path();
     if !trainer.is_file() {
         return Err(anyhow!(
             "the trainer {} is not installed: training needs libtorch, which the data tool leaves \

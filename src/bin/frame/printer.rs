@@ -200,6 +200,7 @@ impl Reporter for Printer {
                         "{prefix:>16} [{bar:30}] {bytes}/{total_bytes} {bytes_per_sec} ({eta})"
                     }
                     Unit::Frames => "{prefix:>16} [{bar:30}] {pos}/{len} frames ({eta})",
+                    Unit::Steps => "{prefix:>16} [{bar:30}] {pos}/{len} steps ({eta})",
                 };
                 let bar = bars.add(ProgressBar::new(total));
                 bar.set_style(
@@ -218,6 +219,10 @@ impl Reporter for Printer {
         if unit == Unit::Bytes {
             self.add_stage_bytes(bars, stage, item, done, total);
         }
+    }
+
+    fn stage_note(&self, stage: &str, text: &str) {
+        self.note(&format!("{stage}: {text}"));
     }
 
     fn stage_finished(&self, stage: &str) {

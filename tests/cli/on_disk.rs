@@ -1,0 +1,236 @@
+//! Videos already on disk, no server: `extract --videos DIR` on the mirror's own files, and
+//! `run` on pre-cut clips (`[fetch] videos`, `video_start`: the file's time 0 is the segment's
+//! start), each against the fetched path's frames, byte for byte.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+
+use crate::extract::{fetched_data, planned_videos};
+use crate::support::{avaprep, mirror, stderr, stdout};
+
+/// Segment start of the synthetic mirror's quick profile.
+const START: f64 = 5.0;
+
+/// Every frame file of a data directory, by video and name, with its bytes.
+fn frames(data: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut frames = BTreeMap::new();
+    for video in fs::read_dir(data.join("frames")).unwrap() {
+        let video = video.unwrap().path();
+        for frame in fs::read_dir(&video).unwrap() {
+            let frame = frame.unwrap().path();
+            let key = format!(
+                "{}/{}",
+                video.file_name().unwrap().to_string_lossy(),
+                frame.file_name().unwrap().to_string_lossy()
+            );
+            frames.insert(key, fs::read(&frame).unwrap());
+        }
+    }
+    frames
+}
+
+/// A video's index rows as (frame, target, source, width, height, gap) text and the file times.
+fn index(data: &Path, video: &str) -> (Vec<String>, Vec<f64>) {
+    let text = fs::read_to_string(data.join("frame_index").join(format!("{video}.csv"))).unwrap();
+    let mut rows = Vec::new();
+    let mut file_times = Vec::new();
+    for line in text.lines().skip(1) {
+        let (dataset, file_time) = line.rsplit_once(',').unwrap();
+        rows.push(dataset.to_string());
+        file_times.push(file_time.parse().unwrap());
+    }
+    (rows, file_times)
+}
+
+fn source_times(rows: &[String]) -> Vec<f64> {
+    rows.iter()
+        .map(|row| row.split(',').nth(2).unwrap().parse().unwrap())
+        .collect()
+}
+
+/// The fetched path, extracted: the reference every on-disk path must equal.
+fn fetched_and_extracted() -> tempfile::TempDir {
+    let data = fetched_data();
+    let output = avaprep(data.path())
+        .args(["extract", "--height", "240"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    data
+}
+
+#[test]
+fn videos_on_disk_give_the_frames_of_the_fetched_path() {
+    let fetched = fetched_and_extracted();
+    let on_disk = tempfile::tempdir().unwrap();
+    let output = avaprep(on_disk.path())
+        .args(["extract", "--height", "240", "--videos"])
+        .arg(mirror().join("ava-dataset/trainval"))
+        .arg("--annotations")
+        .arg(fetched.path().join("annotations"))
+        .arg("--dataset")
+        .arg(mirror().join("manifest.toml"))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("already on disk (nothing downloaded)"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        !on_disk.path().join("videos").exists(),
+        "nothing downloaded"
+    );
+    assert!(
+        !on_disk.path().join("downloads").exists(),
+        "nothing downloaded"
+    );
+    assert_eq!(
+        planned_videos(on_disk.path()),
+        planned_videos(fetched.path())
+    );
+    let reference = frames(fetched.path());
+    assert!(reference.len() > 100, "{} frames", reference.len());
+    assert!(
+        frames(on_disk.path()) == reference,
+        "the frames differ from the fetched path's"
+    );
+    for video in planned_videos(fetched.path()) {
+        let (rows, file_times) = index(on_disk.path(), &video);
+        assert_eq!(rows, index(fetched.path(), &video).0, "{video}");
+        // Whole videos: the file's clock is the dataset's.
+        for (source, file_time) in source_times(&rows).iter().zip(&file_times) {
+            assert!((source - file_time).abs() < 1e-9, "{video}");
+        }
+    }
+    // A missing video folder is an error naming it, before anything is planned.
+    let missing = avaprep(tempfile::tempdir().unwrap().path())
+        .args(["extract", "--videos", "/no/such/folder", "--annotations"])
+        .arg(fetched.path().join("annotations"))
+        .arg("--dataset")
+        .arg(mirror().join("manifest.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(1));
+    assert!(
+        stderr(&missing).contains("/no/such/folder"),
+        "{}",
+        stderr(&missing)
+    );
+}
+
+/// Clips cut at the segment's start, as PySlowFast's `videos_15min/` are cut at AVA second 900:
+/// with `video_start` the frames are those of the whole videos; the index keeps the dataset's
+/// clock and records the file's. A video the annotations name that the folder lacks is
+/// reported missing and dropped; the others go on through lists and validation.
+#[test]
+fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
+    let fetched = fetched_and_extracted();
+    let plan: serde_json::Value =
+        serde_json::from_slice(&fs::read(fetched.path().join("work/videos.json")).unwrap())
+            .unwrap();
+    let clips = tempfile::tempdir().unwrap();
+    let mut cut = Vec::new();
+    for video in plan["videos"].as_array().unwrap() {
+        let id = video["id"].as_str().unwrap();
+        let (rows, _) = index(fetched.path(), id);
+        // Only a video with a source frame exactly at the cut keeps its clock when cut: a clip's
+        // first frame is its time 0, as for every pre-cut clip.
+        if source_times(&rows)[0] != START || cut.len() == 2 {
+            continue;
+        }
+        let source = mirror()
+            .join("ava-dataset/trainval")
+            .join(video["file_name"].as_str().unwrap());
+        // Lossless, no B-frames: the cut's pixels are the source's, its first frame at time 0.
+        let status = Command::new("ffmpeg")
+            .args(["-y", "-loglevel", "error", "-ss", &START.to_string(), "-i"])
+            .arg(&source)
+            .args([
+                "-c:v", "libx264", "-qp", "0", "-bf", "0", "-pix_fmt", "yuv420p",
+            ])
+            .args(["-an", "-fps_mode", "passthrough"])
+            .arg(clips.path().join(format!("{id}.mp4")))
+            .status()
+            .unwrap();
+        assert!(status.success(), "ffmpeg cutting {id}");
+        cut.push(id.to_string());
+    }
+    assert!(
+        !cut.is_empty(),
+        "the mirror has a video with a frame at {START} s"
+    );
+
+    let data = tempfile::tempdir().unwrap();
+    let run = |extra: &[&str]| {
+        avaprep(data.path())
+            .args([
+                "--json",
+                "run",
+                "pipelines/demo.toml",
+                "--until",
+                "validate",
+            ])
+            .arg("--set")
+            .arg(format!(
+                "dataset=\"{}\"",
+                mirror().join("manifest.toml").display()
+            ))
+            .arg("--set")
+            .arg(format!("fetch.videos=\"{}\"", clips.path().display()))
+            .arg("--set")
+            .arg(format!("fetch.video_start={START}"))
+            .arg("--set")
+            .arg(format!(
+                "fetch.annotations=\"{}\"",
+                fetched.path().join("annotations").display()
+            ))
+            .args(["--set", "extract.height=240"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let first = run(&[]);
+    // The videos not in the folder are newly missing: reported, and the run says so (exit 1).
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    let others: Vec<String> = planned_videos(fetched.path())
+        .into_iter()
+        .filter(|id| !cut.contains(id))
+        .collect();
+    for id in &others {
+        let named = format!(
+            "no {id}.mkv, {id}.mp4 or {id}.webm in {}",
+            clips.path().display()
+        );
+        assert!(
+            stderr(&first).contains(&named),
+            "{named}: {}",
+            stderr(&first)
+        );
+    }
+    let others = others.len();
+    let dropped = fs::read_to_string(data.path().join("slowfast/dropped_videos.txt")).unwrap();
+    assert_eq!(dropped.lines().count(), others, "{dropped}");
+    let validation: serde_json::Value =
+        serde_json::from_slice(&fs::read(data.path().join("slowfast/validation.json")).unwrap())
+            .unwrap();
+    assert_eq!(validation["passed"], true, "{validation}");
+    for id in &cut {
+        let (rows, file_times) = index(data.path(), id);
+        assert_eq!(rows, index(fetched.path(), id).0, "{id}: the index differs");
+        for (source, file_time) in source_times(&rows).iter().zip(&file_times) {
+            assert!((source - START - file_time).abs() < 1e-6, "{id}");
+        }
+        let reference = frames(fetched.path());
+        for (key, bytes) in frames(data.path()) {
+            assert!(reference.get(&key) == Some(&bytes), "{key} differs");
+        }
+    }
+    // Known missing, nothing changed: the second run succeeds and redoes nothing.
+    let again = run(&[]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(crate::nothing_lost::completed(&again, "extract"), 0);
+}

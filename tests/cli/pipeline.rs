@@ -1,0 +1,268 @@
+//! The whole pipeline in one `run`, shortened (the test mirror, a few epochs of the tiny
+//! SlowFast): every stage's outputs, a re-run that redoes nothing, a one-parameter change that
+//! redoes exactly the stages depending on it, a failed validation that stops the run before
+//! training, and a kill during training that the next run continues from its last checkpoint.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
+
+use avaprep::serve::{self, ServeConfig, ServerHandle};
+
+use crate::extract::planned_videos;
+use crate::nothing_lost::completed;
+use crate::support::{avaprep, mirror, stderr, stdout};
+
+const STAGES: [&str; 8] = [
+    "fetch-annotations",
+    "parse",
+    "fetch-videos",
+    "extract",
+    "lists",
+    "validate",
+    "train",
+    "eval",
+];
+
+fn command(
+    data: &Path,
+    server: &ServerHandle,
+    epochs: u32,
+    extra: &[&str],
+) -> std::process::Command {
+    let mut command = avaprep(data);
+    command
+        .args(["--json", "run", "pipelines/demo.toml"])
+        .arg("--set")
+        .arg(format!(
+            "dataset=\"{}\"",
+            mirror().join("manifest.toml").display()
+        ))
+        .arg("--set")
+        .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
+        .args(["--set", "extract.height=240"])
+        .args(["--set", &format!("train.settings.epochs={epochs}")])
+        .args(["--set", "train.settings.eval_every=1"])
+        .args(["--set", "train.settings.device=\"cpu\""])
+        .args(extra);
+    command
+}
+
+fn run(data: &Path, server: &ServerHandle, epochs: u32, extra: &[&str]) -> Output {
+    command(data, server, epochs, extra).output().unwrap()
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    let bytes = fs::read(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
+    serde_json::from_slice(&bytes).unwrap()
+}
+
+fn stage_record(output: &Output, stage: &str) -> serde_json::Value {
+    stdout(output)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|record| record["type"] == "stage" && record["stage"] == stage)
+        .unwrap_or_else(|| panic!("no {stage} record in {}", stdout(output)))
+}
+
+/// Every output a stage promises is there and says what it should.
+fn assert_outputs(data: &Path) -> PathBuf {
+    let videos = planned_videos(data);
+    assert!(videos.len() >= 3, "{videos:?}");
+    for video in &videos {
+        assert!(
+            data.join("frame_index")
+                .join(format!("{video}.csv"))
+                .is_file()
+        );
+    }
+    for file in [
+        "frame_lists/train.csv",
+        "frame_lists/val.csv",
+        "slowfast/ava.yaml",
+    ] {
+        assert!(data.join(file).is_file(), "{file}");
+    }
+    assert_eq!(json(&data.join("slowfast/validation.json"))["passed"], true);
+    let trained = json(&data.join("work/train.json"));
+    let run_dir = data.join(trained["run_dir"].as_str().unwrap());
+    assert!(data.join(trained["weights"].as_str().unwrap()).is_file());
+    assert!(data.join(trained["curves"].as_str().unwrap()).is_file());
+    assert!(
+        trained["stop"].as_str().unwrap().contains("epoch"),
+        "{trained}"
+    );
+    let evaluation = json(&data.join("work/eval.json"));
+    let val = &evaluation["splits"][0];
+    assert_eq!(val["split"], "val");
+    let map = val["mean_ap"].as_f64().expect("a val mAP");
+    assert!((0.0..=1.0).contains(&map), "{map}");
+    let detections = fs::read_to_string(data.join(val["detections"].as_str().unwrap())).unwrap();
+    assert!(!detections.is_empty());
+    for line in detections.lines() {
+        let fields: Vec<&str> = line.split(',').collect();
+        assert_eq!(fields.len(), 8, "{line}");
+        assert!(videos.iter().any(|video| video == fields[0]), "{line}");
+    }
+    let report = json(&data.join(val["report"].as_str().unwrap()));
+    assert_eq!(report["mean_ap"].as_f64(), Some(map));
+    run_dir
+}
+
+#[test]
+fn the_whole_pipeline_reruns_nothing_and_redoes_exactly_what_a_change_touches() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let first = run(data.path(), &server, 2, &[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    for stage in STAGES {
+        assert!(completed(&first, stage) >= 1, "{stage}: {}", stdout(&first));
+    }
+    let first_run_dir = assert_outputs(data.path());
+    assert!(
+        stdout(&first).contains("\"type\":\"evaluation\""),
+        "{}",
+        stdout(&first)
+    );
+
+    let again = run(data.path(), &server, 2, &[]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    for stage in STAGES {
+        assert_eq!(completed(&again, stage), 0, "{stage}: {}", stdout(&again));
+    }
+
+    let videos = planned_videos(data.path()).len() as u64;
+    let changed = run(data.path(), &server, 2, &["--set", "extract.height=180"]);
+    assert!(changed.status.success(), "{}", stderr(&changed));
+    let expected = [0, 0, 0, videos, 1, 1, 1, 1];
+    for (stage, expected) in STAGES.iter().zip(expected) {
+        assert_eq!(
+            completed(&changed, stage),
+            expected,
+            "{stage}: {}",
+            stdout(&changed)
+        );
+    }
+    let second_run_dir = assert_outputs(data.path());
+    assert_ne!(
+        first_run_dir, second_run_dir,
+        "a new run beside the old one"
+    );
+    assert!(
+        first_run_dir.join("checkpoint.json").is_file(),
+        "the old run is kept"
+    );
+}
+
+/// A JPEG made undecodable with its size and time kept: the extract stage sees nothing changed,
+/// validation decodes it and fails, and training does not start.
+#[test]
+fn a_failed_validation_stops_the_run_before_training() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let lists = run(data.path(), &server, 2, &["--until", "lists"]);
+    assert!(lists.status.success(), "{}", stderr(&lists));
+    let video = &planned_videos(data.path())[0];
+    let frame = fs::read_dir(data.path().join("frames").join(video))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .min()
+        .unwrap();
+    let modified = fs::metadata(&frame).unwrap().modified().unwrap();
+    let mut bytes = fs::read(&frame).unwrap();
+    bytes[..4].fill(0);
+    fs::write(&frame, &bytes).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&frame)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+
+    let output = run(data.path(), &server, 2, &[]);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("frames-decode"),
+        "{}",
+        stderr(&output)
+    );
+    let name = frame.file_name().unwrap().to_string_lossy().into_owned();
+    assert!(stderr(&output).contains(&name), "{}", stderr(&output));
+    let train = stage_record(&output, "train");
+    assert_eq!(train["outcome"], "blocked", "{train}");
+    assert_eq!(train["blocked_by"][0]["stage"], "validate", "{train}");
+    assert!(!data.path().join("runs").exists(), "training started");
+    assert!(!data.path().join("work/train.json").exists());
+}
+
+/// Trainer processes whose command line names this data directory.
+fn trainers_of(data: &Path) -> Vec<String> {
+    let needle = data.to_string_lossy().into_owned();
+    let mut found = Vec::new();
+    for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
+            continue;
+        };
+        let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+        if cmdline.contains("avaprep-train") && cmdline.contains(&needle) {
+            found.push(cmdline);
+        }
+    }
+    found
+}
+
+#[test]
+fn a_run_killed_during_training_continues_from_the_last_checkpoint() {
+    const EPOCHS: u32 = 5;
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut child = command(data.path(), &server, EPOCHS, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(600);
+    let checkpoint = loop {
+        let found = fs::read_dir(data.path().join("runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path().join("checkpoint.json"))
+            .find(|path| path.is_file());
+        if let Some(path) = found
+            && json(&path)["step"].as_u64().unwrap_or(0) > 0
+        {
+            break path;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint was written");
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the run ended before a checkpoint"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let killed_at = json(&checkpoint)["step"].as_u64().unwrap();
+    // The trainer dies with the run that started it, so nothing goes on writing the run folder.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !trainers_of(data.path()).is_empty() {
+        assert!(Instant::now() < deadline, "{:?}", trainers_of(data.path()));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    let resumed = run(data.path(), &server, EPOCHS, &[]);
+    assert!(resumed.status.success(), "{}", stderr(&resumed));
+    assert_eq!(completed(&resumed, "extract"), 0, "{}", stdout(&resumed));
+    let counts = stage_record(&resumed, "train")["counts"].clone();
+    let resumed_at = counts["resumed_at_step"].as_u64().unwrap();
+    assert!(resumed_at >= killed_at && resumed_at > 0, "{counts}");
+    assert_eq!(
+        counts["epochs"].as_u64(),
+        Some(u64::from(EPOCHS)),
+        "{counts}"
+    );
+    let run_dir = assert_outputs(data.path());
+    assert_eq!(run_dir, checkpoint.parent().unwrap(), "the same run folder");
+}
