@@ -282,8 +282,9 @@ pub fn build(config: &ProductConfig) -> anyhow::Result<ProductStages> {
                 train: config.train.clone(),
                 trainer: config.trainer.clone(),
             }),
+            // Without FFmpeg there are no frames to make: `run` stops before extraction.
             #[cfg(not(feature = "extract"))]
-            StageId::Extract => continue,
+            StageId::Extract => break,
         };
         stages.push((id, stage));
     }
