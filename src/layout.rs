@@ -15,7 +15,9 @@
 //!   videos/<folder>/<file>                    downloaded videos (trainval/, test/)
 //!   downloads/                                downloaded archives
 //!   work/videos.json                          the videos this run uses, with their keyframes
-//!   work/missing/<video_id>                   videos the server does not have, with the reason
+//!   work/missing/<video_id>                   videos the server (or the folder) does not have
+//!   work/train.json, work/eval.json           what the train and eval stages made
+//!   runs/pipeline-<fingerprint>/              the pipeline's training run
 //!   .avaprep/state/, .avaprep/downloads/      stage state and download records
 //! ```
 
