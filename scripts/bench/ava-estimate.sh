@@ -28,6 +28,17 @@ for record in items.values():
     decoded_pixels += counts["source_frames_decoded"] * per_frame
     seconds += record["seconds"]
 rate = decoded_pixels / seconds  # source pixels decoded per second on one core
+kept = sum(record["files"] for record in items.values())
+segment_frames = sum(record["counts"]["segment_source_frames"] for record in items.values())
+segment_pixels = sum(record["counts"]["segment_source_pixels"] for record in items.values())
+written_pixels = sum(record["counts"]["pixels_written"] for record in items.values())
+print(f"demo extraction: {kept} of {segment_frames} source frames kept "
+      f"({segment_frames / kept:.1f}x fewer), {segment_pixels / written_pixels:.1f}x fewer pixels")
+trained = f"{data}/work/train.json"
+if os.path.exists(trained):
+    run = json.load(open(trained))
+    if run.get("best"):
+        print(f"demo training: best val mAP {run['best'][0]:.4f} (epoch {run['best'][1]}), {run['stop']}")
 
 frames_480 = bytes_480 = 0
 for name in os.listdir(f"{data}/frame_index"):
