@@ -99,47 +99,44 @@ impl FetchAnnotationsStage {
     }
 }
 
-/// A file on disk has the size and sha256 the manifest lists for it.
-fn check_known_file(path: &Path, known: &crate::manifest::KnownFile) -> Result<(), ItemError> {
-    let (size, sha256) = download::hash_file(path).map_err(item_error)?;
+/// The size and sha256 of a file when they are not those the manifest lists for it.
+fn unlike_known(
+    path: &Path,
+    known: &crate::manifest::KnownFile,
+) -> Result<Option<(u64, String)>, download::DownloadError> {
+    let (size, sha256) = download::hash_file(path)?;
     let size_ok = known.size.is_none_or(|expected| expected == size);
     let sha_ok = known
         .sha256
         .as_ref()
         .is_none_or(|expected| expected.eq_ignore_ascii_case(&sha256));
-    if size_ok && sha_ok {
-        return Ok(());
+    Ok((!size_ok || !sha_ok).then_some((size, sha256)))
+}
+
+/// A file on disk has the size and sha256 the manifest lists for it.
+fn check_known_file(path: &Path, known: &crate::manifest::KnownFile) -> Result<(), ItemError> {
+    match unlike_known(path, known).map_err(item_error)? {
+        None => Ok(()),
+        Some((size, sha256)) => Err(ItemError::new(format!(
+            "{}: {size} bytes with sha256 {sha256}, not the official file the manifest lists (size {}, sha256 {})",
+            path.display(),
+            known.size.map_or("unknown".into(), |size| size.to_string()),
+            known.sha256.as_deref().unwrap_or("unknown")
+        ))),
     }
-    Err(ItemError::new(format!(
-        "{}: {size} bytes with sha256 {sha256}, not the official file the manifest lists{}{}",
-        path.display(),
-        known
-            .size
-            .map_or(String::new(), |size| format!(" ({size} bytes")),
-        known
-            .sha256
-            .as_ref()
-            .map_or(")".to_string(), |sha| format!(", sha256 {sha})"))
-    )))
 }
 
 /// The manifest's sizes and sha256 of archive members hold after extraction.
 fn check_known_contents(archive: &Path, folder: &Path, file: &RemoteFile) -> Result<(), ItemError> {
     for known in &file.contents {
-        let path = folder.join(&known.name);
-        let (size, sha256) = download::hash_file(&path).map_err(|_| {
+        let unlike = unlike_known(&folder.join(&known.name), known).map_err(|_| {
             ItemError::new(format!(
                 "{}: the archive has no member {} that the manifest lists",
                 archive.display(),
                 known.name
             ))
         })?;
-        let size_ok = known.size.is_none_or(|expected| expected == size);
-        let sha_ok = known
-            .sha256
-            .as_ref()
-            .is_none_or(|expected| expected.eq_ignore_ascii_case(&sha256));
-        if !size_ok || !sha_ok {
+        if let Some((size, sha256)) = unlike {
             return Err(ItemError::new(format!(
                 "{}: member {} is {size} bytes with sha256 {sha256}, not what the manifest lists",
                 archive.display(),

@@ -106,6 +106,41 @@ fn videos_on_disk_give_the_frames_of_the_fetched_path() {
             assert!((source - file_time).abs() < 1e-9, "{video}");
         }
     }
+    // An annotation file on disk that is not the one the manifest lists is refused, named.
+    let edited = tempfile::tempdir().unwrap();
+    for entry in fs::read_dir(fetched.path().join("annotations")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            fs::copy(&path, edited.path().join(path.file_name().unwrap())).unwrap();
+        }
+    }
+    let copied_boxes = fetched.path().join("annotations/person_box_67091280_iou90");
+    let boxes = edited.path().join("person_box_67091280_iou90");
+    fs::create_dir_all(&boxes).unwrap();
+    for entry in fs::read_dir(&copied_boxes).unwrap() {
+        let path = entry.unwrap().path();
+        fs::copy(&path, boxes.join(path.file_name().unwrap())).unwrap();
+    }
+    let label_map = edited.path().join("ava_action_list_v2.2.pbtxt");
+    let mut text = fs::read(&label_map).unwrap();
+    text.extend_from_slice(b"\n");
+    fs::write(&label_map, text).unwrap();
+    let refused = avaprep(tempfile::tempdir().unwrap().path())
+        .args(["extract", "--videos"])
+        .arg(mirror().join("ava-dataset/trainval"))
+        .arg("--annotations")
+        .arg(edited.path())
+        .arg("--dataset")
+        .arg(mirror().join("manifest.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("ava_action_list_v2.2.pbtxt")
+            && stderr(&refused).contains("not the official file"),
+        "{}",
+        stderr(&refused)
+    );
     // A missing video folder is an error naming it, before anything is planned.
     let missing = avaprep(tempfile::tempdir().unwrap().path())
         .args(["extract", "--videos", "/no/such/folder", "--annotations"])
