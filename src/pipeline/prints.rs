@@ -161,13 +161,14 @@ fn hash_contents(path: &Path, entries: &[Entry]) -> std::io::Result<String> {
 }
 
 /// One digest over several prints (the outputs of a whole-dataset stage), for the fingerprints of
-/// the stages that read them.
+/// the stages that read them: by content where it was recorded, so a file made again with the same
+/// bytes (a deleted report validated again) leaves the stages after it up to date.
 pub fn combined_digest(prints: &[FilePrint]) -> String {
     let mut hasher = Sha256::new();
     for print in prints {
         hasher.update(print.path.as_bytes());
         hasher.update([0]);
-        hasher.update(print.digest.as_bytes());
+        hasher.update(print.content.as_ref().unwrap_or(&print.digest).as_bytes());
     }
     hex::encode(hasher.finalize())
 }

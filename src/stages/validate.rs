@@ -66,7 +66,7 @@ impl Stage for ValidateStage {
             .map_err(|error| ItemError::new(error.to_string()))?;
         let layout = DataLayout::new(context.data_dir);
         let path = layout.slowfast().join("validation.json");
-        let json = serde_json::to_vec_pretty(&report.to_json()).expect("a report serialises");
+        let json = serde_json::to_vec_pretty(&report.findings_json()).expect("a report serialises");
         crate::fsutil::write_atomic(&path, &json)
             .map_err(|error| ItemError::new(format!("{}: {error}", path.display())))?;
         if !report.passed {

@@ -11,8 +11,9 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use crossbeam_channel::{Receiver, bounded};
-use fast_image_resize::images::{Image, ImageRef};
-use fast_image_resize::{FilterType, PixelType, ResizeAlg, ResizeOptions, Resizer};
+use fast_image_resize::images::{TypedImage, TypedImageRef};
+use fast_image_resize::pixels::U8x3;
+use fast_image_resize::{FilterType, ImageView, ResizeAlg, ResizeOptions, Resizer};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
@@ -326,20 +327,25 @@ fn load_frame(
         }
         rgb.resize(w as usize * h as usize * 3, 0);
         decoder.decode_into(rgb).map_err(|e| bad(e.to_string()))?;
-        let source = ImageRef::new(w, h, rgb, PixelType::U8x3).map_err(|e| bad(e.to_string()))?;
+        let source =
+            TypedImageRef::<U8x3>::from_buffer(w, h, rgb).map_err(|e| bad(e.to_string()))?;
         resample(resizer, &source, geometry).map_err(bad)
     })
 }
 
-/// The geometry's crop of `source`, resampled to the output size.
+/// The geometry's crop of `source`, resampled to the output size. Typed to RGB8: the untyped
+/// `resize` instantiates the resizer for every pixel type, which was most of the trainer's
+/// compile time.
 fn resample(
     resizer: &mut Resizer,
-    source: &ImageRef,
+    source: &TypedImageRef<U8x3>,
     geometry: &Geometry,
 ) -> Result<Vec<u8>, String> {
     let (w, h) = (source.width(), source.height());
     let (out_w, out_h) = geometry.output();
-    let mut target = Image::new(out_w, out_h, PixelType::U8x3);
+    let mut pixels = vec![0u8; out_w as usize * out_h as usize * 3];
+    let mut target =
+        TypedImage::<U8x3>::from_buffer(out_w, out_h, &mut pixels).map_err(|e| e.to_string())?;
     let (sx, sy) = (
         f64::from(w) / f64::from(geometry.resized.0),
         f64::from(h) / f64::from(geometry.resized.1),
@@ -358,9 +364,9 @@ fn resample(
             (f64::from(ch) * sy).min(f64::from(h) - top),
         );
     resizer
-        .resize(source, &mut target, &options)
+        .resize_typed(source, &mut target, &options)
         .map_err(|e| e.to_string())?;
-    Ok(target.into_vec())
+    Ok(pixels)
 }
 
 #[cfg(test)]

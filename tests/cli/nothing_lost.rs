@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use avaprep::serve::{self, ServeConfig, ServerHandle};
 
 use crate::extract::{assert_complete, fetched_data, planned_videos};
-use crate::support::{avaprep, mirror, stderr, stdout};
+use crate::support::{avaprep, demo_run, mirror, stderr, stdout};
 
 const FPS: &str = "5";
 
@@ -25,28 +25,12 @@ pub(crate) fn run_pipeline_with(
     server: &ServerHandle,
     extra: &[&str],
 ) -> std::process::Output {
-    avaprep(data)
-        .args([
-            "--json",
-            "run",
-            "pipelines/demo.toml",
-            "--until",
-            "validate",
-        ])
-        .args(extra)
-        .arg("--set")
-        .arg(format!(
-            "dataset=\"{}\"",
-            mirror().join("manifest.toml").display()
-        ))
+    demo_run(data)
+        .args(["--until", "validate"])
         .arg("--set")
         .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
-        .args([
-            "--set",
-            &format!("extract.fps={FPS}"),
-            "--set",
-            "extract.height=240",
-        ])
+        .args(["--set", &format!("extract.fps={FPS}")])
+        .args(extra)
         .output()
         .unwrap()
 }

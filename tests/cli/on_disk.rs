@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::extract::{fetched_data, planned_videos};
-use crate::support::{avaprep, mirror, stderr, stdout};
+use crate::support::{avaprep, demo_run, mirror, stderr, stdout};
 
 /// Segment start of the synthetic mirror's quick profile.
 const START: f64 = 5.0;
@@ -201,19 +201,8 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
 
     let data = tempfile::tempdir().unwrap();
     let run = |extra: &[&str]| {
-        avaprep(data.path())
-            .args([
-                "--json",
-                "run",
-                "pipelines/demo.toml",
-                "--until",
-                "validate",
-            ])
-            .arg("--set")
-            .arg(format!(
-                "dataset=\"{}\"",
-                mirror().join("manifest.toml").display()
-            ))
+        demo_run(data.path())
+            .args(["--until", "validate"])
             .arg("--set")
             .arg(format!("fetch.videos=\"{}\"", clips.path().display()))
             .arg("--set")
@@ -223,7 +212,6 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
                 "fetch.annotations=\"{}\"",
                 fetched.path().join("annotations").display()
             ))
-            .args(["--set", "extract.height=240"])
             .args(extra)
             .output()
             .unwrap()

@@ -12,7 +12,7 @@ use avaprep::serve::{self, ServeConfig, ServerHandle};
 
 use crate::extract::planned_videos;
 use crate::nothing_lost::completed;
-use crate::support::{avaprep, mirror, stderr, stdout};
+use crate::support::{demo_run, mirror, stderr, stdout};
 
 const STAGES: [&str; 8] = [
     "fetch-annotations",
@@ -31,17 +31,10 @@ fn command(
     epochs: u32,
     extra: &[&str],
 ) -> std::process::Command {
-    let mut command = avaprep(data);
+    let mut command = demo_run(data);
     command
-        .args(["--json", "run", "pipelines/demo.toml"])
-        .arg("--set")
-        .arg(format!(
-            "dataset=\"{}\"",
-            mirror().join("manifest.toml").display()
-        ))
         .arg("--set")
         .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
-        .args(["--set", "extract.height=240"])
         .args(["--set", &format!("train.settings.epochs={epochs}")])
         .args(["--set", "train.settings.eval_every=1"])
         .args(["--set", "train.settings.device=\"cpu\""])
@@ -130,6 +123,20 @@ fn the_whole_pipeline_reruns_nothing_and_redoes_exactly_what_a_change_touches() 
     assert!(again.status.success(), "{}", stderr(&again));
     for stage in STAGES {
         assert_eq!(completed(&again, stage), 0, "{stage}: {}", stdout(&again));
+    }
+
+    // A deleted report is validated again; the same findings leave training up to date.
+    fs::remove_file(data.path().join("slowfast/validation.json")).unwrap();
+    let revalidated = run(data.path(), &server, 2, &[]);
+    assert!(revalidated.status.success(), "{}", stderr(&revalidated));
+    let expected = [0, 0, 0, 0, 0, 1, 0, 0];
+    for (stage, expected) in STAGES.iter().zip(expected) {
+        assert_eq!(
+            completed(&revalidated, stage),
+            expected,
+            "{stage}: {}",
+            stdout(&revalidated)
+        );
     }
 
     let videos = planned_videos(data.path()).len() as u64;

@@ -23,6 +23,21 @@ pub fn avaprep(data_dir: &Path) -> Command {
     command
 }
 
+/// `--json run pipelines/demo.toml` on the test mirror at 240p: the pipeline the pipeline tests
+/// run, before each adds its own `--set`s (a later one wins).
+pub fn demo_run(data_dir: &Path) -> Command {
+    let mut command = avaprep(data_dir);
+    command
+        .args(["--json", "run", "pipelines/demo.toml"])
+        .arg("--set")
+        .arg(format!(
+            "dataset=\"{}\"",
+            mirror().join("manifest.toml").display()
+        ))
+        .args(["--set", "extract.height=240"]);
+    command
+}
+
 pub fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
