@@ -4,22 +4,7 @@
 # HTTP on 127.0.0.1, and runs pipelines/demo.toml against it. Re-running skips what is done.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-# On a fresh machine the Python environment (torch, gigabytes) installs while everything that does
-# not need libtorch compiles: the data tool first, then the trainer.
-scripts/setup.sh system
-python_log=$(mktemp)
-scripts/setup.sh python >"$python_log.env" 2>"$python_log" &
-python_setup=$!
-cargo build --release --locked --no-default-features --features extract
-python_status=0
-wait "$python_setup" || python_status=$?
-cat "$python_log" >&2
-if [ "$python_status" -ne 0 ]; then
-  echo "demo: setting up .venv failed (above); scripts/setup.sh python retries it" >&2
-  exit 1
-fi
-eval "$(cat "$python_log.env")"
-rm -f "$python_log" "$python_log.env"
+eval "$(scripts/setup.sh)"
 cargo build --release --locked
 avaprep=target/release/avaprep
 data=data/demo

@@ -4,76 +4,64 @@
 #     (tests and benchmarks only), util-linux (unshare, for the no-space test), curl and GNU time
 #     (benchmarks).
 #   - .venv/ in the repository: torch==2.11.0 (the libtorch that tch 0.24 links) and the Python packages
-#     that tests use as references (pytorchvideo, torchvision, mmaction2's AVA evaluator).
+#     that tests use as references (pytorchvideo, torchvision, mmaction2's AVA evaluator, tensorboard's
+#     event reader).
 # Prints the environment the build needs as `export` lines on stdout (`eval "$(scripts/setup.sh)"`).
-# `scripts/setup.sh system` does only the first part (what building the data tool needs),
-# `scripts/setup.sh python` only the second, so the two can overlap (scripts/demo.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 log() { echo "setup: $*" >&2; }
 
-part=${1:-all}
-case "$part" in
-  all | system | python) ;;
-  *) echo "usage: scripts/setup.sh [system|python]" >&2; exit 2 ;;
-esac
+debian_packages=(
+  pkg-config clang libclang-dev
+  libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libavfilter-dev libavdevice-dev libswresample-dev
+  ffmpeg util-linux curl time
+)
+missing=()
+for package in "${debian_packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  log "installing Debian packages: ${missing[*]}"
+  sudo_cmd=()
+  [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
+  "${sudo_cmd[@]}" apt-get update -qq >&2
+  DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+fi
 
-setup_system() {
-  debian_packages=(
-    pkg-config clang libclang-dev
-    libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libavfilter-dev libavdevice-dev libswresample-dev
-    ffmpeg util-linux curl time
-  )
-  missing=()
-  for package in "${debian_packages[@]}"; do
-    dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
-  done
-  if [ ${#missing[@]} -gt 0 ]; then
-    log "installing Debian packages: ${missing[*]}"
-    sudo_cmd=()
-    [ "$(id -u)" -eq 0 ] || sudo_cmd=(sudo)
-    "${sudo_cmd[@]}" apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-  fi
+if ! command -v cargo >/dev/null 2>&1; then
+  log "cargo not found: install Rust with rustup (https://rustup.rs) and re-run"
+  exit 1
+fi
 
-  if ! command -v cargo >/dev/null 2>&1; then
-    log "cargo not found: install Rust with rustup (https://rustup.rs) and re-run"
-    exit 1
-  fi
-}
+venv=.venv
+python=${PYTHON:-python3}
+if [ ! -x "$venv/bin/python" ]; then
+  log "creating $venv"
+  "$python" -m venv "$venv"
+fi
+# --no-compile: byte-compiling torch's thousands of modules at install took a CPU-minute; Python
+# compiles the few it imports on first use.
+pip=("$venv/bin/python" -m pip install --disable-pip-version-check --no-compile -q)
+# The stamp holds this list: changing the list re-runs the install.
+python_packages="torch==2.11.0 torchvision==0.26.0 safetensors numpy av parameterized yacs portalocker tabulate termcolor tqdm pyyaml opencv-python-headless simplejson tensorboard==2.21.0"
+python_nodeps="pytorchvideo==0.1.5 fvcore iopath mmaction2==1.2.0 slowfast==1.0"
+stamp="$venv/.avaprep-packages"
+wanted="$python_packages | $python_nodeps"
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  log "installing Python packages into $venv (torch is large: a few minutes the first time)"
+  # shellcheck disable=SC2086
+  "${pip[@]}" $python_packages >&2
+  # shellcheck disable=SC2086
+  "${pip[@]}" --no-deps $python_nodeps >&2
+  echo "$wanted" >"$stamp"
+fi
 
-setup_python() {
-  venv=.venv
-  python=${PYTHON:-python3}
-  if [ ! -x "$venv/bin/python" ]; then
-    log "creating $venv"
-    "$python" -m venv "$venv"
-  fi
-  pip=("$venv/bin/python" -m pip install --disable-pip-version-check -q)
-  # The stamp holds this list: changing the list re-runs the install.
-  python_packages="torch==2.11.0 torchvision==0.26.0 safetensors numpy av parameterized yacs portalocker tabulate termcolor tqdm pyyaml opencv-python-headless simplejson"
-  python_nodeps="pytorchvideo==0.1.5 fvcore iopath mmaction2==1.2.0 slowfast==1.0"
-  stamp="$venv/.avaprep-packages"
-  wanted="$python_packages | $python_nodeps"
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-    log "installing Python packages into $venv (torch is large: a few minutes the first time)"
-    # shellcheck disable=SC2086
-    "${pip[@]}" $python_packages >&2
-    # shellcheck disable=SC2086
-    "${pip[@]}" --no-deps $python_nodeps >&2
-    echo "$wanted" >"$stamp"
-  fi
-
-  torch_dir=$("$venv/bin/python" -c 'import os, torch; assert torch.__version__.startswith("2.11.0"), torch.__version__; print(os.path.dirname(torch.__file__))')
-  cxx11_abi=$("$venv/bin/python" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
-  # tch's build script finds libtorch through LIBTORCH (the wheel has include/ and lib/ like a libtorch
-  # download); build.rs reads AVAPREP_TORCH_LIB for the rpath.
-  echo "export LIBTORCH=$torch_dir"
-  echo "export LIBTORCH_CXX11_ABI=$cxx11_abi"
-  echo "export AVAPREP_TORCH_LIB=$torch_dir/lib"
-  echo "export PATH=$PWD/$venv/bin:\$PATH"
-}
-
-[ "$part" = python ] || setup_system
-[ "$part" = system ] || setup_python
+torch_dir=$("$venv/bin/python" -c 'import os, torch; assert torch.__version__.startswith("2.11.0"), torch.__version__; print(os.path.dirname(torch.__file__))')
+cxx11_abi=$("$venv/bin/python" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+# tch's build script finds libtorch through LIBTORCH (the wheel has include/ and lib/ like a libtorch
+# download); build.rs reads AVAPREP_TORCH_LIB for the rpath.
+echo "export LIBTORCH=$torch_dir"
+echo "export LIBTORCH_CXX11_ABI=$cxx11_abi"
+echo "export AVAPREP_TORCH_LIB=$torch_dir/lib"
+echo "export PATH=$PWD/$venv/bin:\$PATH"

@@ -1,5 +1,5 @@
-//! The run's metrics: JSON lines as they happen, a CSV and a PNG of the curves rewritten after
-//! every epoch.
+//! The run's metrics: JSON lines and TensorBoard events as they happen, a CSV and a PNG of the
+//! curves rewritten after every epoch.
 //!
 //! The PNG has no text (plotters would need a system font): three panels stacked, top to
 //! bottom, the training loss per batch (blue), the LR (green) and the validation mAP (red),
@@ -15,6 +15,7 @@ use plotters::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
+use super::tensorboard::EventWriter;
 use crate::fsutil::write_atomic;
 
 pub const JSONL: &str = "metrics.jsonl";
@@ -59,18 +60,57 @@ impl Record {
             }
         }
     }
+
+    /// The record as TensorBoard scalars at its step: per batch the loss, learning rate and
+    /// throughput; per epoch its mean loss and throughput; per evaluation the mAP and each
+    /// class's AP (classes without ground truth have none).
+    pub fn tensorboard_scalars(&self) -> (u64, Vec<(String, f64)>) {
+        let values = match self {
+            Record::Batch {
+                lr,
+                loss,
+                clips_per_s,
+                ..
+            } => vec![
+                ("train/loss".to_string(), *loss),
+                ("train/lr".to_string(), *lr),
+                ("train/clips_per_s".to_string(), *clips_per_s),
+            ],
+            Record::Epoch {
+                loss, clips_per_s, ..
+            } => vec![
+                ("epoch/loss".to_string(), *loss),
+                ("epoch/clips_per_s".to_string(), *clips_per_s),
+            ],
+            Record::Eval { map, ap, .. } => map
+                .map(|map| ("val/mAP".to_string(), map))
+                .into_iter()
+                .chain(
+                    ap.iter()
+                        .filter_map(|(id, ap)| Some((format!("val/AP/{id}"), (*ap)?))),
+                )
+                .collect(),
+        };
+        (self.step(), values)
+    }
 }
 
 #[derive(Debug)]
 pub struct Metrics {
     dir: PathBuf,
     pub records: Vec<Record>,
+    events: EventWriter,
 }
 
 impl Metrics {
     /// Starts the metrics of a run; when resuming at `step`, keeps the records up to it and
-    /// drops what a killed run logged after its last checkpoint.
-    pub fn open(run_dir: &Path, resume_step: Option<u64>) -> Result<Self, TrainError> {
+    /// drops what a killed run logged after its last checkpoint. `config` (TOML) heads the
+    /// TensorBoard file as text.
+    pub fn open(
+        run_dir: &Path,
+        resume_step: Option<u64>,
+        config: &str,
+    ) -> Result<Self, TrainError> {
         let path = run_dir.join(JSONL);
         let records: Vec<Record> = match (resume_step, std::fs::read_to_string(&path)) {
             (Some(step), Ok(text)) => text
@@ -80,13 +120,33 @@ impl Metrics {
                 .collect(),
             _ => Vec::new(),
         };
-        let metrics = Self {
-            dir: run_dir.to_path_buf(),
-            records,
-        };
-        let text: String = metrics.records.iter().map(json_line).collect();
+        let text: String = records.iter().map(json_line).collect();
         write_atomic(&path, text.as_bytes()).map_err(|e| TrainError::io(&path, e))?;
+        let events = EventWriter::create(run_dir, resume_step.is_some())
+            .map_err(|e| TrainError::io(run_dir, e))?;
+        let mut metrics = Self {
+            dir: run_dir.to_path_buf(),
+            records: Vec::new(),
+            events,
+        };
+        // A markdown code block: four spaces before each line.
+        let config: String = config.lines().map(|line| format!("    {line}\n")).collect();
+        metrics.write_event(|events| events.text(0, "config", &config))?;
+        for record in &records {
+            metrics.write_event(|events| {
+                let (step, values) = record.tensorboard_scalars();
+                events.scalars(step, &values)
+            })?;
+        }
+        metrics.records = records;
         Ok(metrics)
+    }
+
+    fn write_event(
+        &mut self,
+        write: impl FnOnce(&mut EventWriter) -> std::io::Result<()>,
+    ) -> Result<(), TrainError> {
+        write(&mut self.events).map_err(|e| TrainError::io(self.events.path(), e))
     }
 
     pub fn push(&mut self, record: Record) -> Result<(), TrainError> {
@@ -98,6 +158,8 @@ impl Metrics {
             .map_err(|e| TrainError::io(&path, e))?;
         file.write_all(json_line(&record).as_bytes())
             .map_err(|e| TrainError::io(&path, e))?;
+        let (step, values) = record.tensorboard_scalars();
+        self.write_event(|events| events.scalars(step, &values))?;
         self.records.push(record);
         Ok(())
     }
@@ -310,7 +372,7 @@ mod tests {
     #[test]
     fn png_renders_without_fonts_and_resume_drops_later_records() {
         let dir = tempfile::tempdir().unwrap();
-        let mut metrics = Metrics::open(dir.path(), None).unwrap();
+        let mut metrics = Metrics::open(dir.path(), None, "").unwrap();
         for r in records() {
             metrics.push(r).unwrap();
         }
@@ -321,7 +383,7 @@ mod tests {
             png.pixels().any(|p| p.0 == [255, 0, 0]),
             "the mAP curve is drawn"
         );
-        let resumed = Metrics::open(dir.path(), Some(1)).unwrap();
+        let resumed = Metrics::open(dir.path(), Some(1), "").unwrap();
         assert_eq!(resumed.records.len(), 1);
     }
 }

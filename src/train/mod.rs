@@ -34,6 +34,7 @@ pub mod optim;
 mod predict;
 pub mod schedule;
 mod session;
+pub mod tensorboard;
 #[cfg(all(test, feature = "extract"))]
 mod testing;
 #[cfg(all(test, feature = "extract"))]

@@ -65,7 +65,7 @@ pub(crate) fn run(
         return Err(TrainError::RunExists(run_dir.to_path_buf()));
     }
     std::fs::create_dir_all(run_dir).map_err(|e| TrainError::io(run_dir, e))?;
-    write_config(config, run_dir)?;
+    let config_toml = write_config(config, run_dir)?;
     let data = Dataset::open(data_dir)?;
     let (mut train, _, skipped_train) = data.clips(config, &config.train_split, true)?;
     if config.shuffle_labels {
@@ -87,7 +87,7 @@ pub(crate) fn run(
         None => fresh_state(config, precision),
     };
     let resumed_from = (config.resume && state.step > 0).then_some((state.epoch, state.step));
-    let metrics = Metrics::open(run_dir, resumed_from.map(|r| r.1))?;
+    let metrics = Metrics::open(run_dir, resumed_from.map(|r| r.1), &config_toml)?;
     progress(TrainEvent::Started {
         device: format!("{device:?}"),
         precision,
@@ -158,14 +158,18 @@ fn write_json(run_dir: &Path, name: &str, value: &impl serde::Serialize) -> Resu
     write_atomic(&path, &json).map_err(|e| TrainError::io(&path, e))
 }
 
-fn write_config(config: &TrainConfig, run_dir: &Path) -> Result<(), TrainError> {
+/// Writes `config.json` and `config.toml`; returns the TOML.
+fn write_config(config: &TrainConfig, run_dir: &Path) -> Result<String, TrainError> {
     let json = serde_json::to_vec_pretty(config).expect("the config serialises");
     let toml = toml::to_string(config).map_err(|e| TrainError::Config(e.to_string()))?;
-    for (name, bytes) in [("config.json", json), ("config.toml", toml.into_bytes())] {
+    for (name, bytes) in [
+        ("config.json", json.as_slice()),
+        ("config.toml", toml.as_bytes()),
+    ] {
         let path = run_dir.join(name);
-        write_atomic(&path, &bytes).map_err(|e| TrainError::io(&path, e))?;
+        write_atomic(&path, bytes).map_err(|e| TrainError::io(&path, e))?;
     }
-    Ok(())
+    Ok(toml)
 }
 
 impl Session<'_> {

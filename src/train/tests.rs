@@ -180,6 +180,11 @@ fn resumed_run_ends_with_the_same_weights_bitwise() {
         losses(&split_metrics),
         "the same batch losses"
     );
+    // The resumed run's one event file holds exactly what metrics.jsonl kept, nothing the
+    // cancelled part logged after its checkpoint.
+    let straight_events = tensorboard_events(straight.path());
+    let split_events = tensorboard_events(split.path());
+    assert_eq!(straight_events["scalars"], split_events["scalars"]);
 }
 
 #[test]
@@ -252,6 +257,43 @@ fn early_stopping_ends_a_plateaued_run() {
     let saved: TrainSummary =
         serde_json::from_slice(&std::fs::read(run.path().join("summary.json")).unwrap()).unwrap();
     assert_eq!(saved.epochs_run, summary.epochs_run);
+    let events = tensorboard_events(run.path());
+    assert!(
+        events["config"].as_str().unwrap().contains("patience = 2"),
+        "{events}"
+    );
+}
+
+/// TensorBoard's own reader on the run's event files, every scalar compared with `metrics.jsonl`
+/// (`tests/support/tensorboard_events.py`); the script's summary.
+fn tensorboard_events(run: &Path) -> serde_json::Value {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let python = root.join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{}: run scripts/setup.sh",
+        python.display()
+    );
+    let output = std::process::Command::new(python)
+        .arg(root.join("tests/support/tensorboard_events.py"))
+        .arg(run)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "tensorboard_events.py: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let records = std::fs::read_to_string(run.join(metrics::JSONL)).unwrap();
+    let batches = records.lines().filter(|l| l.contains("\"batch\"")).count();
+    // Three scalars a batch, two an epoch, the mAP and APs an evaluation.
+    assert!(
+        summary["scalars"].as_u64().unwrap() as usize >= 3 * batches && batches > 0,
+        "{summary}"
+    );
+    assert_eq!(summary["files"].as_array().unwrap().len(), 1, "{summary}");
+    summary
 }
 
 /// The mAP of random scores for every scored class on the val split's detector boxes, averaged
