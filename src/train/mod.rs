@@ -56,6 +56,19 @@ pub(crate) fn torch_rng_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// The repository's venv, which `scripts/setup.sh` installs: a missing venv fails the test.
+#[cfg(test)]
+pub(crate) fn reference_python() -> std::path::PathBuf {
+    let python = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
+    assert!(
+        python.exists(),
+        "{} is missing: run scripts/setup.sh",
+        python.display()
+    );
+    python
+}
+
 pub use config::{ModelPreset, Precision, Preset, TrainConfig};
 pub use error::{DataError, TrainError};
 pub use predict::predict;

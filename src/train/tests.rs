@@ -268,13 +268,7 @@ fn early_stopping_ends_a_plateaued_run() {
 /// (`tests/support/tensorboard_events.py`); the script's summary.
 fn tensorboard_events(run: &Path) -> serde_json::Value {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let python = root.join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "{}: run scripts/setup.sh",
-        python.display()
-    );
-    let output = std::process::Command::new(python)
+    let output = std::process::Command::new(reference_python())
         .arg(root.join("tests/support/tensorboard_events.py"))
         .arg(run)
         .output()

@@ -51,6 +51,18 @@ fn json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&bytes).unwrap()
 }
 
+/// The items each of `STAGES` completed in the run, in order.
+fn assert_completed(output: &Output, expected: [u64; 8]) {
+    for (stage, expected) in STAGES.iter().zip(expected) {
+        assert_eq!(
+            completed(output, stage),
+            expected,
+            "{stage}: {}",
+            stdout(output)
+        );
+    }
+}
+
 fn stage_record(output: &Output, stage: &str) -> serde_json::Value {
     stdout(output)
         .lines()
@@ -121,36 +133,18 @@ fn the_whole_pipeline_reruns_nothing_and_redoes_exactly_what_a_change_touches() 
 
     let again = run(data.path(), &server, 2, &[]);
     assert!(again.status.success(), "{}", stderr(&again));
-    for stage in STAGES {
-        assert_eq!(completed(&again, stage), 0, "{stage}: {}", stdout(&again));
-    }
+    assert_completed(&again, [0; 8]);
 
     // A deleted report is validated again; the same findings leave training up to date.
     fs::remove_file(data.path().join("slowfast/validation.json")).unwrap();
     let revalidated = run(data.path(), &server, 2, &[]);
     assert!(revalidated.status.success(), "{}", stderr(&revalidated));
-    let expected = [0, 0, 0, 0, 0, 1, 0, 0];
-    for (stage, expected) in STAGES.iter().zip(expected) {
-        assert_eq!(
-            completed(&revalidated, stage),
-            expected,
-            "{stage}: {}",
-            stdout(&revalidated)
-        );
-    }
+    assert_completed(&revalidated, [0, 0, 0, 0, 0, 1, 0, 0]);
 
     let videos = planned_videos(data.path()).len() as u64;
     let changed = run(data.path(), &server, 2, &["--set", "extract.height=180"]);
     assert!(changed.status.success(), "{}", stderr(&changed));
-    let expected = [0, 0, 0, videos, 1, 1, 1, 1];
-    for (stage, expected) in STAGES.iter().zip(expected) {
-        assert_eq!(
-            completed(&changed, stage),
-            expected,
-            "{stage}: {}",
-            stdout(&changed)
-        );
-    }
+    assert_completed(&changed, [0, 0, 0, videos, 1, 1, 1, 1]);
     let second_run_dir = assert_outputs(data.path());
     assert_ne!(
         first_run_dir, second_run_dir,

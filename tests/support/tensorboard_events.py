@@ -49,6 +49,16 @@ def fail(message: str) -> None:
     sys.exit(1)
 
 
+def compare(source: str, tag: str, got: list, points: list) -> int:
+    """One tag's (step, value) pairs from `source` against metrics.jsonl's; how many matched."""
+    if [step for step, _ in got] != [step for step, _ in points]:
+        fail(f"{source} {tag}: steps {[s for s, _ in got]}, metrics.jsonl {[s for s, _ in points]}")
+    for (step, value), (_, want) in zip(got, points):
+        if np.float32(value) != np.float32(want):
+            fail(f"{source} {tag} at step {step}: {value}, metrics.jsonl {want}")
+    return len(got)
+
+
 def check_served(run_dir: Path, expected: dict) -> int:
     """Serves the run folder as `tensorboard --logdir RUN_DIR` would and compares every tag."""
     from tensorboard import program
@@ -71,12 +81,7 @@ def check_served(run_dir: Path, expected: dict) -> int:
         query = urllib.parse.urlencode({"run": run, "tag": tag})
         with urllib.request.urlopen(url + "data/plugin/scalars/scalars?" + query) as response:
             got = [(step, value) for _, step, value in json.load(response)]
-        if [step for step, _ in got] != [step for step, _ in points]:
-            fail(f"served {tag}: steps {[s for s, _ in got]}, metrics.jsonl {[s for s, _ in points]}")
-        for (step, value), (_, want) in zip(got, points):
-            if np.float32(value) != np.float32(want):
-                fail(f"served {tag} at step {step}: {value}, metrics.jsonl {want}")
-            served += 1
+        served += compare("served", tag, got, points)
     return served
 
 
@@ -96,14 +101,8 @@ def main() -> None:
         fail(f"scalar tags {sorted(tags['scalars'])}, metrics.jsonl has {sorted(expected)}")
     compared = 0
     for tag, points in expected.items():
-        events = accumulator.Scalars(tag)
-        got = [(event.step, event.value) for event in events]
-        if [step for step, _ in got] != [step for step, _ in points]:
-            fail(f"{tag}: steps {[s for s, _ in got]}, metrics.jsonl {[s for s, _ in points]}")
-        for (step, value), (_, want) in zip(got, points):
-            if np.float32(value) != np.float32(want):
-                fail(f"{tag} at step {step}: {value}, metrics.jsonl {want}")
-            compared += 1
+        got = [(event.step, event.value) for event in accumulator.Scalars(tag)]
+        compared += compare("read", tag, got, points)
     if "config" not in tags["tensors"]:
         fail(f"no config text; tensor tags {tags['tensors']}")
     config_event = accumulator.Tensors("config")[0]

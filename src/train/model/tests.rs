@@ -2,7 +2,7 @@
 //! pytorchvideo and torchvision (through `scripts/reference_model.py`).
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
@@ -162,20 +162,9 @@ fn eval_mode_is_deterministic_and_predict_gives_probabilities() {
 
 // ---- Equivalence with the Python references ---------------------------------------------------
 
-/// The repository's venv, which `scripts/setup.sh` installs: a missing venv fails the test.
-fn reference_python() -> PathBuf {
-    let python = Path::new(env!("CARGO_MANIFEST_DIR")).join(".venv/bin/python");
-    assert!(
-        python.exists(),
-        "{} is missing: run scripts/setup.sh",
-        python.display()
-    );
-    python
-}
-
 /// Runs `scripts/reference_model.py ARGS --out DIR`.
 fn run_reference(args: &[&str], out: &Path) -> Option<()> {
-    let python = reference_python();
+    let python = crate::train::reference_python();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/reference_model.py");
     let status = Command::new(python)
         .arg(script)
@@ -266,7 +255,7 @@ fn converter_reads_pytorchvideo_and_pyslowfast_checkpoints() {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/convert_checkpoint.py");
     for source in ["pytorchvideo", "pyslowfast"] {
         let converted = dir.path().join(format!("{source}.safetensors"));
-        let status = Command::new(reference_python())
+        let status = Command::new(crate::train::reference_python())
             .arg(&script)
             .arg(dir.path().join(format!("{source}.pyth")))
             .arg(&converted)
