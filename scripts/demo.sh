@@ -29,3 +29,6 @@ done
 "$avaprep" --data-dir "$data" run pipelines/demo.toml --set "fetch.base_url=[\"$url\"]"
 echo
 "$avaprep" --data-dir "$data" status pipelines/demo.toml --set "fetch.base_url=[\"$url\"]"
+echo
+# The page to look at: counts, boxes per class, validation, keyframes with boxes and detections.
+"$avaprep" --data-dir "$data" report

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test avaprep. Idempotent: each step checks first.
-#   - Debian packages: FFmpeg 5.1 development libraries (ffmpeg-next), clang (bindgen), the ffmpeg CLI
-#     (tests and benchmarks only), util-linux (unshare, for the no-space test), curl and GNU time
-#     (benchmarks).
+#   - Debian packages: FFmpeg 5.1 development libraries (ffmpeg-next), clang (bindgen), DejaVu Sans
+#     (embedded at build: the text of the report and the training curves), the ffmpeg CLI (tests and
+#     benchmarks only), util-linux (unshare, for the no-space test), curl and GNU time (benchmarks);
+#     with --browser also Chromium (the report's browser tests).
 #   - .venv/ in the repository: torch==2.11.0 (the libtorch that tch 0.24 links) and the Python packages
 #     that tests use as references (pytorchvideo, torchvision, mmaction2's AVA evaluator, tensorboard's
 #     event reader).
@@ -15,8 +16,11 @@ log() { echo "setup: $*" >&2; }
 debian_packages=(
   pkg-config clang libclang-dev
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libavfilter-dev libavdevice-dev libswresample-dev
-  ffmpeg util-linux curl time
+  fonts-dejavu-core ffmpeg util-linux curl time
 )
+if [ "${1:-}" = "--browser" ]; then
+  debian_packages+=(chromium)
+fi
 missing=()
 for package in "${debian_packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

@@ -3,7 +3,7 @@
 # lints, and runs every test. This is what CI runs (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-eval "$(scripts/setup.sh)"
+eval "$(scripts/setup.sh --browser)"
 
 step() { echo "== $*" >&2; }
 

@@ -2,14 +2,21 @@
 //! without LD_LIBRARY_PATH (an rpath to the torch library folder) and must load `libtorch_cuda`
 //! when it exists, because tch only sees CUDA when that library is loaded and the default
 //! `--as-needed` link drops it. The data tool, `avaprep`, gets none of this: it links no libtorch.
+//!
+//! Both executables draw text (the report's labels, the training curves) in one font embedded at
+//! build time, so a picture never depends on the fonts of the machine it is drawn on: DejaVu Sans
+//! from Debian's `fonts-dejavu-core` (scripts/setup.sh installs it), or the file `AVAPREP_FONT`
+//! names.
 
 use std::env;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 const TRAINER: &str = "avaprep-train";
+const DEBIAN_FONT: &str = "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf";
 
 fn main() {
     println!("cargo:rerun-if-changed=src/build.rs");
+    embed_font();
     println!("cargo:rerun-if-env-changed=AVAPREP_TORCH_LIB");
     println!("cargo:rerun-if-env-changed=LIBTORCH");
     if env::var_os("CARGO_FEATURE_TRAIN").is_none() {
@@ -43,4 +50,17 @@ fn torch_lib_dir() -> Option<PathBuf> {
     env::var("LIBTORCH")
         .ok()
         .map(|dir| PathBuf::from(dir).join("lib"))
+}
+
+/// Hands the font's path to `include_bytes!` in src/font.rs.
+fn embed_font() {
+    println!("cargo:rerun-if-env-changed=AVAPREP_FONT");
+    let font = env::var("AVAPREP_FONT").unwrap_or_else(|_| DEBIAN_FONT.to_string());
+    if !Path::new(&font).is_file() {
+        panic!(
+            "no font at {font}: install Debian's fonts-dejavu-core (scripts/setup.sh does), or set AVAPREP_FONT to a TrueType file"
+        );
+    }
+    println!("cargo:rerun-if-changed={font}");
+    println!("cargo:rustc-env=AVAPREP_FONT_FILE={font}");
 }

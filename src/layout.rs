@@ -18,6 +18,7 @@
 //!   work/missing/<video_id>                   videos the server (or the folder) does not have
 //!   work/train.json, work/eval.json           what the train and eval stages made
 //!   runs/pipeline-<fingerprint>/              the pipeline's training run
+//!   report/index.html, report/images/         `avaprep report`'s page
 //!   .avaprep/state/, .avaprep/downloads/      stage state and download records
 //! ```
 

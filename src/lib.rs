@@ -8,6 +8,7 @@ pub mod eval;
 #[cfg(feature = "extract")]
 pub mod extract;
 pub mod fetch;
+pub mod font;
 pub mod frame_index;
 pub mod fsutil;
 pub mod layout;
@@ -16,6 +17,7 @@ pub mod manifest;
 pub mod media;
 pub mod overrides;
 pub mod pipeline;
+pub mod progress;
 #[cfg(test)]
 mod reader_property_tests;
 pub mod records;

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::runner::StageReport;
 use super::state::ItemRecord;
-use crate::report::Reporter;
+use crate::progress::Reporter;
 
 /// The name of the single item of a whole-dataset stage.
 pub const WHOLE: &str = "all";

@@ -15,8 +15,8 @@ use crate::extract::{
 };
 use crate::layout::DataLayout;
 use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport};
+use crate::progress::Unit;
 use crate::records::{PlannedVideo, VideoPlan};
-use crate::report::Unit;
 
 /// Which parts of each video to extract.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]

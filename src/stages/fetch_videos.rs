@@ -11,8 +11,8 @@ use crate::fsutil;
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
 use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport};
+use crate::progress::Unit;
 use crate::records::{VideoPlan, VideosOnDisk};
-use crate::report::Unit;
 
 /// How each video came to be on disk; summed over the videos in the stage's report.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

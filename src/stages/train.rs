@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::{StageId, item_error};
 use crate::layout::DataLayout;
 use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, WHOLE};
-use crate::report::Unit;
+use crate::progress::Unit;
 
 /// The `[train]` table of a pipeline file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

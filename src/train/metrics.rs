@@ -1,10 +1,10 @@
 //! The run's metrics: JSON lines and TensorBoard events as they happen, a CSV and a PNG of the
 //! curves rewritten after every epoch.
 //!
-//! The PNG has no text (plotters would need a system font): three panels stacked, top to
-//! bottom, the training loss per batch (blue), the LR (green) and the validation mAP (red),
-//! each against the epoch and scaled to its own range; grid lines at quarters. The numbers are
-//! in the CSV.
+//! The PNG, in the embedded font: a title with the run's state (the epoch, or the stop reason)
+//! and the kept weights' mAP, then three titled panels against the epoch with numbered axes: the
+//! training loss per step and per epoch, the learning rate, and the validation mAP with the kept
+//! evaluation circled.
 
 use std::collections::BTreeMap;
 use std::fs::OpenOptions;
@@ -12,6 +12,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use serde::{Deserialize, Serialize};
 
 use super::TrainError;
@@ -165,12 +166,12 @@ impl Metrics {
     }
 
     /// Rewrites `metrics.csv` and `curves.png`; `classes` are the scored class ids.
-    pub fn write_summaries(&self, classes: &[u16]) -> Result<(), TrainError> {
+    pub fn write_summaries(&self, classes: &[u16], notes: &CurveNotes) -> Result<(), TrainError> {
         let csv = self.dir.join(CSV);
         write_atomic(&csv, csv_text(&self.records, classes).as_bytes())
             .map_err(|e| TrainError::io(&csv, e))?;
         let png = self.dir.join(PLOT);
-        let bytes = plot_png(&self.records).map_err(|e| TrainError::Plot(e.to_string()))?;
+        let bytes = plot_png(&self.records, notes).map_err(|e| TrainError::Plot(e.to_string()))?;
         write_atomic(&png, &bytes).map_err(|e| TrainError::io(&png, e))
     }
 }
@@ -231,35 +232,53 @@ pub fn csv_text(records: &[Record], classes: &[u16]) -> String {
 
 type Series = Vec<(f64, f64)>;
 
-fn curves(records: &[Record]) -> [Series; 3] {
-    let (mut loss, mut lr, mut map) = (Vec::new(), Vec::new(), Vec::new());
-    for record in records {
-        match record {
-            Record::Batch {
-                epoch,
-                lr: l,
-                loss: v,
-                ..
-            } => {
-                loss.push((*epoch, *v));
-                lr.push((*epoch, *l));
-            }
-            Record::Eval {
-                epoch,
-                map: Some(m),
-                ..
-            } => map.push((*epoch as f64, *m)),
-            _ => {}
-        }
-    }
-    [loss, lr, map]
+/// What the curves picture says besides the records: how the run stands and which evaluation
+/// early stopping kept.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurveNotes {
+    /// "epoch 3 of 15" while training, the stop reason at the end.
+    pub status: String,
+    /// (val mAP, epoch) of the kept weights.
+    pub best: Option<(f64, usize)>,
 }
 
-fn plot_png(records: &[Record]) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
-    let (w, h) = (800u32, 900u32);
+const FONT: &str = "sans-serif";
+const SIZE: (u32, u32) = (1000, 1100);
+const LOSS: RGBColor = RGBColor(31, 119, 180);
+const EPOCH_LOSS: RGBColor = RGBColor(255, 127, 14);
+const LR: RGBColor = RGBColor(44, 160, 44);
+const MAP: RGBColor = RGBColor(214, 39, 40);
+
+/// plotters draws text with the fonts registered under a family name: the embedded one.
+fn register_font() -> Result<(), String> {
+    static REGISTERED: std::sync::OnceLock<Result<(), String>> = std::sync::OnceLock::new();
+    REGISTERED
+        .get_or_init(|| {
+            plotters::style::register_font(FONT, FontStyle::Normal, crate::font::SANS)
+                .map_err(|_| "the embedded font does not load".to_string())
+        })
+        .clone()
+}
+
+fn plot_png(records: &[Record], notes: &CurveNotes) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
+    register_font()?;
+    let (w, h) = SIZE;
     let mut pixels = vec![255u8; (w * h * 3) as usize];
     {
         let root = BitMapBackend::with_buffer(&mut pixels, (w, h)).into_drawing_area();
+        let (title, body) = root.split_vertically(60);
+        title.draw(&Text::new(
+            format!("SlowFast training: {}", notes.status),
+            (20, 12),
+            (FONT, 24).into_font(),
+        ))?;
+        if let Some((map, epoch)) = notes.best {
+            title.draw(&Text::new(
+                format!("kept weights: epoch {epoch}, val mAP {map:.3}"),
+                (20, 40),
+                (FONT, 16).into_font().color(&MAP),
+            ))?;
+        }
         let x_max = records
             .iter()
             .map(|r| match r {
@@ -267,15 +286,43 @@ fn plot_png(records: &[Record]) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
                 Record::Eval { epoch, .. } | Record::Epoch { epoch, .. } => *epoch as f64,
             })
             .fold(1.0f64, f64::max);
-        let colours = [BLUE, GREEN, RED];
-        for ((area, series), colour) in root
-            .split_evenly((3, 1))
-            .iter()
-            .zip(curves(records))
-            .zip(colours)
-        {
-            draw_panel(area, &series, x_max, colour)?;
-        }
+        let series = Curves::of(records);
+        let panels = body.split_evenly((3, 1));
+        let loss = [
+            (&series.step_loss, LOSS, "per step"),
+            (&series.epoch_loss, EPOCH_LOSS, "epoch mean"),
+        ];
+        let upper = || SeriesLabelPosition::UpperRight;
+        draw_panel(
+            &panels[0],
+            "Training loss",
+            "loss",
+            x_max,
+            &loss,
+            None,
+            upper(),
+        )?;
+        let lr = [(&series.lr, LR, "per step")];
+        draw_panel(
+            &panels[1],
+            "Learning rate",
+            "learning rate",
+            x_max,
+            &lr,
+            None,
+            upper(),
+        )?;
+        let map = [(&series.map, MAP, "val mAP")];
+        let lower = SeriesLabelPosition::LowerRight;
+        draw_panel(
+            &panels[2],
+            "Validation frame-mAP@0.5",
+            "mAP",
+            x_max,
+            &map,
+            notes.best,
+            lower,
+        )?;
         root.present()?;
     }
     let image = image::RgbImage::from_raw(w, h, pixels).ok_or("plot buffer size")?;
@@ -284,33 +331,126 @@ fn plot_png(records: &[Record]) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
     Ok(bytes.into_inner())
 }
 
+/// The series the picture shows, each against the (fractional) epoch.
+struct Curves {
+    step_loss: Series,
+    epoch_loss: Series,
+    lr: Series,
+    map: Series,
+}
+
+impl Curves {
+    fn of(records: &[Record]) -> Self {
+        let mut curves = Curves {
+            step_loss: Vec::new(),
+            epoch_loss: Vec::new(),
+            lr: Vec::new(),
+            map: Vec::new(),
+        };
+        for record in records {
+            match record {
+                Record::Batch {
+                    epoch, lr, loss, ..
+                } => {
+                    curves.step_loss.push((*epoch, *loss));
+                    curves.lr.push((*epoch, *lr));
+                }
+                Record::Epoch { epoch, loss, .. } => curves.epoch_loss.push((*epoch as f64, *loss)),
+                Record::Eval {
+                    epoch,
+                    map: Some(m),
+                    ..
+                } => curves.map.push((*epoch as f64, *m)),
+                Record::Eval { .. } => {}
+            }
+        }
+        curves
+    }
+}
+
+/// The range of the finite values, widened when they are all equal (or absent).
+fn value_range(lines: &[(&Series, RGBColor, &str)], also: Option<f64>) -> (f64, f64) {
+    let values = lines
+        .iter()
+        .flat_map(|(s, _, _)| s.iter().map(|p| p.1))
+        .chain(also);
+    let (lo, hi) = values
+        .filter(|v| v.is_finite())
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
+            (a.min(v), b.max(v))
+        });
+    match lo < hi {
+        true => (lo - (hi - lo) * 0.05, hi + (hi - lo) * 0.05),
+        false if lo.is_finite() => (lo - 0.5 * lo.abs().max(0.1), lo + 0.5 * lo.abs().max(0.1)),
+        false => (0.0, 1.0),
+    }
+}
+
 fn draw_panel(
     area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
-    series: &Series,
+    title: &str,
+    y_name: &str,
     x_max: f64,
-    colour: RGBColor,
+    lines: &[(&Series, RGBColor, &str)],
+    best: Option<(f64, usize)>,
+    legend: SeriesLabelPosition,
 ) -> Result<(), Box<dyn std::error::Error>> {
-    let finite = series.iter().map(|p| p.1).filter(|v| v.is_finite());
-    let (lo, hi) = finite.fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), v| {
-        (a.min(v), b.max(v))
-    });
-    let (lo, hi) = if lo < hi {
-        (lo, hi)
-    } else {
-        (lo.min(0.0), lo.max(0.0) + 1.0)
-    };
+    let (lo, hi) = value_range(lines, best.map(|b| b.0));
     let mut chart = ChartBuilder::on(area)
+        .caption(title, (FONT, 20))
         .margin(12)
+        .x_label_area_size(42)
+        .y_label_area_size(80)
         .build_cartesian_2d(0.0..x_max, lo..hi)?;
-    let grey = RGBColor(200, 200, 200);
-    for q in 0..=4 {
-        let y = lo + (hi - lo) * f64::from(q) / 4.0;
-        chart.draw_series(LineSeries::new([(0.0, y), (x_max, y)], grey))?;
+    chart
+        .configure_mesh()
+        .x_desc("epoch")
+        .y_desc(y_name)
+        .label_style((FONT, 14))
+        .axis_desc_style((FONT, 16))
+        .light_line_style(RGBColor(240, 240, 240))
+        .x_max_light_lines(2)
+        .y_max_light_lines(2)
+        .y_label_formatter(&|v| format_value(*v))
+        .draw()?;
+    for &(series, colour, name) in lines {
+        let points = series.iter().copied().filter(|p| p.1.is_finite());
+        let width = if series.len() > 200 { 1 } else { 2 };
+        chart
+            .draw_series(LineSeries::new(points.clone(), colour.stroke_width(width)))?
+            .label(name)
+            .legend(move |(x, y)| PathElement::new([(x, y), (x + 24, y)], colour.stroke_width(3)));
+        if series.len() <= 60 {
+            chart.draw_series(points.map(|p| Circle::new(p, 3, colour.filled())))?;
+        }
     }
-    chart.draw_series(LineSeries::new([(0.0, lo), (0.0, hi)], BLACK))?;
-    let points = series.iter().copied().filter(|p| p.1.is_finite());
-    chart.draw_series(LineSeries::new(points, colour.stroke_width(2)))?;
+    if let Some((map, epoch)) = best {
+        let style = TextStyle::from((FONT, 16).into_font())
+            .color(&MAP)
+            .pos(Pos::new(HPos::Right, VPos::Bottom));
+        let marker = EmptyElement::at((epoch as f64, map))
+            + Circle::new((0, 0), 8, MAP.stroke_width(3))
+            + Text::new(format!("best {map:.3} (epoch {epoch})"), (-10, -10), style);
+        chart.draw_series([marker])?;
+    }
+    chart
+        .configure_series_labels()
+        .position(legend)
+        .label_font((FONT, 14))
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .draw()?;
     Ok(())
+}
+
+/// Axis numbers short enough to read: a learning rate of 0.0001 as 1e-4.
+fn format_value(v: f64) -> String {
+    match v.abs() {
+        0.0 => "0".into(),
+        a if a < 0.01 => format!("{v:.1e}"),
+        a if a < 10.0 => format!("{v:.3}"),
+        _ => format!("{v:.1}"),
+    }
 }
 
 #[cfg(test)]
@@ -370,20 +510,77 @@ mod tests {
     }
 
     #[test]
-    fn png_renders_without_fonts_and_resume_drops_later_records() {
+    fn png_has_text_and_every_curve_and_resume_drops_later_records() {
         let dir = tempfile::tempdir().unwrap();
         let mut metrics = Metrics::open(dir.path(), None, "").unwrap();
         for r in records() {
             metrics.push(r).unwrap();
         }
-        metrics.write_summaries(&[1, 3]).unwrap();
+        let notes = CurveNotes {
+            status: "completed the 2-epoch schedule".into(),
+            best: Some((0.5, 2)),
+        };
+        metrics.write_summaries(&[1, 3], &notes).unwrap();
         let png = image::open(dir.path().join(PLOT)).unwrap().into_rgb8();
-        assert_eq!(png.dimensions(), (800, 900));
-        assert!(
-            png.pixels().any(|p| p.0 == [255, 0, 0]),
-            "the mAP curve is drawn"
-        );
+        assert_eq!(png.dimensions(), SIZE);
+        for colour in [LOSS, EPOCH_LOSS, LR, MAP] {
+            let rgb = [colour.0, colour.1, colour.2];
+            assert!(png.pixels().any(|p| p.0 == rgb), "{rgb:?} is drawn");
+        }
+        // The title band holds the status line: dark anti-aliased glyph pixels, not a blank.
+        let title_ink = (0..SIZE.0)
+            .flat_map(|x| (0..40).map(move |y| (x, y)))
+            .filter(|&(x, y)| png.get_pixel(x, y).0[0] < 100)
+            .count();
+        assert!(title_ink > 500, "{title_ink} dark pixels in the title");
         let resumed = Metrics::open(dir.path(), Some(1), "").unwrap();
         assert_eq!(resumed.records.len(), 1);
+    }
+
+    /// Not a check: draws the curves of a longer synthetic run where a person can look at them
+    /// (`AVAPREP_CURVES_SAMPLE=path cargo test ... curves_sample -- --ignored`).
+    #[test]
+    #[ignore]
+    fn curves_sample() {
+        let mut records = Vec::new();
+        for step in 1..=630u64 {
+            let epoch = step as f64 / 42.0;
+            records.push(Record::Batch {
+                epoch,
+                step,
+                lr: 0.8 * (1.0 + (std::f64::consts::PI * epoch / 15.0).cos()) / 2.0,
+                loss: 0.7 * (-epoch / 4.0).exp() + 0.3 + 0.05 * ((step * 7919) % 13) as f64 / 13.0,
+                clips_per_s: 19.0,
+            });
+            if step % 42 == 0 {
+                let e = (step / 42) as usize;
+                records.push(Record::Epoch {
+                    epoch: e,
+                    step,
+                    loss: 0.7 * (-(e as f64) / 4.0).exp() + 0.32,
+                    clips_per_s: 19.0,
+                    seconds: 9.0,
+                });
+                if e.is_multiple_of(2) || e == 15 {
+                    records.push(Record::Eval {
+                        epoch: e,
+                        step,
+                        map: Some(
+                            0.6554
+                                - 0.4 * (-(e as f64) / 5.0).exp()
+                                - if e == 15 { 0.01 } else { 0.0 },
+                        ),
+                        ap: BTreeMap::new(),
+                        seconds: 1.8,
+                    });
+                }
+            }
+        }
+        let notes = CurveNotes {
+            status: "completed the 15-epoch schedule".into(),
+            best: Some((0.6554, 14)),
+        };
+        let path = std::env::var("AVAPREP_CURVES_SAMPLE").unwrap_or("curves-sample.png".into());
+        std::fs::write(&path, plot_png(&records, &notes).unwrap()).unwrap();
     }
 }

@@ -13,7 +13,7 @@ use super::dataset::{ClipSample, Dataset};
 use super::device::resolve_device;
 use super::early_stop::{EarlyStopping, Verdict};
 use super::loader::{Augment, Batch, Loader, LoaderSpec, mix_seed, train_batches};
-use super::metrics::{Metrics, Record};
+use super::metrics::{CurveNotes, Metrics, Record};
 use super::net::Net;
 use super::optim::{LossScaler, Sgd};
 use super::predict::{infer, write_detections};
@@ -360,7 +360,11 @@ impl Session<'_> {
             epoch: self.state.epoch,
             step: self.state.step,
         });
-        self.metrics.write_summaries(&self.scored_ids())?;
+        let notes = CurveNotes {
+            status: format!("epoch {} of {}", self.state.epoch, self.config.last_epoch()),
+            best: self.state.early_stopping.best,
+        };
+        self.metrics.write_summaries(&self.scored_ids(), &notes)?;
         if verdict != Some(Verdict::Stop) {
             return Ok(None);
         }
@@ -434,7 +438,11 @@ impl Session<'_> {
 
     /// Detections and evaluation of the best weights (the last ones if none was evaluated).
     fn finish(&mut self, reason: StopReason) -> Result<TrainSummary, TrainError> {
-        self.metrics.write_summaries(&self.scored_ids())?;
+        let notes = CurveNotes {
+            status: reason.to_string(),
+            best: self.state.early_stopping.best,
+        };
+        self.metrics.write_summaries(&self.scored_ids(), &notes)?;
         let mut summary = TrainSummary {
             stop: reason.to_string(),
             reason: reason.clone(),

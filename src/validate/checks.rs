@@ -13,7 +13,7 @@ use super::tables::{self, BoxFile, BoxKind, FrameList};
 use super::{CheckId, CheckResult, Depth, QUICK_DECODE_EVERY, ValidateRequest};
 use crate::annotations::parse_label_map;
 use crate::frame_index::FrameIndex;
-use crate::report::{Reporter, Unit};
+use crate::progress::{Reporter, Unit};
 
 type Results = BTreeMap<CheckId, CheckResult>;
 

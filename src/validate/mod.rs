@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 pub use config::{DatasetNames, SlowFastConfig};
 
 use crate::layout::DataLayout;
-use crate::report::Reporter;
+use crate::progress::Reporter;
 
 /// Most examples kept per check; the count is always complete.
 pub const MAX_EXAMPLES: usize = 10;

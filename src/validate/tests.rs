@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 use sha2::{Digest, Sha256};
 
 use super::*;
-use crate::report::Silent;
+use crate::progress::Silent;
 
 const TRAIN: [&str; 2] = ["trainvideo1", "trainvideo2"];
 const VAL: &str = "valvideo001";

@@ -14,6 +14,8 @@ mod nothing_lost;
 mod on_disk;
 #[cfg(feature = "extract")]
 mod pipeline;
+#[cfg(feature = "extract")]
+mod report;
 mod runner;
 mod support;
 #[cfg(feature = "extract")]

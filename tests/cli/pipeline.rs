@@ -42,7 +42,7 @@ fn command(
     command
 }
 
-fn run(data: &Path, server: &ServerHandle, epochs: u32, extra: &[&str]) -> Output {
+pub(crate) fn run(data: &Path, server: &ServerHandle, epochs: u32, extra: &[&str]) -> Output {
     command(data, server, epochs, extra).output().unwrap()
 }
 

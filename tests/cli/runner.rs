@@ -18,7 +18,7 @@ use avaprep::pipeline::{
     Granularity, ItemError, ItemRecord, RunReport, Runner, Shard, Stage, StageContext,
     StageOutcome, StateStore, WHOLE,
 };
-use avaprep::report::Silent;
+use avaprep::progress::Silent;
 
 const VIDEOS: usize = 12;
 const CHILD_DIR: &str = "AVAPREP_TEST_RUNNER_CHILD_DIR";

@@ -15,7 +15,7 @@ mod train_command;
 // The trainer's modules name the library's modules from the crate root, as when they lived in it.
 #[cfg(all(test, feature = "extract"))]
 use avaprep::synth;
-use avaprep::{annotations, eval, frame_index, fsutil, layout, records};
+use avaprep::{annotations, eval, font, frame_index, fsutil, layout, records};
 
 use std::process::ExitCode;
 

@@ -11,6 +11,7 @@ mod fetch;
 mod lists;
 mod pipeline;
 mod render;
+mod report;
 mod serve;
 #[cfg(feature = "extract")]
 mod synth;
@@ -62,6 +63,9 @@ enum Command {
     Predict(trainer::Passthrough),
     /// Score detections with the AVA frame-mAP@0.5 protocol of the official evaluator.
     Eval(eval::EvalArgs),
+    /// Write an HTML page (images beside it, opens from disk) showing the prepared dataset and
+    /// the training run: counts, boxes per class, validation, keyframes with their boxes drawn.
+    Report(report::ReportArgs),
     /// Make a synthetic miniature of AVA: real videos, AVA-format annotations, a download mirror.
     #[cfg(feature = "extract")]
     Synth(synth::SynthArgs),
@@ -94,6 +98,7 @@ fn main() -> ExitCode {
         Command::Validate(args) => validate::run(global, args, &printer),
         Command::Train(_) | Command::Predict(_) => unreachable!("handled above"),
         Command::Eval(args) => eval::run(args, &printer),
+        Command::Report(args) => report::run(global, args, &printer),
         #[cfg(feature = "extract")]
         Command::Synth(args) => synth::run(args, &printer),
         Command::Serve(args) => serve::run(args, &printer),

@@ -1,6 +1,6 @@
 //! Everything a person or a script sees while a command works.
 //!
-//! Library code reports through `avaprep::report::Reporter`; only [`Printer`] touches the
+//! Library code reports through `avaprep::progress::Reporter`; only [`Printer`] touches the
 //! terminal. Progress bars go to stderr and only when stderr is a terminal and neither `-q`, `-v`
 //! nor `--json` was given, so bars never mix with logs or machine-readable output.
 
@@ -12,7 +12,7 @@ use std::time::Duration;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
-use avaprep::report::{Reporter, Unit};
+use avaprep::progress::{Reporter, Unit};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verbosity {

@@ -1,0 +1,148 @@
+//! A training run's folder as the report reads it: how it stopped, its clip, its curves, the
+//! per-class AP of its evaluation and its detections.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use super::ReportError;
+use crate::annotations::{
+    ActionId, FrameKey, KeyframeRange, NormBox, ReadOptions, read_detections,
+};
+use crate::eval::EvalReport;
+
+/// The split the eval stage (and `avaprep train`'s last step) writes detections for.
+const SCORED_SPLIT: &str = "val";
+const CURVES: &str = "curves.png";
+
+/// `summary.json`, the fields shown.
+#[derive(Debug, Clone, Deserialize)]
+pub struct RunSummary {
+    pub stop: String,
+    pub epochs_run: usize,
+    pub steps: u64,
+    pub best: Option<(f64, usize)>,
+}
+
+/// `config.toml`, the fields that choose a clip's frames.
+#[derive(Debug, Clone, Deserialize)]
+struct ClipConfig {
+    clip_frames: usize,
+    clip_stride: u32,
+}
+
+/// One detected box with the classes it was given, best first.
+#[derive(Debug, Clone)]
+pub struct DetectedBox {
+    pub bbox: NormBox,
+    pub classes: Vec<(ActionId, f32)>,
+}
+
+#[derive(Debug, Clone)]
+pub struct RunStats {
+    pub dir: PathBuf,
+    pub summary: Option<RunSummary>,
+    pub clip: (usize, u32),
+    pub evaluation: Option<EvalReport>,
+    /// The split the detections are of, and the boxes with a class scoring at least the
+    /// threshold, by keyframe.
+    pub detection_split: Option<String>,
+    pub detections: BTreeMap<FrameKey, Vec<DetectedBox>>,
+    pub min_score: f32,
+}
+
+impl RunStats {
+    pub fn read(dir: &Path, min_score: f32, keyframes: KeyframeRange) -> Result<Self, ReportError> {
+        let config_path = dir.join("config.toml");
+        let config_text =
+            std::fs::read_to_string(&config_path).map_err(|e| ReportError::io(&config_path, e))?;
+        let config: ClipConfig =
+            toml::from_str(&config_text).map_err(|error| ReportError::Invalid {
+                path: config_path.clone(),
+                message: format!("not a run's config: {error}"),
+            })?;
+        let summary = read_json_if_present::<RunSummary>(&dir.join("summary.json"))?;
+        let eval_dir = dir.join("eval");
+        let evaluation = read_json_if_present::<EvalReport>(
+            &eval_dir.join(format!("{SCORED_SPLIT}_eval.json")),
+        )?;
+        let detection_file = [
+            eval_dir.join(format!("{SCORED_SPLIT}_detections.csv")),
+            dir.join("detections.csv"),
+        ]
+        .into_iter()
+        .find(|path| path.is_file());
+        let detections = match &detection_file {
+            Some(path) => group_detections(path, min_score, keyframes)?,
+            None => BTreeMap::new(),
+        };
+        Ok(RunStats {
+            dir: dir.to_path_buf(),
+            summary,
+            clip: (config.clip_frames, config.clip_stride),
+            evaluation,
+            detection_split: detection_file.map(|_| SCORED_SPLIT.to_string()),
+            detections,
+            min_score,
+        })
+    }
+
+    /// Copies the run's curves beside the page; the count of images copied.
+    pub fn copy_curves(&self, images: &Path) -> Result<usize, ReportError> {
+        let from = self.dir.join(CURVES);
+        if !from.is_file() {
+            return Ok(0);
+        }
+        let to = images.join(CURVES);
+        let bytes = std::fs::read(&from).map_err(|e| ReportError::io(&from, e))?;
+        crate::fsutil::write_atomic(&to, &bytes).map_err(|e| ReportError::io(&to, e))?;
+        Ok(1)
+    }
+
+    pub fn has_curves(&self) -> bool {
+        self.dir.join(CURVES).is_file()
+    }
+}
+
+fn read_json_if_present<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, ReportError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(ReportError::io(path, error)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|error| ReportError::Invalid {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })
+}
+
+/// The submission format has one row per box and class: rows of the same box become one box.
+fn group_detections(
+    path: &Path,
+    min_score: f32,
+    keyframes: KeyframeRange,
+) -> Result<BTreeMap<FrameKey, Vec<DetectedBox>>, ReportError> {
+    let rows = read_detections(path, &ReadOptions::new(keyframes, None))?;
+    let mut grouped: BTreeMap<FrameKey, Vec<DetectedBox>> = BTreeMap::new();
+    for row in rows.iter().filter(|row| row.score >= min_score) {
+        let boxes = grouped.entry(row.key).or_default();
+        match boxes.iter_mut().find(|b| b.bbox == row.bbox) {
+            Some(existing) => existing.classes.push((row.action, row.score)),
+            None => boxes.push(DetectedBox {
+                bbox: row.bbox,
+                classes: vec![(row.action, row.score)],
+            }),
+        }
+    }
+    for boxes in grouped.values_mut() {
+        for detected in boxes.iter_mut() {
+            detected.classes.sort_by(|a, b| b.1.total_cmp(&a.1));
+        }
+    }
+    Ok(grouped)
+}

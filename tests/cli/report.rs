@@ -1,0 +1,277 @@
+//! `avaprep report` on the synthetic dataset after a short pipeline run: the page opens in
+//! headless Chromium with every image and no error, and each ground-truth box drawn in the
+//! gallery lies on its actor (the synthetic actors are the only coloured pixels of a frame).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use avaprep::serve::{self, ServeConfig};
+use image::RgbImage;
+
+use crate::support::{avaprep, repo_root, stderr, stdout};
+
+/// A data directory the pipeline ran on (one epoch) and its report, shared by the tests here.
+fn reported() -> &'static Path {
+    static DATA: OnceLock<tempfile::TempDir> = OnceLock::new();
+    DATA.get_or_init(|| {
+        let server = serve::start(ServeConfig::new(crate::support::mirror())).unwrap();
+        let data = tempfile::tempdir().unwrap();
+        let ran = crate::pipeline::run(data.path(), &server, 1, &[]);
+        assert!(ran.status.success(), "{}", stderr(&ran));
+        let report = avaprep(data.path())
+            .args(["--json", "report"])
+            .output()
+            .unwrap();
+        assert!(report.status.success(), "{}", stderr(&report));
+        assert!(
+            stdout(&report).contains("\"with_run\":true"),
+            "{}",
+            stdout(&report)
+        );
+        data
+    })
+    .path()
+}
+
+/// What `tests/support/browser_check.py` saw of a page.
+fn open_in_chromium(page: &Path, screenshot: &Path) -> serde_json::Value {
+    let script = repo_root().join("tests/support/browser_check.py");
+    let output = std::process::Command::new(repo_root().join(".venv/bin/python"))
+        .arg(&script)
+        .arg(page)
+        .arg(screenshot)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+fn strings(value: &serde_json::Value) -> Vec<String> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_report_loads_every_image_in_chromium_without_errors() {
+    let data = reported();
+    let page = data.join("report/index.html");
+    let html = std::fs::read_to_string(&page).unwrap();
+    let shots = tempfile::tempdir().unwrap();
+    let seen = open_in_chromium(&page, &shots.path().join("report.png"));
+    let images = seen["images"].as_array().unwrap();
+    assert_eq!(images.len(), html.matches("<img ").count(), "{seen}");
+    let figures = html.matches("<figure class=\"keyframe\"").count();
+    assert!(figures >= 4, "{figures} keyframes");
+    // Per keyframe: truth, detections, clip start and end; and the curves.
+    assert_eq!(images.len(), 4 * figures + 1, "{seen}");
+    assert_eq!(strings(&seen["broken"]), Vec::<String>::new(), "{seen}");
+    assert_eq!(strings(&seen["errors"]), Vec::<String>::new(), "{seen}");
+    let shot = image::open(shots.path().join("report.png"))
+        .unwrap()
+        .into_rgb8();
+    assert_eq!(shot.width(), 1280);
+    assert!(shot.height() > 2000, "a page of {} px", shot.height());
+    let colours: std::collections::HashSet<[u8; 3]> = shot.pixels().map(|p| p.0).collect();
+    assert!(
+        colours.len() > 1000,
+        "{} colours: the frames are drawn",
+        colours.len()
+    );
+
+    // The same page with one image gone: the check names it.
+    let copy = tempfile::tempdir().unwrap();
+    let images_dir = copy.path().join("images");
+    std::fs::create_dir(&images_dir).unwrap();
+    for entry in std::fs::read_dir(data.join("report/images")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), images_dir.join(entry.file_name())).unwrap();
+    }
+    std::fs::copy(&page, copy.path().join("index.html")).unwrap();
+    let gone = images[1]["src"].as_str().unwrap();
+    std::fs::remove_file(copy.path().join(gone)).unwrap();
+    let seen = open_in_chromium(
+        &copy.path().join("index.html"),
+        &shots.path().join("gone.png"),
+    );
+    assert_eq!(strings(&seen["broken"]), vec![gone.to_string()], "{seen}");
+    assert!(!strings(&seen["errors"]).is_empty(), "{seen}");
+}
+
+/// A keyframe the gallery shows, and its ground-truth image.
+struct Figure {
+    video: String,
+    second: u32,
+    truth_image: PathBuf,
+}
+
+fn attribute(tag: &str, name: &str) -> String {
+    let start = tag.find(&format!("{name}=\"")).unwrap() + name.len() + 2;
+    tag[start..].split('"').next().unwrap().to_string()
+}
+
+fn figures(report: &Path) -> Vec<Figure> {
+    let html = std::fs::read_to_string(report.join("index.html")).unwrap();
+    html.split("<figure class=\"keyframe\"")
+        .skip(1)
+        .map(|figure| {
+            let truth = figure.split("<img class=\"truth\"").nth(1).unwrap();
+            Figure {
+                video: attribute(figure, "data-video"),
+                second: attribute(figure, "data-second").parse().unwrap(),
+                truth_image: report.join(attribute(truth, "src")),
+            }
+        })
+        .collect()
+}
+
+/// The boxes of a keyframe in the annotation file, normalised, one per person.
+fn annotated_boxes(data: &Path, video: &str, second: u32) -> Vec<[f64; 4]> {
+    let mut boxes: Vec<[f64; 4]> = Vec::new();
+    for split in ["train", "val"] {
+        let path = data.join(format!("annotations/ava_{split}_v2.2.csv"));
+        for line in std::fs::read_to_string(path).unwrap().lines() {
+            let fields: Vec<&str> = line.split(',').collect();
+            if fields.len() < 7 || fields[0] != video || fields[1].parse::<u32>() != Ok(second) {
+                continue;
+            }
+            let b: Vec<f64> = fields[2..6].iter().map(|v| v.parse().unwrap()).collect();
+            let b = [b[0], b[1], b[2], b[3]];
+            if !boxes.contains(&b) {
+                boxes.push(b);
+            }
+        }
+    }
+    boxes
+}
+
+fn chroma(p: &image::Rgb<u8>) -> (f64, f64) {
+    let [r, g, b] = p.0.map(f64::from);
+    (
+        -0.1687 * r - 0.3313 * g + 0.5 * b + 128.0,
+        0.5 * r - 0.4187 * g - 0.0813 * b + 128.0,
+    )
+}
+
+type Rect = [u32; 4];
+
+/// Where the actor under `rect` is, as the frame shows it: of the pixels around the box that
+/// have the chroma most common inside it, the share that lies inside the box, and the share of
+/// the box they fill.
+fn actor_under(image: &RgbImage, rect: Rect) -> Option<(f64, f64)> {
+    // An actor has one hue; its light and dark stripes differ in saturation once in RGB.
+    let hue = |p: &image::Rgb<u8>| {
+        let (u, v) = chroma(p);
+        ((u - 128.0).hypot(v - 128.0) > 25.0).then(|| (v - 128.0).atan2(u - 128.0))
+    };
+    let mut hues: Vec<f64> = (rect[1] + 4..rect[3].saturating_sub(4))
+        .flat_map(|y| (rect[0] + 4..rect[2].saturating_sub(4)).map(move |x| (x, y)))
+        .filter_map(|(x, y)| hue(image.get_pixel(x, y)))
+        .collect();
+    if hues.len() < 20 {
+        return None;
+    }
+    hues.sort_by(f64::total_cmp);
+    let actor_hue = hues[hues.len() / 2];
+    let same_hue = |p: &image::Rgb<u8>| {
+        hue(p).is_some_and(|h| {
+            let d = (h - actor_hue).abs();
+            d.min(std::f64::consts::TAU - d) < 0.4
+        })
+    };
+    let (w, h) = (rect[2] - rect[0], rect[3] - rect[1]);
+    let (mut inside, mut outside, mut interior_hits) = (0u32, 0u32, 0u32);
+    for y in rect[1].saturating_sub(h / 2)..(rect[3] + h / 2).min(image.height()) {
+        for x in rect[0].saturating_sub(w / 2)..(rect[2] + w / 2).min(image.width()) {
+            if !same_hue(image.get_pixel(x, y)) {
+                continue;
+            }
+            let within = (rect[0]..rect[2]).contains(&x) && (rect[1]..rect[3]).contains(&y);
+            // JPEG's half-resolution chroma bleeds a pixel or two past an edge.
+            let (dx, dy) = (
+                rect[0].saturating_sub(x).max(x.saturating_sub(rect[2] - 1)),
+                rect[1].saturating_sub(y).max(y.saturating_sub(rect[3] - 1)),
+            );
+            // The 2-pixel outline covers the box's edge: the fill is of what lies inside it.
+            let interior =
+                (rect[0] + 2..rect[2] - 2).contains(&x) && (rect[1] + 2..rect[3] - 2).contains(&y);
+            interior_hits += u32::from(interior);
+            if within {
+                inside += 1;
+            } else if dx.max(dy) > 3 {
+                outside += 1;
+            }
+        }
+    }
+    let total = f64::from(inside + outside);
+    let interior_area = f64::from((w - 4) * (h - 4));
+    Some((
+        f64::from(inside) / total,
+        f64::from(interior_hits) / interior_area,
+    ))
+}
+
+/// How much of each edge of `rect` is drawn white (within a pixel of where it belongs).
+fn outline_drawn(image: &RgbImage, rect: Rect) -> f64 {
+    let white = |x: u32, y: u32| {
+        let near = |c: u32, lo: u32, hi: u32| {
+            [c.saturating_sub(1), c, (c + 1).min(hi - 1)]
+                .into_iter()
+                .filter(move |&c| c >= lo)
+        };
+        near(x, 0, image.width()).any(|x| {
+            near(y, 0, image.height()).any(|y| image.get_pixel(x, y).0.iter().all(|&c| c >= 240))
+        })
+    };
+    let [x0, y0, x1, y1] = rect;
+    let edge: Vec<(u32, u32)> = (x0..x1)
+        .flat_map(|x| [(x, y0), (x, y1 - 1)])
+        .chain((y0..y1).flat_map(|y| [(x0, y), (x1 - 1, y)]))
+        .collect();
+    edge.iter().filter(|&&(x, y)| white(x, y)).count() as f64 / edge.len() as f64
+}
+
+#[test]
+fn each_ground_truth_box_in_the_gallery_lies_on_its_actor() {
+    let data = reported();
+    let figures = figures(&data.join("report"));
+    assert!(figures.len() >= 4);
+    let mut checked = 0;
+    for figure in &figures {
+        let image = image::open(&figure.truth_image).unwrap().into_rgb8();
+        let (w, h) = (f64::from(image.width()), f64::from(image.height()));
+        let boxes = annotated_boxes(data, &figure.video, figure.second);
+        assert!(!boxes.is_empty(), "{} {}", figure.video, figure.second);
+        for b in boxes {
+            let rect = [
+                (b[0] * w).round() as u32,
+                (b[1] * h).round() as u32,
+                ((b[2] * w).round() as u32).min(image.width()),
+                ((b[3] * h).round() as u32).min(image.height()),
+            ];
+            let at = format!(
+                "{} second {} box {b:?} = {rect:?}",
+                figure.video, figure.second
+            );
+            let drawn = outline_drawn(&image, rect);
+            assert!(drawn > 0.75, "{at}: {drawn:.2} of its outline is drawn");
+            if rect[2] - rect[0] < 12 || rect[3] - rect[1] < 12 {
+                continue; // an actor at the frame's edge: too few pixels to measure
+            }
+            let Some((within, fill)) = actor_under(&image, rect) else {
+                panic!("{at}: no actor under the box");
+            };
+            // A box a frame late or early, or drawn off its actor, leaves part of the actor out.
+            assert!(
+                within > 0.9,
+                "{at}: {within:.2} of the actor's pixels are inside the box"
+            );
+            assert!(fill > 0.4, "{at}: the actor fills {fill:.2} of the box");
+            checked += 1;
+        }
+    }
+    assert!(checked >= 8, "{checked} boxes measured");
+}
