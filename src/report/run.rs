@@ -56,7 +56,15 @@ impl RunStats {
     pub fn read(dir: &Path, min_score: f32, keyframes: KeyframeRange) -> Result<Self, ReportError> {
         let config_path = dir.join("config.toml");
         let config_text =
-            std::fs::read_to_string(&config_path).map_err(|e| ReportError::io(&config_path, e))?;
+            std::fs::read_to_string(&config_path).map_err(|error| match error.kind() {
+                std::io::ErrorKind::NotFound => ReportError::Invalid {
+                    path: dir.to_path_buf(),
+                    message: "not a training run's folder: it has no config.toml (the pipeline's \
+                          runs are under DATA_DIR/runs/)"
+                        .into(),
+                },
+                _ => ReportError::io(&config_path, error),
+            })?;
         let config: ClipConfig =
             toml::from_str(&config_text).map_err(|error| ReportError::Invalid {
                 path: config_path.clone(),
