@@ -23,6 +23,11 @@ const HEADER_WITHOUT_FILE_TIME: &str =
     "frame,target_seconds,source_seconds,width,height,source_gap_seconds";
 const HEADER_WITHOUT_GAP: &str = "frame,target_seconds,source_seconds,width,height";
 
+/// The clip of the trainer's AVA preset: 16 frames, one frame period apart (3.2 s at 5 fps). The
+/// report shows this clip's ends when no run says which clip it used.
+pub const DEFAULT_CLIP_FRAMES: usize = 16;
+pub const DEFAULT_CLIP_STRIDE: u32 = 1;
+
 /// One video's written frames, ascending by number (and so by time).
 #[derive(Debug, Clone, PartialEq)]
 pub struct FrameIndex {

@@ -42,8 +42,8 @@ impl GalleryEntry {
     }
 }
 
-/// `count` keyframes with ground truth, evenly spaced over those of the split the run has
-/// detections for (every split without a run), in video and time order.
+/// `count` keyframes with ground truth and an extracted frame, evenly spaced over those of the
+/// split the run has detections for (every split without a run), in video and time order.
 pub fn choose_keyframes(
     stats: &DatasetStats,
     run: Option<&RunStats>,
@@ -53,9 +53,16 @@ pub fn choose_keyframes(
     let in_split = |key: &FrameKey| {
         detected_split.is_none_or(|split| stats.split_of(&key.video) == Some(split))
     };
-    let mut keys: Vec<FrameKey> = stats.truth.keys().copied().filter(in_split).collect();
+    let has_frame = |key: &FrameKey| {
+        stats
+            .indexes
+            .get(&key.video)
+            .is_some_and(|index| index.covers(f64::from(key.second)))
+    };
+    let shown: Vec<FrameKey> = stats.truth.keys().copied().filter(has_frame).collect();
+    let mut keys: Vec<FrameKey> = shown.iter().copied().filter(in_split).collect();
     if keys.is_empty() {
-        keys = stats.truth.keys().copied().collect();
+        keys = shown;
     }
     if keys.len() <= count {
         return keys;

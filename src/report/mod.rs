@@ -15,16 +15,13 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use crate::annotations::{AnnotationError, FrameKey};
+use crate::frame_index::{DEFAULT_CLIP_FRAMES, DEFAULT_CLIP_STRIDE};
 use crate::layout::DataLayout;
 use crate::records::RecordError;
 
 pub use dataset::{ClassCount, DatasetStats, Dropped, SplitStats};
 pub use gallery::{GalleryEntry, choose_keyframes};
 pub use run::RunStats;
-
-/// The frames of a clip when no run says otherwise: the trainer's default clip.
-pub const DEFAULT_CLIP_FRAMES: usize = 16;
-pub const DEFAULT_CLIP_STRIDE: u32 = 1;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ReportError {
@@ -111,10 +108,24 @@ pub fn write_report(request: &ReportRequest) -> Result<ReportSummary, ReportErro
     let html = page::render(&stats, run.as_ref(), &gallery);
     let page = request.out.join("index.html");
     crate::fsutil::write_atomic(&page, html.as_bytes()).map_err(|e| ReportError::io(&page, e))?;
+    remove_unused_images(&images, &html)?;
     Ok(ReportSummary {
         page,
         images: image_count,
         keyframes: gallery.len(),
         with_run: run.is_some(),
     })
+}
+
+/// Pictures of an earlier report that this page does not show: gone once the page is replaced.
+fn remove_unused_images(images: &Path, html: &str) -> Result<(), ReportError> {
+    let entries = std::fs::read_dir(images).map_err(|e| ReportError::io(images, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| ReportError::io(images, e))?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !html.contains(&format!("\"{}/{name}\"", page::IMAGES)) {
+            std::fs::remove_file(entry.path()).map_err(|e| ReportError::io(&entry.path(), e))?;
+        }
+    }
+    Ok(())
 }

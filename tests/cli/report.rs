@@ -70,6 +70,14 @@ fn the_report_loads_every_image_in_chromium_without_errors() {
     assert_eq!(images.len(), 4 * figures + 1, "{seen}");
     assert_eq!(strings(&seen["broken"]), Vec::<String>::new(), "{seen}");
     assert_eq!(strings(&seen["errors"]), Vec::<String>::new(), "{seen}");
+    let files = std::fs::read_dir(data.join("report/images"))
+        .unwrap()
+        .count();
+    assert_eq!(
+        files,
+        images.len(),
+        "the images folder holds what the page shows"
+    );
     let shot = image::open(shots.path().join("report.png"))
         .unwrap()
         .into_rgb8();
