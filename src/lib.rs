@@ -13,6 +13,7 @@ pub mod frame_index;
 pub mod fsutil;
 pub mod layout;
 pub mod manifest;
+pub mod markup;
 #[cfg(feature = "extract")]
 pub mod media;
 pub mod overrides;

@@ -2,11 +2,10 @@
 //! annotation files, the validation report and the missing-video markers.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::ReportError;
+use super::{ReportError, read_json_if_present};
 use crate::annotations::{
     ActionId, FrameKey, GroundTruthBox, KeyframeRange, LabelMap, ReadOptions, VideoId,
     read_ground_truth, read_label_map,
@@ -115,7 +114,7 @@ impl DatasetStats {
                 .map(|index| (index.width, index.height))
                 .collect(),
             dropped: dropped(layout, &plan, &indexes),
-            validation: read_validation(&layout.slowfast().join("validation.json"))?,
+            validation: read_json_if_present(&layout.slowfast().join("validation.json"))?,
             plan,
             keyframes,
             indexes,
@@ -285,18 +284,4 @@ fn dropped(
             }
         })
         .collect()
-}
-
-fn read_validation(path: &Path) -> Result<Option<Validation>, ReportError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(ReportError::io(path, error)),
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|error| ReportError::Invalid {
-            path: path.to_path_buf(),
-            message: error.to_string(),
-        })
 }

@@ -30,8 +30,8 @@ pub struct GalleryEntry {
     pub keyframe: ShownFrame,
     pub first: ShownFrame,
     pub last: ShownFrame,
-    /// The ground-truth boxes: where (in pixels of the frame) and which actions.
-    pub truth: Vec<(PixelRect, Vec<String>)>,
+    /// The actions of each ground-truth box.
+    pub truth: Vec<Vec<String>>,
     /// The frame with the run's detections, and how many boxes it shows.
     pub detections: Option<(String, usize)>,
 }
@@ -143,7 +143,7 @@ pub fn draw_entry(
         keyframe,
         first,
         last,
-        truth,
+        truth: truth.into_iter().map(|(_, names)| names).collect(),
         detections,
     })
 }

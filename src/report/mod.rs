@@ -129,3 +129,20 @@ fn remove_unused_images(images: &Path, html: &str) -> Result<(), ReportError> {
     }
     Ok(())
 }
+
+/// A JSON file a stage may not have written yet: `None` when it is absent.
+fn read_json_if_present<T: serde::de::DeserializeOwned>(
+    path: &Path,
+) -> Result<Option<T>, ReportError> {
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(error) => return Err(ReportError::io(path, error)),
+    };
+    serde_json::from_slice(&bytes)
+        .map(Some)
+        .map_err(|error| ReportError::Invalid {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })
+}

@@ -6,6 +6,7 @@ use super::dataset::DatasetStats;
 use super::draw::class_colour;
 use super::gallery::{GalleryEntry, ShownFrame};
 use super::run::RunStats;
+use crate::markup::escape;
 
 /// The images' folder, beside the page.
 pub const IMAGES: &str = "images";
@@ -43,22 +44,6 @@ pub fn render(stats: &DatasetStats, run: Option<&RunStats>, gallery: &[GalleryEn
     gallery_section(&mut html, gallery, run);
     html.push_str("</body>\n</html>\n");
     html
-}
-
-/// Text from files (label names, reasons, paths) is not markup.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 fn megabytes(bytes: u64) -> String {
@@ -303,11 +288,7 @@ fn gallery_section(html: &mut String, gallery: &[GalleryEntry], run: Option<&Run
             entry.key.second,
             escape(&entry.split)
         );
-        let actions: Vec<String> = entry
-            .truth
-            .iter()
-            .map(|(_, names)| names.join(", "))
-            .collect();
+        let actions: Vec<String> = entry.truth.iter().map(|names| names.join(", ")).collect();
         let _ = writeln!(
             html,
             "<figcaption>{} second {} ({}): {} boxes; {}</figcaption>\n<div class=\"frames\">",

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
 
-use super::ReportError;
+use super::{ReportError, read_json_if_present};
 use crate::annotations::{
     ActionId, FrameKey, KeyframeRange, NormBox, ReadOptions, read_detections,
 };
@@ -111,22 +111,6 @@ impl RunStats {
     pub fn has_curves(&self) -> bool {
         self.dir.join(CURVES).is_file()
     }
-}
-
-fn read_json_if_present<T: serde::de::DeserializeOwned>(
-    path: &Path,
-) -> Result<Option<T>, ReportError> {
-    let bytes = match std::fs::read(path) {
-        Ok(bytes) => bytes,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(error) => return Err(ReportError::io(path, error)),
-    };
-    serde_json::from_slice(&bytes)
-        .map(Some)
-        .map_err(|error| ReportError::Invalid {
-            path: path.to_path_buf(),
-            message: error.to_string(),
-        })
 }
 
 /// The submission format has one row per box and class: rows of the same box become one box.

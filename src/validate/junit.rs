@@ -4,6 +4,7 @@
 use std::fmt::Write as _;
 
 use super::{CheckStatus, ValidationReport};
+use crate::markup::escape;
 
 pub fn to_junit(report: &ValidationReport) -> String {
     let failures = report.failed_checks().count();
@@ -58,35 +59,4 @@ pub fn to_junit(report: &ValidationReport) -> String {
     }
     xml.push_str("  </testsuite>\n</testsuites>\n");
     xml
-}
-
-/// XML text and attribute escaping; characters XML 1.0 cannot hold become U+FFFD.
-fn escape(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\n' | '\t' => out.push(c),
-            c if (c as u32) < 0x20 => out.push('\u{fffd}'),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn markup_in_examples_is_escaped() {
-        assert_eq!(
-            escape("a<b & \"c\"\u{1}"),
-            "a&lt;b &amp; &quot;c&quot;\u{fffd}"
-        );
-    }
 }
