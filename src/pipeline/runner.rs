@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use crossbeam_channel::{Receiver, Sender, unbounded};
@@ -174,6 +175,8 @@ struct Prepared<'s> {
     notes: Vec<String>,
     started: Instant,
     completed: Mutex<usize>,
+    /// Items this run has begun or found missing upstream.
+    begun: AtomicUsize,
     newly_missing: Mutex<Vec<ItemFailure>>,
 }
 
@@ -474,6 +477,7 @@ impl<'a> Runner<'a> {
             notes: std::mem::take(notes),
             started: Instant::now(),
             completed: Mutex::new(0),
+            begun: AtomicUsize::new(0),
             newly_missing: Mutex::new(Vec::new()),
         })
     }
@@ -571,6 +575,7 @@ impl<'a> Runner<'a> {
             let next = match handoff {
                 Handoff::Ready(item) => self.complete(prepared, item),
                 Handoff::Missing(item, reason) => {
+                    prepared.begun.fetch_add(1, Ordering::Relaxed);
                     let reason = format!("missing upstream: {reason}");
                     self.record_missing(prepared, &item, &reason);
                     Some(Handoff::Missing(item, reason))
@@ -621,8 +626,13 @@ impl<'a> Runner<'a> {
             .expect("state lock")
             .fingerprint
             .clone();
+        let begun = prepared.begun.fetch_add(1, Ordering::Relaxed) + 1;
         let context = StageContext {
             fingerprint: &fingerprint,
+            not_started: prepared
+                .plan
+                .len()
+                .saturating_sub(prepared.already_done + begun),
             ..self.context
         };
         let started = Instant::now();

@@ -30,6 +30,9 @@ pub struct StageContext<'a> {
     /// The running stage's fingerprint, set by the runner for each stage: work a stage keeps
     /// across runs (training checkpoints) is resumed only under the same one.
     pub fingerprint: &'a str,
+    /// Items of the running stage, besides this one, that no worker has begun, set by the runner
+    /// for each item (0 for the last): an item that will run alone, or nearly, can use more cores.
+    pub not_started: usize,
 }
 
 impl StageContext<'_> {

@@ -94,20 +94,31 @@ impl Default for ExtractParams {
     }
 }
 
+/// The cores shared among the videos that can still run at once: one decoder thread each while
+/// every worker has a video, all of them for the last video, so the tail of a run (or a single
+/// video) does not leave cores idle. Frame threads change no pixel and no choice of frame.
+fn decoder_threads(cores: usize, jobs: usize, not_started: usize) -> usize {
+    let running_at_most = jobs.clamp(1, not_started + 1);
+    (cores / running_at_most).max(1)
+}
+
 pub struct ExtractStage {
     pub params: ExtractParams,
 }
 
 impl ExtractStage {
-    fn spec(&self) -> ExtractSpec {
-        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+    /// `not_started`: the videos no worker has begun besides this one.
+    fn spec(&self, not_started: usize) -> ExtractSpec {
         ExtractSpec {
             fps: self.params.fps,
             height: self.params.height,
             quality: self.params.quality,
             upscale: self.params.upscale,
-            // One decoder thread per video when several run at once: no oversubscription.
-            threads: if self.params.jobs > 1 { 1 } else { cores },
+            threads: decoder_threads(
+                std::thread::available_parallelism().map_or(2, usize::from),
+                self.params.jobs,
+                not_started,
+            ),
             skip_unneeded: true,
         }
     }
@@ -267,7 +278,7 @@ impl ExtractStage {
             video.id.as_str(),
             &frames,
             segment,
-            &self.spec(),
+            &self.spec(context.not_started),
             &staging,
             &progress,
         )
@@ -347,6 +358,19 @@ mod tests {
             files: Default::default(),
             videos_on_disk: None,
         }
+    }
+
+    #[test]
+    fn cores_go_to_the_videos_that_can_still_run_at_once() {
+        // Every worker busy: one decoder thread each.
+        assert_eq!(decoder_threads(2, 2, 5), 1);
+        assert_eq!(decoder_threads(8, 4, 4), 2);
+        // The last video gets them all; the last few share them.
+        assert_eq!(decoder_threads(2, 2, 0), 2);
+        assert_eq!(decoder_threads(8, 4, 1), 4);
+        // One video at a time, or one core.
+        assert_eq!(decoder_threads(8, 1, 30), 8);
+        assert_eq!(decoder_threads(1, 2, 0), 1);
     }
 
     fn frames(margin: f64, keyframes: Vec<u32>) -> Vec<u32> {

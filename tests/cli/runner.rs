@@ -43,10 +43,14 @@ impl TestStage {
 }
 
 fn log(data_dir: &Path, line: &str) {
+    append_line(&data_dir.join("work.log"), line);
+}
+
+fn append_line(path: &Path, line: &str) {
     let mut file = OpenOptions::new()
         .create(true)
         .append(true)
-        .open(data_dir.join("work.log"))
+        .open(path)
         .unwrap();
     writeln!(file, "{line}").unwrap();
 }
@@ -83,6 +87,8 @@ impl Stage for TestStage {
 
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
         log(context.data_dir, &format!("{} {item}", self.name));
+        let not_started = format!("{} {}", self.name, context.not_started);
+        append_line(&context.data_dir.join("not_started.log"), &not_started);
         std::thread::sleep(self.item_delay);
         if self.failing.iter().any(|failing| failing == item) {
             return Err(ItemError::new(format!("{item}: test failure")));
@@ -152,6 +158,7 @@ fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport
             reporter: &Silent,
             cancel: &cancel,
             fingerprint: "",
+            not_started: 0,
         },
         scrutiny: Default::default(),
     };
@@ -211,6 +218,37 @@ fn skips_when_up_to_date_and_redoes_downstream_of_a_change() {
     assert!(new_lines.iter().all(|line| !line.starts_with("download")));
     let content = fs::read_to_string(data.join("extract/video03")).unwrap();
     assert_eq!(content, "video03 value 2");
+}
+
+/// What each item was told of the items of its stage that no worker had begun.
+fn not_started(data_dir: &Path, stage: &str) -> Vec<usize> {
+    let log = fs::read_to_string(data_dir.join("not_started.log")).unwrap_or_default();
+    let mut counts: Vec<usize> = log
+        .lines()
+        .filter_map(|line| line.strip_prefix(&format!("{stage} ")))
+        .map(|count| count.parse().unwrap())
+        .collect();
+    counts.sort_unstable();
+    counts
+}
+
+#[test]
+fn each_item_is_told_how_many_of_its_stage_have_not_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let mut failing = stages(1, Duration::from_millis(5));
+    failing[1].failing = vec!["video05".to_string()];
+    run(data, &failing, None);
+    let every: Vec<usize> = (0..VIDEOS).collect();
+    assert_eq!(not_started(data, "download"), every);
+    assert_eq!(not_started(data, "extract"), every);
+    assert_eq!(not_started(data, "lists"), vec![0]);
+
+    // The next run retries the one failed video: nothing else is left, so it is the last.
+    fs::remove_file(data.join("not_started.log")).unwrap();
+    run(data, &stages(1, Duration::ZERO), None);
+    assert_eq!(not_started(data, "download"), Vec::<usize>::new());
+    assert_eq!(not_started(data, "extract"), vec![0]);
 }
 
 #[test]

@@ -123,6 +123,7 @@ pub fn status(
             reporter: printer,
             cancel: &cancel,
             fingerprint: "",
+            not_started: 0,
         },
         scrutiny: Scrutiny::Listing,
     };

@@ -29,6 +29,7 @@ pub fn run_stages(
             reporter: printer,
             cancel,
             fingerprint: "",
+            not_started: 0,
         },
         scrutiny,
     };
