@@ -77,6 +77,9 @@ pub enum ExtractError {
         #[source]
         source: ff::Error,
     },
+    /// Only between the reading and the encoding thread: the thread's own error is reported.
+    #[error("the JPEG encoding thread stopped")]
+    EncoderStopped,
     #[error("{path}: JPEG encoding failed: {source}")]
     Encode {
         path: PathBuf,

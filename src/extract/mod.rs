@@ -43,7 +43,8 @@ pub struct ExtractSpec {
     pub quality: u8,
     /// Scale sources smaller than `height` up (off: they keep their size).
     pub upscale: bool,
-    /// Decoder threads: 1 when several videos run at once, more for a video running alone.
+    /// Decoder threads: 1 when several videos run at once, more for a video running alone, which
+    /// then also scales and encodes its frames on a thread of its own.
     pub threads: usize,
     /// Leave frames that no target needs undecoded where nothing references them. Off gives
     /// identical output more slowly; it exists to check that claim and as a fallback.

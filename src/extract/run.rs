@@ -8,6 +8,7 @@
 //! what a seek would do, with exact bookkeeping and no reliance on the container's index.
 
 use std::path::Path;
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use ff::{Packet, frame};
 use ffmpeg_next as ff;
@@ -59,9 +60,88 @@ pub fn extract(req: &Request) -> Result<Extraction, ExtractError> {
             at: clock.target(k),
         })
         .collect();
-    let mut run = Run::new(req, src, clock, targets);
-    run.read_all()?;
-    run.finish()
+    let (out_dir, video_id, spec, rotation) = (req.out_dir, req.video_id, req.spec, src.rotation);
+    // A writer holds libav state that stays on the thread that made it.
+    let writer = move || {
+        JpegWriter::new(
+            out_dir,
+            video_id,
+            spec.height,
+            spec.upscale,
+            spec.quality,
+            rotation,
+        )
+    };
+    if req.spec.threads <= 1 {
+        let mut run = Run::new(
+            req,
+            src,
+            clock,
+            targets,
+            Output::Here(Box::new(writer()), Vec::new()),
+        );
+        run.read_all()?;
+        run.emit_remaining()?;
+        let Output::Here(_, encoded) = std::mem::replace(&mut run.output, Output::Closed) else {
+            unreachable!("the output stays here")
+        };
+        return run.conclude(encoded);
+    }
+    // With cores to spare, frames are scaled and encoded on a thread of their own while the
+    // decoder goes on: the same frames, in the same order, through the same writer.
+    std::thread::scope(|scope| {
+        let (frames, queue) = sync_channel::<Chosen>(ENCODE_QUEUE);
+        let encoder = scope.spawn(move || encode_all(&mut writer(), &queue));
+        let mut run = Run::new(req, src, clock, targets, Output::Thread(frames));
+        let read = run.read_all().and_then(|()| run.emit_remaining());
+        // Closing the queue ends the encoding thread once it has written what is queued.
+        run.output = Output::Closed;
+        let encoded = encoder.join().expect("the encoding thread does not panic");
+        // An encoding error also stops the reading (the queue is gone): it is the one to report.
+        let encoded = encoded?;
+        read?;
+        run.conclude(encoded)
+    })
+}
+
+/// Frames waiting for the encoding thread: enough to ride out a slow frame, few enough to bound
+/// memory (each holds a decoded frame).
+const ENCODE_QUEUE: usize = 4;
+
+/// A chosen source frame for output frame `k`; `ts` tells repeats of one source frame apart.
+struct Chosen {
+    k: u32,
+    ts: i64,
+    frame: frame::Video,
+}
+
+/// What became of each chosen frame, in order: (JPEG bytes, width, height).
+type Encoded = Vec<(u64, u32, u32)>;
+
+fn encode_all(writer: &mut JpegWriter, queue: &Receiver<Chosen>) -> Result<Encoded, ExtractError> {
+    let mut encoded = Vec::new();
+    for chosen in queue.iter() {
+        encoded.push(writer.write(chosen.k, chosen.ts, &chosen.frame)?);
+    }
+    Ok(encoded)
+}
+
+/// Another reference to a decoded frame's buffers: queued without a copy, and valid after the
+/// decoder has moved on (its buffers are reference-counted).
+fn new_reference(source: &frame::Video) -> frame::Video {
+    let mut reference = frame::Video::empty();
+    // Fails only without memory, leaving an empty frame that the writer reports.
+    unsafe {
+        ff::ffi::av_frame_ref(reference.as_mut_ptr(), source.as_ptr());
+    }
+    reference
+}
+
+/// Where chosen frames go: encoded here as they come, or queued for the encoding thread.
+enum Output {
+    Here(Box<JpegWriter>, Encoded),
+    Thread(SyncSender<Chosen>),
+    Closed,
 }
 
 /// Packets held while the decoder is idle (between ranges).
@@ -112,7 +192,7 @@ struct Run<'a> {
     cand: frame::Video,
     cand_at: Option<(i128, i64)>,
     last_ts: Option<i64>,
-    writer: JpegWriter,
+    output: Output,
     stats: VideoStats,
     index: Vec<IndexRow>,
     /// Latest frame time read (clock units) with its packet duration, and the one before it.
@@ -122,22 +202,20 @@ struct Run<'a> {
 }
 
 impl<'a> Run<'a> {
-    fn new(req: &'a Request<'a>, src: Source, clock: Clock, targets: Vec<Target>) -> Self {
-        let spec = req.spec;
+    fn new(
+        req: &'a Request<'a>,
+        src: Source,
+        clock: Clock,
+        targets: Vec<Target>,
+        output: Output,
+    ) -> Self {
         let stats = VideoStats {
             source_size: (src.decoder.width(), src.decoder.height()),
             rotation_degrees: src.rotation.degrees(),
             ..VideoStats::default()
         };
         Run {
-            writer: JpegWriter::new(
-                req.out_dir,
-                req.video_id,
-                spec.height,
-                spec.upscale,
-                spec.quality,
-                src.rotation,
-            ),
+            output,
             req,
             src,
             clock,
@@ -473,21 +551,33 @@ impl<'a> Run<'a> {
             (&self.frame, self.last_ts.unwrap_or(0))
         };
         let gap = self.gap_towards(ts, target.at).or(decoded_gap);
-        let (bytes, width, height) = self.writer.write(target.k, ts, source)?;
-        self.stats.frames_written += 1;
-        self.stats.jpeg_bytes += bytes;
-        self.stats.output_size = (width, height);
+        match &mut self.output {
+            Output::Here(writer, encoded) => encoded.push(writer.write(target.k, ts, source)?),
+            Output::Thread(frames) => {
+                let chosen = Chosen {
+                    k: target.k,
+                    ts,
+                    frame: new_reference(source),
+                };
+                if frames.send(chosen).is_err() {
+                    // The encoding thread stopped on an error, which `extract` reports.
+                    return Err(ExtractError::EncoderStopped);
+                }
+            }
+            Output::Closed => return Err(ExtractError::EncoderStopped),
+        }
         let source_seconds = self.clock.seconds(self.clock.pts(ts));
+        // Width and height are the encoder's, filled in by `conclude`.
         self.index.push(IndexRow {
             frame: target.k,
             target_seconds: self.clock.seconds(target.at),
             source_seconds,
             source_file_seconds: source_seconds,
             source_gap_seconds: gap.map(|gap| self.clock.seconds(gap)),
-            width,
-            height,
+            width: 0,
+            height: 0,
         });
-        (self.req.progress)(self.stats.frames_written, self.targets.len() as u64);
+        (self.req.progress)(self.index.len() as u64, self.targets.len() as u64);
         Ok(())
     }
 
@@ -503,7 +593,7 @@ impl<'a> Run<'a> {
 
     /// Targets still open after the last frame: the last frame shows them if they fall before
     /// the video's end; the rest are missing.
-    fn finish(mut self) -> Result<Extraction, ExtractError> {
+    fn emit_remaining(&mut self) -> Result<(), ExtractError> {
         let end = self.video_end();
         let mut missing: Vec<MissingFrames> = Vec::new();
         while let Some(&target) = self.targets.get(self.next) {
@@ -523,6 +613,17 @@ impl<'a> Run<'a> {
                 video_end_seconds: self.clock.seconds(end),
             });
         }
+        Ok(())
+    }
+
+    /// The index and counts, with what the encoder made of each chosen frame (in order).
+    fn conclude(mut self, encoded: Encoded) -> Result<Extraction, ExtractError> {
+        for (row, &(bytes, width, height)) in self.index.iter_mut().zip(&encoded) {
+            (row.width, row.height) = (width, height);
+            self.stats.jpeg_bytes += bytes;
+            self.stats.output_size = (width, height);
+        }
+        self.stats.frames_written = encoded.len() as u64;
         self.stats.source_frames_skipped = self
             .packets_read
             .saturating_sub(self.stats.source_frames_decoded);

@@ -358,18 +358,19 @@ fn index_csv() {
     );
 }
 
+/// The error of a failed extraction, the same whether frames are encoded by the reading thread
+/// or by one of their own (decoder threads above 1).
 fn extract_err(path: &Path, frames: &[u32]) -> ExtractError {
     let dir = out_dir("err");
-    extract_video(
-        path,
-        "x",
-        frames,
-        segment(),
-        &ExtractSpec::default(),
-        &dir,
-        &|_, _| {},
-    )
-    .unwrap_err()
+    let [one_thread, encoding_thread] = [1, 3].map(|threads| {
+        let spec = ExtractSpec {
+            threads,
+            ..ExtractSpec::default()
+        };
+        extract_video(path, "x", frames, segment(), &spec, &dir, &|_, _| {}).unwrap_err()
+    });
+    assert_eq!(one_thread.to_string(), encoding_thread.to_string());
+    one_thread
 }
 
 fn ffmpeg_cli(args: &[&str]) {

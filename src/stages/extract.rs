@@ -95,12 +95,21 @@ impl Default for ExtractParams {
 }
 
 /// The cores shared among the videos that can still run at once: one decoder thread each while
-/// every worker has a video, all of them for the last video, so the tail of a run (or a single
-/// video) does not leave cores idle. Frame threads change no pixel and no choice of frame.
+/// every worker has a video; the last videos get the cores the finished ones leave, so the tail
+/// of a run (or a single video) does not leave cores idle. Frame threads change no pixel and no
+/// choice of frame. A video with cores of its own gets two frame threads a core: they wait on
+/// each other's reference rows, and more frames in flight keep the cores busy (2 cores, 720p
+/// H.264: wall 0.58 of CPU time with 4 threads, 0.68 with 2).
 fn decoder_threads(cores: usize, jobs: usize, not_started: usize) -> usize {
     let running_at_most = jobs.clamp(1, not_started + 1);
-    (cores / running_at_most).max(1)
+    match cores / running_at_most {
+        0 | 1 => 1,
+        share => (2 * share).min(MAX_FRAME_THREADS),
+    }
 }
+
+/// Above this libavcodec warns that more frame threads are not recommended.
+const MAX_FRAME_THREADS: usize = 16;
 
 pub struct ExtractStage {
     pub params: ExtractParams,
@@ -364,12 +373,14 @@ mod tests {
     fn cores_go_to_the_videos_that_can_still_run_at_once() {
         // Every worker busy: one decoder thread each.
         assert_eq!(decoder_threads(2, 2, 5), 1);
-        assert_eq!(decoder_threads(8, 4, 4), 2);
+        // Two cores a video: two frame threads a core.
+        assert_eq!(decoder_threads(8, 4, 4), 4);
         // The last video gets them all; the last few share them.
-        assert_eq!(decoder_threads(2, 2, 0), 2);
-        assert_eq!(decoder_threads(8, 4, 1), 4);
-        // One video at a time, or one core.
-        assert_eq!(decoder_threads(8, 1, 30), 8);
+        assert_eq!(decoder_threads(2, 2, 0), 4);
+        assert_eq!(decoder_threads(8, 4, 1), 8);
+        // One video at a time, within libavcodec's limit; or one core.
+        assert_eq!(decoder_threads(8, 1, 30), 16);
+        assert_eq!(decoder_threads(32, 1, 0), 16);
         assert_eq!(decoder_threads(1, 2, 0), 1);
     }
 
