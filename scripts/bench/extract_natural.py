@@ -207,7 +207,7 @@ def main():
     args = {"avaprep": avaprep, "seconds": float(seconds), "fps": float(fps), "height": int(height)}
     subprocess.run([sys.executable, os.path.join(HERE, "natural_videos.py"), os.path.join(work, "videos"), seconds],
                    check=True)
-    videos = sorted(jpeg for jpeg in os.listdir(os.path.join(work, "videos")) if ".part" not in jpeg)
+    videos = sorted(name for name in os.listdir(os.path.join(work, "videos")) if ".part" not in name)
     tools = ["avaprep", "ffmpeg", "floor", "python"]
     times = {(v, t): [] for v in videos for t in tools}
     paths = [os.path.join(work, "videos", v) for v in videos]
@@ -224,8 +224,8 @@ def main():
     print(f"{len(videos)} videos of {args['seconds']:g} s, every frame of the segment at {fps} fps, "
           f"height {height}; medians of {rounds} alternating rounds, [min-max]; one process per tool, "
           f"one video at a time; ffmpeg with -threads 1")
-    print("\nall five videos, two at a time (avaprep --jobs 2: one decoder thread a video, all cores"
-          " for the last one; the ffmpeg CLI under xargs -P 2, -threads 1)")
+    print(f"\nall {len(videos)} videos, two at a time (avaprep --jobs 2: one decoder thread a video,"
+          " all cores for the last one; the ffmpeg CLI under xargs -P 2, -threads 1)")
     print(f"  {'':22} {'wall s':>16} {'CPU s':>16}")
     for tool, runs in both.items():
         walls, cpus = [w for w, _ in runs], [c for _, c in runs]

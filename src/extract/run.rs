@@ -73,19 +73,10 @@ pub fn extract(req: &Request) -> Result<Extraction, ExtractError> {
         )
     };
     if req.spec.threads <= 1 {
-        let mut run = Run::new(
-            req,
-            src,
-            clock,
-            targets,
-            Output::Here(Box::new(writer()), Vec::new()),
-        );
+        let mut run = Run::new(req, src, clock, targets, Output::Here(Box::new(writer())));
         run.read_all()?;
         run.emit_remaining()?;
-        let Output::Here(_, encoded) = std::mem::replace(&mut run.output, Output::Closed) else {
-            unreachable!("the output stays here")
-        };
-        return run.conclude(encoded);
+        return run.conclude();
     }
     // With cores to spare, frames are scaled and encoded on a thread of their own while the
     // decoder goes on: the same frames, in the same order, through the same writer.
@@ -98,9 +89,9 @@ pub fn extract(req: &Request) -> Result<Extraction, ExtractError> {
         run.output = Output::Closed;
         let encoded = encoder.join().expect("the encoding thread does not panic");
         // An encoding error also stops the reading (the queue is gone): it is the one to report.
-        let encoded = encoded?;
+        run.encoded = encoded?;
         read?;
-        run.conclude(encoded)
+        run.conclude()
     })
 }
 
@@ -128,18 +119,17 @@ fn encode_all(writer: &mut JpegWriter, queue: &Receiver<Chosen>) -> Result<Encod
 
 /// Another reference to a decoded frame's buffers: queued without a copy, and valid after the
 /// decoder has moved on (its buffers are reference-counted).
-fn new_reference(source: &frame::Video) -> frame::Video {
+fn new_reference(source: &frame::Video) -> Result<frame::Video, ff::Error> {
     let mut reference = frame::Video::empty();
-    // Fails only without memory, leaving an empty frame that the writer reports.
-    unsafe {
-        ff::ffi::av_frame_ref(reference.as_mut_ptr(), source.as_ptr());
+    match unsafe { ff::ffi::av_frame_ref(reference.as_mut_ptr(), source.as_ptr()) } {
+        0 => Ok(reference),
+        code => Err(ff::Error::from(code)),
     }
-    reference
 }
 
 /// Where chosen frames go: encoded here as they come, or queued for the encoding thread.
 enum Output {
-    Here(Box<JpegWriter>, Encoded),
+    Here(Box<JpegWriter>),
     Thread(SyncSender<Chosen>),
     Closed,
 }
@@ -193,6 +183,8 @@ struct Run<'a> {
     cand_at: Option<(i128, i64)>,
     last_ts: Option<i64>,
     output: Output,
+    /// What the writer made of each chosen frame so far, in order.
+    encoded: Encoded,
     stats: VideoStats,
     index: Vec<IndexRow>,
     /// Latest frame time read (clock units) with its packet duration, and the one before it.
@@ -216,6 +208,7 @@ impl<'a> Run<'a> {
         };
         Run {
             output,
+            encoded: Vec::new(),
             req,
             src,
             clock,
@@ -552,12 +545,16 @@ impl<'a> Run<'a> {
         };
         let gap = self.gap_towards(ts, target.at).or(decoded_gap);
         match &mut self.output {
-            Output::Here(writer, encoded) => encoded.push(writer.write(target.k, ts, source)?),
+            Output::Here(writer) => self.encoded.push(writer.write(target.k, ts, source)?),
             Output::Thread(frames) => {
+                let frame = new_reference(source).map_err(|source| ExtractError::Encode {
+                    path: self.req.input.to_path_buf(),
+                    source,
+                })?;
                 let chosen = Chosen {
                     k: target.k,
                     ts,
-                    frame: new_reference(source),
+                    frame,
                 };
                 if frames.send(chosen).is_err() {
                     // The encoding thread stopped on an error, which `extract` reports.
@@ -616,14 +613,14 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
-    /// The index and counts, with what the encoder made of each chosen frame (in order).
-    fn conclude(mut self, encoded: Encoded) -> Result<Extraction, ExtractError> {
-        for (row, &(bytes, width, height)) in self.index.iter_mut().zip(&encoded) {
+    /// The index and counts, with what the writer made of each chosen frame.
+    fn conclude(mut self) -> Result<Extraction, ExtractError> {
+        for (row, &(bytes, width, height)) in self.index.iter_mut().zip(&self.encoded) {
             (row.width, row.height) = (width, height);
             self.stats.jpeg_bytes += bytes;
             self.stats.output_size = (width, height);
         }
-        self.stats.frames_written = encoded.len() as u64;
+        self.stats.frames_written = self.encoded.len() as u64;
         self.stats.source_frames_skipped = self
             .packets_read
             .saturating_sub(self.stats.source_frames_decoded);
