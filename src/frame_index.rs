@@ -37,6 +37,9 @@ pub struct FrameIndex {
     /// around its target (see the module's contract).
     pub source_times: Vec<f64>,
     pub source_gaps: Vec<Option<f64>>,
+    /// Whether the index has the gap column (written after gaps were recorded); a row without
+    /// a gap then has no source frame before its target.
+    pub gaps_recorded: bool,
     /// Seconds between consecutive frame numbers.
     pub period: f64,
     pub width: u32,
@@ -45,10 +48,12 @@ pub struct FrameIndex {
 
 impl FrameIndex {
     pub fn read(path: &Path) -> Result<Self, RecordError> {
-        let text = std::fs::read_to_string(path).map_err(|source| RecordError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::fsutil::read_regular_text(path, crate::fsutil::FileKind::Table).map_err(
+            |source| RecordError::Io {
+                path: path.to_path_buf(),
+                source,
+            },
+        )?;
         Self::parse(&text).map_err(|message| RecordError::Invalid {
             path: path.to_path_buf(),
             message,
@@ -68,10 +73,10 @@ impl FrameIndex {
             rows.push(parse_row(line, columns).map_err(|e| format!("line {}: {e}", n + 2))?);
         }
         rows.sort_by_key(|r| r.frame);
-        Self::from_rows(&rows)
+        Self::from_rows(&rows, columns > 5)
     }
 
-    fn from_rows(rows: &[Row]) -> Result<Self, String> {
+    fn from_rows(rows: &[Row], gaps_recorded: bool) -> Result<Self, String> {
         let (Some(first), Some(last)) = (rows.first(), rows.last()) else {
             return Err("no frames".into());
         };
@@ -92,6 +97,7 @@ impl FrameIndex {
             times: rows.iter().map(|r| r.target).collect(),
             source_times: rows.iter().map(|r| r.source).collect(),
             source_gaps: rows.iter().map(|r| r.gap).collect(),
+            gaps_recorded,
             period,
             width: first.width,
             height: first.height,
@@ -226,6 +232,7 @@ mod tests {
         let text = format!("{HEADER_WITHOUT_GAP}\n1,900.0,900.01,4,4\n2,900.2,900.2,4,4\n");
         let index = FrameIndex::parse(&text).unwrap();
         assert_eq!(index.source_gaps, vec![None, None]);
+        assert!(!index.gaps_recorded);
     }
 
     #[test]

@@ -117,16 +117,17 @@ pub enum ManifestError {
     },
     #[error("{path}: {message}")]
     Invalid { path: PathBuf, message: String },
-    #[error("--base-url {0}: expected URL or SOURCE=URL with a known source ({1})")]
-    BadBaseUrl(String, String),
+    #[error("--base-url {argument}: {reason}")]
+    BadBaseUrl { argument: String, reason: String },
 }
 
 impl DatasetManifest {
     pub fn load(path: &Path) -> Result<Self, ManifestError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::fsutil::read_regular_text(path, crate::fsutil::FileKind::Config)
+            .map_err(|source| ManifestError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Self::parse(path, &text)
     }
 
@@ -180,6 +181,13 @@ impl DatasetManifest {
         for (name, source) in &self.sources {
             check_relative_path(source.mirror_path.trim_end_matches('/'))
                 .map_err(|error| format!("sources.{name}.mirror_path: {error}"))?;
+            check_http_url(&source.url).map_err(|error| format!("sources.{name}.url: {error}"))?;
+        }
+        for file in self.remote_files() {
+            for url in &file.alternate_urls {
+                check_http_url(url)
+                    .map_err(|error| format!("`{}` alternate_urls: {error}", file.path))?;
+            }
         }
         for (name, folder) in &self.videos {
             if !self.name_lists.contains_key(&folder.name_list) {
@@ -228,16 +236,26 @@ impl DatasetManifest {
     /// `SOURCE=URL` for one source (used as is).
     pub fn apply_base_url(&mut self, argument: &str) -> Result<(), ManifestError> {
         let known = self.sources.keys().cloned().collect::<Vec<_>>().join(", ");
-        let bad = || ManifestError::BadBaseUrl(argument.to_string(), known.clone());
+        let bad = |reason: String| ManifestError::BadBaseUrl {
+            argument: argument.chars().take(200).collect(),
+            reason,
+        };
+        let unknown = || {
+            bad(format!(
+                "expected URL or SOURCE=URL with a known source ({known})"
+            ))
+        };
         match argument.split_once('=') {
             Some((name, url)) if !name.contains('/') => {
-                let source = self.sources.get_mut(name).ok_or_else(bad)?;
+                let source = self.sources.get_mut(name).ok_or_else(unknown)?;
+                check_http_url(url).map_err(bad)?;
                 source.url = with_trailing_slash(url);
             }
             _ => {
                 if !argument.contains("://") {
-                    return Err(bad());
+                    return Err(unknown());
                 }
+                check_http_url(argument).map_err(bad)?;
                 let base = with_trailing_slash(argument);
                 for source in self.sources.values_mut() {
                     source.url = format!("{base}{}", with_trailing_slash(&source.mirror_path));
@@ -261,6 +279,24 @@ impl DatasetManifest {
             .chain(file.alternate_urls.iter().cloned())
             .collect()
     }
+}
+
+/// Downloads speak HTTP(S) only: another scheme (`file://`, `ftp://`) or no URL at all is
+/// refused when it is read, not retried as if the network had failed.
+pub fn check_http_url(url: &str) -> Result<(), String> {
+    let shown: String = url.chars().take(200).collect();
+    let parsed =
+        reqwest::Url::parse(url).map_err(|error| format!("`{shown}` is not a URL ({error})"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "`{shown}`: downloads take http:// or https:// URLs, not {}://",
+            parsed.scheme()
+        ));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err(format!("`{shown}` names no host"));
+    }
+    Ok(())
 }
 
 fn with_trailing_slash(url: &str) -> String {
@@ -342,6 +378,28 @@ mod tests {
         assert_eq!(manifest.sources["ava"].url, "http://mirror/x/");
         assert!(manifest.apply_base_url("nosuch=http://a/").is_err());
         assert!(manifest.apply_base_url("not-a-url").is_err());
+        assert!(manifest.apply_base_url("not a url").is_err());
+        assert!(manifest.apply_base_url("file:///srv/mirror").is_err());
+        assert!(manifest.apply_base_url("ava=ftp://mirror/x").is_err());
+    }
+
+    #[test]
+    fn urls_that_are_not_http_are_refused_when_read() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/manifests/ava-v2.2.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let https = "https://s3.amazonaws.com/ava-dataset/";
+        assert!(text.contains(https));
+        for (url, expected) in [
+            ("file:///srv/ava/", "not file://"),
+            ("ftp://mirror/ava/", "not ftp://"),
+            ("s3.amazonaws.com/ava-dataset/", "is not a URL"),
+        ] {
+            let error = DatasetManifest::parse(Path::new(path), &text.replace(https, url))
+                .unwrap_err()
+                .to_string();
+            assert!(error.contains("sources.ava.url"), "{error}");
+            assert!(error.contains(expected), "{error}");
+        }
     }
 
     #[test]

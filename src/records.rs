@@ -96,15 +96,17 @@ pub struct PlannedVideo {
 
 impl VideoPlan {
     pub fn load(path: &Path) -> Result<Self, RecordError> {
-        let bytes = std::fs::read(path).map_err(|source| match source.kind() {
-            std::io::ErrorKind::NotFound => RecordError::NoPlan {
-                path: path.to_path_buf(),
+        let bytes = crate::fsutil::read_regular(path, crate::fsutil::FileKind::Config).map_err(
+            |source| match source.kind() {
+                std::io::ErrorKind::NotFound => RecordError::NoPlan {
+                    path: path.to_path_buf(),
+                },
+                _ => RecordError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                },
             },
-            _ => RecordError::Io {
-                path: path.to_path_buf(),
-                source,
-            },
-        })?;
+        )?;
         let plan: VideoPlan =
             serde_json::from_slice(&bytes).map_err(|error| RecordError::Invalid {
                 path: path.to_path_buf(),

@@ -19,9 +19,11 @@ pub(crate) enum Rows {
 }
 
 pub(crate) fn read_file(path: &Path) -> Result<Vec<u8>, AnnotationError> {
-    std::fs::read(path).map_err(|source| AnnotationError::Io {
-        path: path.to_owned(),
-        source,
+    crate::fsutil::read_regular(path, crate::fsutil::FileKind::Table).map_err(|source| {
+        AnnotationError::Io {
+            path: path.to_owned(),
+            source,
+        }
     })
 }
 

@@ -77,6 +77,10 @@ pub enum DownloadError {
     },
     #[error("building the HTTP client: {0}")]
     Client(String),
+    /// Not something another attempt can mend: a redirect loop, a redirect to another scheme,
+    /// a URL the client cannot request.
+    #[error("{url}: {reason}; not retried")]
+    Refused { url: String, reason: String },
 }
 
 impl DownloadError {
@@ -248,10 +252,15 @@ impl Downloader {
                 request = request.header(IF_RANGE, validator);
             }
         }
-        let response = self
-            .runtime
-            .block_on(request.send())
-            .map_err(|error| retry(describe(&error)))?;
+        let response = self.runtime.block_on(request.send()).map_err(|error| {
+            match error.is_redirect() || error.is_builder() {
+                true => AttemptError::Fatal(DownloadError::Refused {
+                    url: url.to_string(),
+                    reason: describe(&error),
+                }),
+                false => retry(describe(&error)),
+            }
+        })?;
         let status = response.status();
         let start = match status {
             StatusCode::PARTIAL_CONTENT if offset > 0 => {
@@ -679,6 +688,51 @@ fn io_error(path: &Path, source: io::Error) -> DownloadError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A real server on 127.0.0.1 whose every answer redirects back to itself.
+    fn redirect_loop_server() -> String {
+        use std::io::{BufRead, BufReader, Write as _};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let address = listener.local_addr().unwrap();
+        std::thread::spawn(move || {
+            for stream in listener.incoming() {
+                let Ok(mut stream) = stream else { return };
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let _ = stream.write_all(
+                    b"HTTP/1.1 302 Found\r\nLocation: /loop\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                );
+            }
+        });
+        format!("http://{address}/loop")
+    }
+
+    #[test]
+    fn a_redirect_loop_fails_at_once_and_says_so() {
+        let url = redirect_loop_server();
+        let dir = tempfile::tempdir().unwrap();
+        let downloader = Downloader::new(RetryPolicy::default()).unwrap();
+        let started = std::time::Instant::now();
+        let error = downloader
+            .fetch(
+                &url,
+                &dir.path().join("file"),
+                &Expected::default(),
+                &|_: u64, _: Option<u64>| {},
+            )
+            .unwrap_err();
+        assert!(matches!(error, DownloadError::Refused { .. }), "{error}");
+        assert!(error.to_string().contains("redirect"), "{error}");
+        // The default policy's retries would take tens of seconds.
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
 
     #[test]
     fn content_range_parsing() {

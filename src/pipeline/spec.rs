@@ -69,10 +69,11 @@ impl SpecError {
 impl PipelineSpec {
     /// Reads a pipeline file whose stage tables must be among `tables` (the caller's stages).
     pub fn load(path: &Path, overrides: &[String], tables: &[&str]) -> Result<Self, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let text = crate::fsutil::read_regular_text(path, crate::fsutil::FileKind::Config)
+            .map_err(|source| SpecError::Read {
+                path: path.to_path_buf(),
+                source,
+            })?;
         Self::parse(path, &text, overrides, tables)
     }
 

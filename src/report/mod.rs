@@ -12,7 +12,7 @@ mod run;
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::annotations::{AnnotationError, FrameKey};
 use crate::frame_index::{DEFAULT_CLIP_FRAMES, DEFAULT_CLIP_STRIDE};
@@ -43,6 +43,9 @@ pub enum ReportError {
     },
     #[error("keyframe {key}: {message}")]
     Keyframe { key: FrameKey, message: String },
+    /// The folder named for the report cannot take it (the user's to choose another).
+    #[error("{path}: {message}")]
+    OutFolder { path: PathBuf, message: String },
 }
 
 impl ReportError {
@@ -79,8 +82,10 @@ pub struct ReportSummary {
 }
 
 /// Gathers the numbers, draws the gallery and writes the page (atomically: a reader sees the
-/// previous page or this one).
+/// previous page or this one). The folder may hold other files: the page goes beside them, and
+/// only files an earlier report recorded as its own are ever removed.
 pub fn write_report(request: &ReportRequest) -> Result<ReportSummary, ReportError> {
+    let earlier = OwnFiles::check_folder(&request.out)?;
     let layout = DataLayout::new(&request.data_dir);
     let stats = DatasetStats::gather(&layout)?;
     let run = request
@@ -106,9 +111,11 @@ pub fn write_report(request: &ReportRequest) -> Result<ReportSummary, ReportErro
         image_count += run.copy_curves(&images)?;
     }
     let html = page::render(&stats, run.as_ref(), &gallery);
-    let page = request.out.join("index.html");
+    let page = request.out.join(PAGE);
     crate::fsutil::write_atomic(&page, html.as_bytes()).map_err(|e| ReportError::io(&page, e))?;
-    remove_unused_images(&images, &html)?;
+    let written = OwnFiles::of_page(&html);
+    written.save(&request.out)?;
+    earlier.remove_unless_in(&written, &request.out);
     Ok(ReportSummary {
         page,
         images: image_count,
@@ -117,17 +124,87 @@ pub fn write_report(request: &ReportRequest) -> Result<ReportSummary, ReportErro
     })
 }
 
-/// Pictures of an earlier report that this page does not show: gone once the page is replaced.
-fn remove_unused_images(images: &Path, html: &str) -> Result<(), ReportError> {
-    let entries = std::fs::read_dir(images).map_err(|e| ReportError::io(images, e))?;
-    for entry in entries {
-        let entry = entry.map_err(|e| ReportError::io(images, e))?;
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !html.contains(&format!("\"{}/{name}\"", page::IMAGES)) {
-            std::fs::remove_file(entry.path()).map_err(|e| ReportError::io(&entry.path(), e))?;
+const PAGE: &str = "index.html";
+
+/// The files a report wrote in its folder (the page and the pictures it shows, by their names
+/// relative to the folder), recorded beside the page so the next report removes its own
+/// pictures that it no longer shows, and never a file it did not write.
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct OwnFiles {
+    files: std::collections::BTreeSet<String>,
+}
+
+impl OwnFiles {
+    const RECORD: &str = ".avaprep-report.json";
+
+    /// What an earlier report in `out` wrote; refuses a folder that is a file, or that holds an
+    /// `index.html` no report wrote (it would be overwritten).
+    fn check_folder(out: &Path) -> Result<Self, ReportError> {
+        let refuse = |message: &str| ReportError::OutFolder {
+            path: out.to_path_buf(),
+            message: message.to_string(),
+        };
+        match std::fs::metadata(out) {
+            Ok(meta) if !meta.is_dir() => return Err(refuse("not a folder: name a folder")),
+            Ok(_) => {}
+            Err(_) => return Ok(OwnFiles::default()),
+        }
+        let earlier: OwnFiles = read_json_if_present(&out.join(Self::RECORD))?.unwrap_or_default();
+        let page = out.join(PAGE);
+        if page.exists() && !earlier.files.contains(PAGE) && !is_report_page(&page) {
+            return Err(refuse(
+                "holds an index.html that avaprep report did not write, which the page would replace: choose another folder with --out, or move that file away",
+            ));
+        }
+        let images = out.join(page::IMAGES);
+        if std::fs::symlink_metadata(&images).is_ok_and(|meta| !meta.is_dir()) {
+            return Err(refuse(
+                "holds `images`, which is not a folder: choose another folder with --out",
+            ));
+        }
+        Ok(earlier)
+    }
+
+    /// The page and every picture it shows.
+    fn of_page(html: &str) -> Self {
+        let marker = format!("\"{}/", page::IMAGES);
+        let pictures = html.match_indices(&marker).filter_map(|(at, _)| {
+            let rest = &html[at + 1..];
+            rest.find('"').map(|end| rest[..end].to_string())
+        });
+        OwnFiles {
+            files: std::iter::once(PAGE.to_string()).chain(pictures).collect(),
         }
     }
-    Ok(())
+
+    fn save(&self, out: &Path) -> Result<(), ReportError> {
+        let path = out.join(Self::RECORD);
+        let bytes = serde_json::to_vec_pretty(self).expect("a record serialises");
+        crate::fsutil::write_atomic(&path, &bytes).map_err(|e| ReportError::io(&path, e))
+    }
+
+    /// Removes the files of this record that `now` does not hold: only plain files directly in
+    /// the folder's `images/` (the record is read from disk, so its names are checked first).
+    fn remove_unless_in(&self, now: &OwnFiles, out: &Path) {
+        for name in self.files.difference(&now.files) {
+            let Some(picture) = name.strip_prefix(&format!("{}/", page::IMAGES)) else {
+                continue;
+            };
+            if crate::layout::FolderName::try_from(picture).is_err() {
+                continue;
+            }
+            let path = out.join(page::IMAGES).join(picture);
+            if std::fs::symlink_metadata(&path).is_ok_and(|meta| meta.is_file()) {
+                let _ = std::fs::remove_file(path);
+            }
+        }
+    }
+}
+
+/// A page an earlier avaprep report wrote before reports recorded their files.
+fn is_report_page(path: &Path) -> bool {
+    crate::fsutil::read_regular_text(path, crate::fsutil::FileKind::Config)
+        .is_ok_and(|html| html.contains("<title>avaprep report</title>"))
 }
 
 /// A JSON file a stage may not have written yet: `None` when it is absent.

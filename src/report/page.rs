@@ -30,7 +30,7 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 
 pub fn render(stats: &DatasetStats, run: Option<&RunStats>, gallery: &[GalleryEntry]) -> String {
     let mut html = String::new();
-    html.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    html.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"generator\" content=\"avaprep report\">\n");
     html.push_str("<title>avaprep report</title>\n<style>");
     html.push_str(STYLE);
     html.push_str("</style>\n</head>\n<body>\n<h1>avaprep report</h1>\n");

@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 
 use super::StageId;
 use crate::extract::{
-    DEFAULT_MARGIN_S, ExtractSpec, VideoStats, extract_video, frame_numbers, ranges_around,
-    segment_range, write_index,
+    DEFAULT_MARGIN_S, ExtractSpec, TimeRange, VideoStats, extract_video, frame_numbers,
+    ranges_around, segment_range, write_index,
 };
 use crate::layout::DataLayout;
 use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport};
@@ -132,15 +132,26 @@ impl ExtractStage {
         }
     }
 
-    /// The frame numbers a video gets. A margin under half a frame period (`--margin 0`) still
+    /// The spans of a video to extract. A margin under half a frame period (`--margin 0`) still
     /// keeps the frame nearest each keyframe: its window is widened to one period.
-    fn frames(&self, plan: &VideoPlan, video: &PlannedVideo) -> Vec<u32> {
+    fn ranges(&self, plan: &VideoPlan, video: &PlannedVideo) -> Vec<TimeRange> {
         let margin = self.params.margin.max(0.5 / self.params.fps);
-        let ranges = match self.params.ranges {
+        match self.params.ranges {
             Ranges::Annotated => ranges_around(&video.keyframes, margin, plan.segment),
             Ranges::Segment => segment_range(plan.segment),
-        };
-        frame_numbers(&ranges, plan.segment[0], self.params.fps)
+        }
+    }
+}
+
+/// A pre-cut clip whose time 0 is dataset second `start` has no frame before it: a range that
+/// begins earlier would get the clip's first frame for every instant before `start`.
+fn check_start(video: &PlannedVideo, ranges: &[TimeRange], start: f64) -> Result<(), ItemError> {
+    match ranges.first() {
+        Some(first) if first.start < start => Err(ItemError::new(format!(
+            "video {}: the range {:.3}..{:.3} s to extract begins before the file does (its time 0 is dataset second {start}, the video start given as --video-start or [fetch] video_start); give the second the files really begin at",
+            video.id, first.start, first.end
+        ))),
+        _ => Ok(()),
     }
 }
 
@@ -258,29 +269,31 @@ impl ExtractStage {
         let staging = layout.extracting(&video.id);
         let final_dir = layout.video_frames(&video.id);
         let index = layout.frame_index(&video.id);
-        // Whatever an interrupted or earlier run left is redone from scratch.
-        let _ = std::fs::remove_file(&index);
-        let _ = std::fs::remove_dir_all(&staging);
-        std::fs::create_dir_all(&staging).map_err(|error| fail(&error))?;
-        let frames = self.frames(plan, video);
-        if frames.is_empty() && !video.keyframes.is_empty() {
-            return Err(fail(&format!(
-                "no frame to extract around its {} keyframes; the frames already there are kept",
-                video.keyframes.len()
-            )));
-        }
-        let item = video.id.to_string();
-        let progress = |done: u64, total: u64| {
-            context
-                .reporter
-                .item_progress(self.name(), &item, done, total, Unit::Frames);
-        };
         // A pre-cut clip's time 0 is the dataset's second `start`: the extractor works on the
         // file's clock, the index is written on the dataset's.
         let start = plan
             .videos_on_disk
             .as_ref()
             .map_or(0.0, |on_disk| on_disk.start_seconds);
+        let ranges = self.ranges(plan, video);
+        check_start(video, &ranges, start)?;
+        let frames = frame_numbers(&ranges, plan.segment[0], self.params.fps);
+        if frames.is_empty() && !video.keyframes.is_empty() {
+            return Err(fail(&format!(
+                "no frame to extract around its {} keyframes; the frames already there are kept",
+                video.keyframes.len()
+            )));
+        }
+        // Whatever an interrupted or earlier run left is redone from scratch.
+        let _ = std::fs::remove_file(&index);
+        let _ = std::fs::remove_dir_all(&staging);
+        std::fs::create_dir_all(&staging).map_err(|error| fail(&error))?;
+        let item = video.id.to_string();
+        let progress = |done: u64, total: u64| {
+            context
+                .reporter
+                .item_progress(self.name(), &item, done, total, Unit::Frames);
+        };
         let segment = [plan.segment[0] - start, plan.segment[1] - start];
         let mut extraction = extract_video(
             input,
@@ -392,7 +405,8 @@ mod tests {
             },
         };
         let plan = plan(keyframes);
-        stage.frames(&plan, &plan.videos[0])
+        let ranges = stage.ranges(&plan, &plan.videos[0]);
+        frame_numbers(&ranges, plan.segment[0], stage.params.fps)
     }
 
     #[test]
@@ -400,5 +414,24 @@ mod tests {
         // At 5 fps from 5 s, frame k shows 5 + (k - 1) / 5 s: 7 s is frame 11, 8 s frame 16.
         assert_eq!(frames(0.0, vec![7, 8]), vec![11, 16]);
         assert_eq!(frames(0.5, vec![7]), (9..=13).collect::<Vec<_>>());
+    }
+
+    /// Clips that begin at second 20 while the segment (and a keyframe's range) begins at 5:
+    /// the instants before the file would all show its first frame.
+    #[test]
+    fn a_video_start_after_a_range_begins_is_refused_naming_both() {
+        let stage = ExtractStage {
+            params: ExtractParams::default(),
+        };
+        let plan = plan(vec![7, 25]);
+        let video = &plan.videos[0];
+        let ranges = stage.ranges(&plan, video);
+        assert_eq!(ranges[0].start, 5.0);
+        let error = check_start(video, &ranges, 20.0).unwrap_err().message;
+        assert!(error.contains(&format!("video {}", video.id)), "{error}");
+        assert!(error.contains("5.000..9.000 s"), "{error}");
+        assert!(error.contains("dataset second 20"), "{error}");
+        assert!(check_start(video, &ranges, 5.0).is_ok());
+        assert!(check_start(video, &ranges, 0.0).is_ok());
     }
 }

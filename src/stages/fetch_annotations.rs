@@ -50,9 +50,10 @@ impl FetchAnnotationsStage {
                 )));
             }
             if !same_folder {
-                let bytes = std::fs::read(&from).map_err(|error| {
-                    ItemError::new(format!("reading {}: {error}", from.display()))
-                })?;
+                let bytes = crate::fsutil::read_regular(&from, crate::fsutil::FileKind::Table)
+                    .map_err(|error| {
+                        ItemError::new(format!("reading {}: {error}", from.display()))
+                    })?;
                 crate::fsutil::write_atomic(&to, &bytes).map_err(item_error)?;
             }
             if let Some(known) = self.known_file(&name) {

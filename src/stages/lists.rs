@@ -263,7 +263,7 @@ fn write_all(
         segment_end: plan.segment[1],
         keyframes: plan.keyframes,
     };
-    let timing_path = layout.slowfast().join("lists.json");
+    let timing_path = layout.slowfast().join(crate::validate::WRITTEN_TIMING);
     let timing_json = serde_json::to_vec_pretty(&timing).expect("timing serialises");
     write_file(&timing_path, &timing_json)?;
     files.push(timing_path);

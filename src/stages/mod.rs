@@ -195,7 +195,7 @@ impl ProductConfig {
             message: format!("[fetch] {message}"),
         })?;
         fetch.resolve_against(spec.path.parent().unwrap_or(Path::new(".")));
-        Ok(ProductConfig {
+        let config = ProductConfig {
             manifest,
             selection: Selection {
                 splits: spec.splits.clone(),
@@ -210,7 +210,32 @@ impl ProductConfig {
             train: spec.stage_params(StageId::Train.table())?,
             eval,
             trainer: train::trainer_path(),
-        })
+        };
+        config.check().map_err(|message| SpecError::Invalid {
+            path: spec.path.clone(),
+            message: format!("[fetch] {message}"),
+        })?;
+        Ok(config)
+    }
+
+    /// What the fetch parameters can be checked against only with the manifest: each mirror
+    /// names a known source with an HTTP(S) URL, and a video start lies inside the annotated
+    /// segment. Messages name the key (`base_url`, `video_start`; the flags of the same names).
+    pub fn check(&self) -> Result<(), String> {
+        let mut manifest = self.manifest.clone();
+        for base_url in &self.fetch.base_url {
+            manifest
+                .apply_base_url(base_url)
+                .map_err(|error| format!("base_url: {error}"))?;
+        }
+        let [start, end] = manifest.dataset.segment;
+        if self.fetch.video_start >= end {
+            return Err(format!(
+                "video_start {:?}: after the annotated segment, which ends at second {end} (AVA's pre-cut clips begin at its start, {start})",
+                self.fetch.video_start
+            ));
+        }
+        Ok(())
     }
 
     /// Reads the video list file named by a command's `--video-list`.

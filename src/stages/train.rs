@@ -97,6 +97,13 @@ pub struct TrainedRun {
     pub steps: u64,
     /// Best validation mAP during training and its epoch.
     pub best: Option<(f64, u64)>,
+    /// The split training evaluated on (its `val_split`), whose mAP `best` is.
+    #[serde(default = "default_val_split")]
+    pub val_split: String,
+}
+
+fn default_val_split() -> String {
+    "val".into()
 }
 
 impl TrainedRun {
@@ -124,6 +131,12 @@ struct RunSummary {
     epochs_run: u64,
     steps: u64,
     best: Option<(f64, u64)>,
+}
+
+/// The field of the trainer's `config.json` read here.
+#[derive(Debug, Deserialize)]
+struct RunConfig {
+    val_split: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -297,6 +310,8 @@ fn trained_run(layout: &DataLayout, run_dir: &Path) -> Result<TrainedRun, ItemEr
         .map_err(|error| ItemError::new(format!("{}: {error}", run_dir.display())))?;
     let checkpoint: Checkpoint = serde_json::from_slice(&read("checkpoint.json")?)
         .map_err(|error| ItemError::new(format!("{}: {error}", run_dir.display())))?;
+    let config: RunConfig = serde_json::from_slice(&read("config.json")?)
+        .map_err(|error| ItemError::new(format!("{}: {error}", run_dir.display())))?;
     let weights = checkpoint
         .best_file
         .or(checkpoint.model_file)
@@ -315,6 +330,7 @@ fn trained_run(layout: &DataLayout, run_dir: &Path) -> Result<TrainedRun, ItemEr
         epochs_run: summary.epochs_run,
         steps: summary.steps,
         best: summary.best,
+        val_split: config.val_split,
     })
 }
 

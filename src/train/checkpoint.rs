@@ -8,6 +8,7 @@
 //! after the commit.
 
 use std::fs::{self, File};
+use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -112,8 +113,72 @@ pub fn model_tensors(vs: &nn::VarStore) -> Vec<(String, Tensor)> {
 }
 
 pub fn read_tensors(path: &Path) -> Result<Vec<(String, Tensor)>, TrainError> {
+    check_safetensors(path)
+        .map_err(|problem| TrainError::Checkpoint(format!("{}: {problem}", path.display())))?;
     Tensor::read_safetensors(path)
         .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", path.display())))
+}
+
+/// What libtorch's reader would report in its own terms (`HeaderTooLarge`,
+/// `MetadataIncompleteBuffer`, an OS error), said of the file: missing, not a regular file, a
+/// PyTorch checkpoint that needs converting, or a truncated safetensors file.
+pub fn check_safetensors(path: &Path) -> Result<(), String> {
+    const CONVERT: &str = "convert it with `scripts/convert_checkpoint.py CHECKPOINT OUT.safetensors`, then name OUT.safetensors";
+    // Far above any SlowFast's header (a few hundred tensors): a larger one is no header.
+    const MOST_HEADER: u64 = 64 << 20;
+    let meta = fs::metadata(path).map_err(|error| match error.kind() {
+        std::io::ErrorKind::NotFound => {
+            "no such file (a run's weights are its best-s*.safetensors and model-s*.safetensors)"
+                .to_string()
+        }
+        _ => error.to_string(),
+    })?;
+    if !meta.is_file() {
+        return Err("not a regular file, so not a weights file".into());
+    }
+    let size = meta.len();
+    let mut file = File::open(path).map_err(|error| error.to_string())?;
+    let mut start = [0u8; 8];
+    if size < 8 || file.read_exact(&mut start).is_err() {
+        return Err(format!(
+            "{size} bytes, too short for a safetensors file (a download or copy cut short?)"
+        ));
+    }
+    if start.starts_with(b"PK\x03\x04") || start[0] == 0x80 {
+        return Err(format!(
+            "a PyTorch checkpoint (torch.save's format, as PySlowFast's .pyth and pytorchvideo's .pyth/.pt), not safetensors: {CONVERT}"
+        ));
+    }
+    let header_len = u64::from_le_bytes(start);
+    if header_len > MOST_HEADER {
+        return Err(format!(
+            "not a safetensors file (it does not begin with a header size); if it is a checkpoint of PyTorch, {CONVERT}"
+        ));
+    }
+    if 8 + header_len > size {
+        return Err(format!(
+            "truncated: its header needs {} bytes, the file has {size}",
+            8 + header_len
+        ));
+    }
+    let mut header = vec![0u8; header_len as usize];
+    file.read_exact(&mut header)
+        .map_err(|error| error.to_string())?;
+    let entries: std::collections::BTreeMap<String, serde_json::Value> =
+        serde_json::from_slice(&header)
+            .map_err(|_| "not a safetensors file (its header is not JSON)".to_string())?;
+    let data_end = entries
+        .values()
+        .filter_map(|entry| entry.get("data_offsets")?.get(1)?.as_u64())
+        .max()
+        .unwrap_or(0);
+    if 8 + header_len + data_end > size {
+        return Err(format!(
+            "truncated: its tensors end at byte {}, the file has {size} (a download or copy cut short?)",
+            8 + header_len + data_end
+        ));
+    }
+    Ok(())
 }
 
 /// Copies saved values into the model; every variable must be present with its shape.
@@ -300,5 +365,70 @@ mod tests {
         assert!(!dir.path().join("model-s2.safetensors").exists());
         assert!(!dir.path().join("model-s1.safetensors").exists());
         assert!(dir.path().join("model-s4.safetensors").exists());
+    }
+
+    /// Each way a weights file goes wrong is said of the file, in words, with the fix, never as
+    /// the reader's own error names.
+    #[test]
+    fn a_wrong_weights_file_is_named_with_what_is_wrong() {
+        let dir = tempfile::tempdir().unwrap();
+        let good = dir.path().join("good.safetensors");
+        write_tensors(dir.path(), "good.safetensors", &model_tensors(&store(1.0))).unwrap();
+        assert!(read_tensors(&good).is_ok());
+        let bytes = fs::read(&good).unwrap();
+        let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+            (
+                "model.pyth",
+                b"PK\x03\x04rest of a zip".to_vec(),
+                "scripts/convert_checkpoint.py",
+            ),
+            (
+                "legacy.pyth",
+                b"\x80\x02}q\x00(X\x05".to_vec(),
+                "scripts/convert_checkpoint.py",
+            ),
+            ("short.safetensors", bytes[..5].to_vec(), "too short"),
+            (
+                "cut.safetensors",
+                bytes[..bytes.len() - 4].to_vec(),
+                "truncated: its tensors end",
+            ),
+            (
+                "cut-header.safetensors",
+                bytes[..20].to_vec(),
+                "truncated: its header needs",
+            ),
+            (
+                "text.safetensors",
+                b"hello, this is not weights".to_vec(),
+                "not a safetensors file",
+            ),
+        ];
+        for (name, content, expected) in cases {
+            let path = dir.path().join(name);
+            fs::write(&path, content).unwrap();
+            let error = read_tensors(&path).unwrap_err().to_string();
+            assert!(
+                error.contains(name) && error.contains(expected),
+                "{name}: {error}"
+            );
+            for raw in [
+                "HeaderTooLarge",
+                "MetadataIncompleteBuffer",
+                "IoError",
+                "Os {",
+            ] {
+                assert!(!error.contains(raw), "{name}: {error}");
+            }
+        }
+        let error = read_tensors(&dir.path().join("missing.safetensors"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("missing.safetensors: no such file"),
+            "{error}"
+        );
+        let error = read_tensors(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("not a regular file"), "{error}");
     }
 }

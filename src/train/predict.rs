@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tch::Device;
 
 use super::TrainError;
-use super::checkpoint::load_model;
+use super::checkpoint::{check_safetensors, load_model};
 use super::config::{Precision, TrainConfig};
 use super::dataset::{Classes, ClipSample, Dataset};
 use super::device::resolve_device;
@@ -18,7 +18,7 @@ use super::model::probabilities;
 use super::net::Net;
 use crate::annotations::{ActionId, Detection};
 use crate::eval::{EvalReport, evaluate};
-use crate::fsutil::write_atomic;
+use crate::fsutil::write_output;
 
 /// Scores every detector box of `clips` for every scored class, in eval mode without autograd.
 pub(crate) fn infer(
@@ -73,7 +73,7 @@ pub fn write_detections(path: &Path, detections: &[Detection]) -> Result<(), Tra
             d.score
         );
     }
-    write_atomic(path, text.as_bytes()).map_err(|e| TrainError::io(path, e))
+    write_output(path, text.as_bytes()).map_err(|e| TrainError::io(path, e))
 }
 
 /// What [`predict`] wrote.
@@ -97,6 +97,9 @@ pub fn predict(
     out: &Path,
     cancel: &AtomicBool,
 ) -> Result<PredictSummary, TrainError> {
+    // A wrong weights file is named before the data is read.
+    check_safetensors(weights)
+        .map_err(|problem| TrainError::Checkpoint(format!("{}: {problem}", weights.display())))?;
     let (device, precision) = resolve_device(config)?;
     let data = Dataset::open(data_dir)?;
     let (clips, annotations, _) = data.clips(config, split, false)?;

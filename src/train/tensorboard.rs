@@ -15,6 +15,8 @@ use prost::Message;
 
 /// What TensorBoard looks for in a file name.
 pub const FILE_MARKER: &str = "events.out.tfevents.";
+/// The end of the event files this writer makes (TensorBoard's `.<host>` place).
+const OWN_SUFFIX: &str = ".avaprep";
 
 #[derive(Clone, PartialEq, Message)]
 struct Event {
@@ -115,10 +117,13 @@ impl EventWriter {
                 if let Some(seconds) = rest.split('.').next().and_then(|s| s.parse::<u64>().ok()) {
                     stamp = stamp.max(seconds + 1);
                 }
-                std::fs::remove_file(entry.path())?;
+                // Another writer's event files in the folder are not ours to remove.
+                if name.ends_with(OWN_SUFFIX) {
+                    std::fs::remove_file(entry.path())?;
+                }
             }
         }
-        let name = format!("{FILE_MARKER}{stamp:010}.avaprep");
+        let name = format!("{FILE_MARKER}{stamp:010}{OWN_SUFFIX}");
         let path = run_dir.join(name);
         let file = OpenOptions::new()
             .create_new(true)

@@ -550,3 +550,69 @@ fn mixed_precision_needs_cuda_and_auto_is_fp32_on_the_cpu() {
     let (device, precision) = resolve_device(&on_cpu(Precision::Auto)).unwrap();
     assert_eq!((device, precision), (tch::Device::Cpu, Precision::Fp32));
 }
+
+/// `predict --out` names a file the user chose: a link is written through to its target, a
+/// character device or FIFO in place, never replaced by a regular file.
+#[test]
+fn predictions_are_written_through_links_devices_and_fifos() {
+    use std::os::unix::fs::FileTypeExt;
+    let _rng = crate::train::torch_rng_lock();
+    let config = quick();
+    let dir = tempfile::tempdir().unwrap();
+    let classes = Dataset::open(data()).unwrap().classes.len();
+    let net = super::net::Net::new(&config, classes, tch::Device::Cpu);
+    let weights = "initial.safetensors";
+    checkpoint::write_tensors(dir.path(), weights, &checkpoint::model_tensors(&net.vs)).unwrap();
+    let weights = dir.path().join(weights);
+    let cancel = AtomicBool::new(false);
+    let run = |out: &Path| predict(&config, data(), &weights, "val", out, &cancel).unwrap();
+
+    let plain = dir.path().join("val.csv");
+    let summary = run(&plain);
+    let expected = std::fs::read(&plain).unwrap();
+    assert_eq!(
+        expected.iter().filter(|&&b| b == b'\n').count(),
+        summary.rows
+    );
+
+    let results = dir.path().join("results");
+    std::fs::create_dir(&results).unwrap();
+    let link = dir.path().join("latest.csv");
+    std::os::unix::fs::symlink("results/val.csv", &link).unwrap();
+    run(&link);
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(std::fs::read(results.join("val.csv")).unwrap(), expected);
+
+    let fifo = dir.path().join("pipe");
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    run(&fifo);
+    assert_eq!(reader.join().unwrap(), expected);
+    assert!(std::fs::metadata(&fifo).unwrap().file_type().is_fifo());
+
+    // The null device's numbers in a folder of our own (root, as CI runs); else /dev/null.
+    let device = dir.path().join("device");
+    let c_path = std::ffi::CString::new(device.as_os_str().as_encoded_bytes()).unwrap();
+    let made = unsafe { libc::mknod(c_path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    let device = if made == 0 {
+        device
+    } else {
+        Path::new("/dev/null").to_path_buf()
+    };
+    run(&device);
+    assert!(
+        std::fs::metadata(&device)
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+}

@@ -13,6 +13,7 @@ use super::tables::{self, BoxFile, BoxKind, FrameList};
 use super::{CheckId, CheckResult, Depth, QUICK_DECODE_EVERY, ValidateRequest};
 use crate::annotations::parse_label_map;
 use crate::frame_index::FrameIndex;
+use crate::fsutil::{self, FileKind};
 use crate::progress::{Reporter, Unit};
 
 type Results = BTreeMap<CheckId, CheckResult>;
@@ -31,12 +32,13 @@ pub struct Split {
 }
 
 impl Split {
-    /// Each video's row paths in file order: row `p` is the video's `p`-th row.
-    fn video_rows(&self) -> BTreeMap<&str, Vec<&tables::ListRow>> {
-        let mut videos: BTreeMap<&str, Vec<&tables::ListRow>> = BTreeMap::new();
+    /// Each video's rows in file order: row `p` is the video's `p`-th line, `None` where that
+    /// line is malformed (failed in list-format; the rows after it keep their places).
+    fn video_rows(&self) -> BTreeMap<&str, Vec<Option<&tables::ListRow>>> {
+        let mut videos: BTreeMap<&str, Vec<Option<&tables::ListRow>>> = BTreeMap::new();
         for list in &self.lists {
-            for row in &list.rows {
-                videos.entry(row.video.as_str()).or_default().push(row);
+            for (_, video, row) in list.entries() {
+                videos.entry(video).or_default().push(row);
             }
         }
         videos
@@ -71,7 +73,8 @@ impl Dataset {
             names
                 .iter()
                 .filter_map(|name| {
-                    let text = read_text(&request.frame_list_dir, name, results)?;
+                    let text =
+                        read_text(&request.frame_list_dir, name, FileKind::FrameList, results)?;
                     Some(tables::read_frame_list(
                         name,
                         &text,
@@ -84,7 +87,7 @@ impl Dataset {
             names
                 .iter()
                 .filter_map(|name| {
-                    let text = read_text(&request.annotation_dir, name, results)?;
+                    let text = read_text(&request.annotation_dir, name, FileKind::Table, results)?;
                     let format = result(results, CheckId::AnnotationFormat);
                     Some(tables::read_box_file(name, &text, kind, format))
                 })
@@ -114,14 +117,19 @@ impl Dataset {
                 box_files: test_boxes,
             },
         ];
-        let labels = read_text(&request.annotation_dir, &names.label_map_file, results)
-            .and_then(|text| label_ids(&text, &names.label_map_file, results))
-            .map(|mut ids| {
-                ids.extend(all_classes(&request.annotation_dir, results));
-                ids
-            });
+        let labels = read_text(
+            &request.annotation_dir,
+            &names.label_map_file,
+            FileKind::Table,
+            results,
+        )
+        .and_then(|text| label_ids(&text, &names.label_map_file, results))
+        .map(|mut ids| {
+            ids.extend(all_classes(&request.annotation_dir, results));
+            ids
+        });
         let exclusions = names.exclusion_file.as_ref().and_then(|name| {
-            let text = read_text(&request.annotation_dir, name, results)?;
+            let text = read_text(&request.annotation_dir, name, FileKind::Table, results)?;
             let format = result(results, CheckId::AnnotationFormat);
             Some(tables::read_exclusions(name, &text, format))
         });
@@ -151,7 +159,7 @@ fn all_classes(annotation_dir: &Path, results: &mut Results) -> HashSet<i64> {
     if !annotation_dir.join(FULL_LABEL_MAP).exists() {
         return (1..=80).collect();
     }
-    read_text(annotation_dir, FULL_LABEL_MAP, results)
+    read_text(annotation_dir, FULL_LABEL_MAP, FileKind::Table, results)
         .and_then(|text| label_ids(&text, FULL_LABEL_MAP, results))
         .unwrap_or_default()
 }
@@ -159,19 +167,12 @@ fn all_classes(annotation_dir: &Path, results: &mut Results) -> HashSet<i64> {
 /// AVA's map of all 80 classes (the config's LABEL_MAP_FILE holds the 60 scored ones).
 const FULL_LABEL_MAP: &str = "ava_action_list_v2.2.pbtxt";
 
-fn read_text(dir: &Path, name: &str, results: &mut Results) -> Option<String> {
+fn read_text(dir: &Path, name: &str, kind: FileKind, results: &mut Results) -> Option<String> {
     let path = dir.join(name);
-    match std::fs::read(&path) {
-        Ok(bytes) => {
+    match fsutil::read_regular_text(&path, kind) {
+        Ok(text) => {
             result(results, CheckId::FilesPresent).pass(1);
-            match String::from_utf8(bytes) {
-                Ok(text) => Some(text),
-                Err(_) => {
-                    result(results, CheckId::FilesPresent)
-                        .fail(format!("{}: not UTF-8 text", path.display()));
-                    None
-                }
-            }
+            Some(text)
         }
         Err(error) => {
             result(results, CheckId::FilesPresent).fail(format!("{}: {error}", path.display()));
@@ -301,7 +302,14 @@ fn check_list_order(dataset: &Dataset, check: &mut CheckResult) {
         let mut finished: HashSet<&str> = HashSet::new();
         let mut current: Option<&str> = None;
         let mut next_frame = 0;
-        for row in &list.rows {
+        for (_, video, row) in list.entries() {
+            let Some(row) = row else {
+                // A malformed line (failed in list-format) still takes its video's next frame_id.
+                if current == Some(video) {
+                    next_frame += 1;
+                }
+                continue;
+            };
             let at = format!("{}:{}", list.name, row.line);
             if current != Some(row.video.as_str()) {
                 if let Some(previous) = current {
@@ -396,6 +404,8 @@ pub struct FrameTotals {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum FrameState {
     Missing,
+    /// There, but not a frame a loader can read (a FIFO, a device, a directory, a huge file).
+    Unusable,
     /// Exists; not decoded in a quick check.
     Present,
     Decoded {
@@ -441,6 +451,10 @@ pub fn check_frames(
             FrameState::Missing => {
                 result(results, CheckId::FramesExist).fail(format!("{path}: missing"))
             }
+            FrameState::Unusable => result(results, CheckId::FramesExist).fail(format!(
+                "{path}: {}",
+                problem.as_deref().unwrap_or("not a regular file")
+            )),
             _ => result(results, CheckId::FramesExist).pass(1),
         }
         let recorded = dataset
@@ -468,7 +482,7 @@ pub fn check_frames(
                 "{path}: {}",
                 problem.as_deref().unwrap_or("not a JPEG")
             )),
-            FrameState::Missing | FrameState::Present => {}
+            FrameState::Missing | FrameState::Unusable | FrameState::Present => {}
         }
     }
     check_sizes(&sizes, request.height, result(results, CheckId::FrameSizes));
@@ -524,15 +538,19 @@ fn decode_choice(frames: &[(String, String)], depth: Depth) -> Vec<bool> {
 }
 
 fn inspect(path: &Path, decode: bool) -> (FrameState, Option<String>) {
+    let unusable = |error: std::io::Error| match error.kind() {
+        std::io::ErrorKind::NotFound => (FrameState::Missing, None),
+        _ => (FrameState::Unusable, Some(error.to_string())),
+    };
     if !decode {
-        return match std::fs::metadata(path) {
-            Ok(meta) if meta.is_file() => (FrameState::Present, None),
-            _ => (FrameState::Missing, None),
+        return match fsutil::check_regular(path, FileKind::Frame) {
+            Ok(_) => (FrameState::Present, None),
+            Err(error) => unusable(error),
         };
     }
-    let bytes = match std::fs::read(path) {
+    let bytes = match fsutil::read_regular(path, FileKind::Frame) {
         Ok(bytes) => bytes,
-        Err(_) => return (FrameState::Missing, None),
+        Err(error) => return unusable(error),
     };
     let decoded = image::codecs::jpeg::JpegDecoder::new(Cursor::new(&bytes)).and_then(|decoder| {
         let (width, height) = decoder.dimensions();
@@ -621,7 +639,10 @@ fn check_clips(
             let problem = ((centre - span / 2)..(centre + span / 2))
                 .step_by(timing.sampling_rate.max(1) as usize)
                 .map(|row| row.clamp(0, last_row) as usize)
-                .find_map(|row| clip_row_problem(rows[row], row, index, timing, state_of));
+                .find_map(|row| {
+                    let listed = rows[row]?;
+                    clip_row_problem(listed, row, index, timing, state_of)
+                });
             match problem {
                 Some(problem) => result(results, CheckId::ClipFrames)
                     .fail(format!("{video} keyframe {second}: {problem}")),
@@ -638,11 +659,20 @@ fn clip_row_problem(
     timing: super::ListTiming,
     state_of: &HashMap<&str, FrameState>,
 ) -> Option<String> {
-    if state_of.get(row.path.as_str()) == Some(&FrameState::Missing) {
-        return Some(format!(
-            "row {position} needs {}, which is missing",
-            row.path
-        ));
+    match state_of.get(row.path.as_str()) {
+        Some(FrameState::Missing) => {
+            return Some(format!(
+                "row {position} needs {}, which is missing",
+                row.path
+            ));
+        }
+        Some(FrameState::Unusable) => {
+            return Some(format!(
+                "row {position} needs {}, which is not a readable frame (see frames-exist)",
+                row.path
+            ));
+        }
+        _ => {}
     }
     let index = index?;
     let at = timing.row_seconds(position);
@@ -664,13 +694,18 @@ fn clip_row_problem(
 
 fn check_row_timing(
     video: &str,
-    rows: &[&tables::ListRow],
+    rows: &[Option<&tables::ListRow>],
     index: &FrameIndex,
     timing: super::ListTiming,
     check: &mut CheckResult,
 ) {
     let time_of = |k: u32| index.frames.binary_search(&k).ok().map(|i| index.times[i]);
-    for (position, row) in rows.iter().enumerate() {
+    // A malformed line has failed list-format; the rows after it keep their places.
+    let listed = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(position, row)| Some((position, (*row)?)));
+    for (position, row) in listed {
         let at = timing.row_seconds(position);
         let nearest = index.nearest(at);
         let nearest_time = time_of(nearest).expect("nearest returns an indexed frame");
@@ -692,12 +727,19 @@ fn check_row_timing(
 }
 
 /// Each frame's source frame within half the gap between the source frames around its target,
-/// and every target on the index's own grid.
+/// and every target on the index's own grid. A frame whose target precedes every source frame
+/// (the file begins after it) is the video's first frame; it passes only when that frame lies
+/// within half of the video's typical source frame gap, as a frame at the target would.
 fn check_frame_timing(dataset: &Dataset, check: &mut CheckResult) {
     let mut videos: Vec<(&String, &FrameIndex)> = dataset.indexes.iter().collect();
     videos.sort_by_key(|(video, _)| *video);
     let mut gaps_recorded = false;
     for (video, index) in videos {
+        if !index.gaps_recorded {
+            continue;
+        }
+        gaps_recorded = true;
+        let typical_gap = median(index.source_gaps.iter().flatten().copied());
         let (first_frame, first_time) = (index.frames[0], index.times[0]);
         for i in 0..index.frames.len() {
             let k = index.frames[i];
@@ -709,18 +751,25 @@ fn check_frame_timing(dataset: &Dataset, check: &mut CheckResult) {
                 ));
                 continue;
             }
-            let Some(gap) = index.source_gaps[i] else {
+            let source = index.source_times[i];
+            let off = (source - target).abs();
+            let Some(gap) = index.source_gaps[i].or(typical_gap.filter(|_| source >= target))
+            else {
+                check.fail(format!(
+                    "{video} frame {k}: no source frame before its target {target:.6} s, and none recorded for the video to compare with"
+                ));
                 continue;
             };
-            gaps_recorded = true;
-            let off = (index.source_times[i] - target).abs();
             // The index holds microseconds: allow their rounding.
             if off <= gap / 2.0 + 2e-6 {
                 check.pass(1);
+            } else if index.source_gaps[i].is_none() {
+                check.fail(format!(
+                    "{video} frame {k}: its target {target:.6} s is {off:.6} s before the file's first frame (at {source:.6} s), which it shows: the video does not cover it (a --video-start after the extracted ranges?)"
+                ));
             } else {
                 check.fail(format!(
-                    "{video} frame {k}: shows the source frame at {:.6} s for {target:.6} s, {off:.6} s away; the nearest is at most {:.6} s away",
-                    index.source_times[i],
+                    "{video} frame {k}: shows the source frame at {source:.6} s for {target:.6} s, {off:.6} s away; the nearest is at most {:.6} s away",
                     gap / 2.0
                 ));
             }
@@ -733,35 +782,47 @@ fn check_frame_timing(dataset: &Dataset, check: &mut CheckResult) {
     }
 }
 
+fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    values.get(values.len() / 2).copied()
+}
+
 /// `SHA256SUMS` in the annotation folder (written by `avaprep lists`, `sha256sum -c` format),
 /// and checksums known from a manifest.
 pub fn check_checksums(request: &ValidateRequest, results: &mut Results) {
     let check = result(results, CheckId::Checksums);
     let sums_path = request.annotation_dir.join("SHA256SUMS");
     let mut expected: Vec<(std::path::PathBuf, String, String)> = Vec::new();
-    if let Ok(text) = std::fs::read_to_string(&sums_path) {
-        for (n, line) in text
-            .lines()
-            .enumerate()
-            .filter(|(_, l)| !l.trim().is_empty())
-        {
-            let parsed = line
-                .split_once(char::is_whitespace)
-                .and_then(|(sum, name)| {
-                    let name = name.trim_start().trim_start_matches('*');
-                    crate::layout::check_relative_name(name).ok()?;
-                    Some((sum.to_string(), name.to_string()))
-                });
-            match parsed {
-                Some((sum, name)) => {
-                    expected.push((request.annotation_dir.join(&name), sum, name));
-                }
-                None => check.fail(format!(
-                    "{}:{}: not `<sha256>  <file name>`",
-                    sums_path.display(),
-                    n + 1
-                )),
+    let sums = match fsutil::read_regular_text(&sums_path, FileKind::Table) {
+        Ok(text) => text,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(error) => {
+            check.fail(format!("{}: {error}", sums_path.display()));
+            String::new()
+        }
+    };
+    for (n, line) in sums
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let parsed = line
+            .split_once(char::is_whitespace)
+            .and_then(|(sum, name)| {
+                let name = name.trim_start().trim_start_matches('*');
+                crate::layout::check_relative_name(name).ok()?;
+                Some((sum.to_string(), name.to_string()))
+            });
+        match parsed {
+            Some((sum, name)) => {
+                expected.push((request.annotation_dir.join(&name), sum, name));
             }
+            None => check.fail(format!(
+                "{}:{}: not `<sha256>  <file name>`",
+                sums_path.display(),
+                n + 1
+            )),
         }
     }
     for (path, sum) in &request.known_sha256 {
@@ -772,7 +833,7 @@ pub fn check_checksums(request: &ValidateRequest, results: &mut Results) {
         return;
     }
     for (path, sum, name) in expected {
-        match std::fs::read(&path) {
+        match fsutil::read_regular(&path, FileKind::Table) {
             Ok(bytes) => {
                 let actual = hex::encode(Sha256::digest(&bytes));
                 if actual.eq_ignore_ascii_case(&sum) {

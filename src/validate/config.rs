@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use super::ValidateError;
+use crate::fsutil::{self, FileKind};
 
 /// PySlowFast's `AVA.*` names of the files inside the frame-list and annotation folders.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,8 +97,8 @@ struct DataKeys {
     sampling_rate: Option<u32>,
 }
 
-/// `_BASE_` chains longer than this are taken for a loop.
-const MAX_BASE_DEPTH: usize = 8;
+/// The most configs one `_BASE_` chain may hold (PySlowFast's own configs use two or three).
+const MAX_BASE_DEPTH: usize = 16;
 
 impl SlowFastConfig {
     /// PySlowFast's defaults: what a config that names nothing means.
@@ -115,24 +116,46 @@ impl SlowFastConfig {
     /// Reads `path` over its `_BASE_` files (relative to the file naming them) over the defaults,
     /// as PySlowFast's `merge_from_file` does.
     pub fn load(path: &Path) -> Result<Self, ValidateError> {
-        let mut chain = Vec::new();
+        let mut chain: Vec<(PathBuf, ConfigFile)> = Vec::new();
         let mut next = Some(path.to_path_buf());
         while let Some(path) = next.take() {
-            if chain.len() == MAX_BASE_DEPTH {
-                return Err(ValidateError::Config {
-                    path,
-                    message: format!("more than {MAX_BASE_DEPTH} nested _BASE_ files"),
-                });
-            }
             let file = read_config(&path)?;
             if let Some(base) = &file.base {
                 let dir = path.parent().unwrap_or(Path::new("."));
-                next = Some(dir.join(base));
+                let base_path = dir.join(base);
+                let named_by = |message: String| ValidateError::Config {
+                    path: path.clone(),
+                    message: format!("_BASE_ `{}`: {message}", brief(base)),
+                };
+                let seen = |other: &Path| same_file(other, &base_path);
+                if seen(&path) || chain.iter().any(|(earlier, _)| seen(earlier)) {
+                    let mut cycle: Vec<String> = chain
+                        .iter()
+                        .map(|(earlier, _)| earlier.display().to_string())
+                        .chain([path.display().to_string(), base_path.display().to_string()])
+                        .collect();
+                    let start = cycle
+                        .iter()
+                        .position(|earlier| same_file(Path::new(earlier), &base_path))
+                        .unwrap_or(0);
+                    cycle.drain(..start);
+                    return Err(named_by(format!(
+                        "the configs name each other in a cycle ({})",
+                        cycle.join(" -> ")
+                    )));
+                }
+                if chain.len() + 1 == MAX_BASE_DEPTH {
+                    return Err(named_by(format!("more than {MAX_BASE_DEPTH} configs deep")));
+                }
+                if let Err(error) = fsutil::check_regular(&base_path, FileKind::Config) {
+                    return Err(named_by(format!("{}: {error}", base_path.display())));
+                }
+                next = Some(base_path);
             }
-            chain.push(file);
+            chain.push((path, file));
         }
         let mut config = Self::defaults();
-        for file in chain.into_iter().rev() {
+        for (_, file) in chain.into_iter().rev() {
             config.merge(file);
         }
         Ok(config)
@@ -185,16 +208,48 @@ fn replace<T>(slot: &mut T, value: Option<T>) {
 }
 
 fn read_config(path: &Path) -> Result<ConfigFile, ValidateError> {
-    let text = std::fs::read_to_string(path).map_err(|error| ValidateError::Config {
+    let invalid = |message: String| ValidateError::Config {
         path: path.to_path_buf(),
-        message: error.to_string(),
-    })?;
-    serde_yaml_ng::from_str::<Option<ConfigFile>>(&text)
-        .map(Option::unwrap_or_default)
-        .map_err(|error| ValidateError::Config {
-            path: path.to_path_buf(),
-            message: error.to_string(),
-        })
+        message,
+    };
+    let text = fsutil::read_regular_text(path, FileKind::Config)
+        .map_err(|error| invalid(error.to_string()))?;
+    let value: serde_yaml_ng::Value =
+        serde_yaml_ng::from_str(&text).map_err(|error| invalid(brief(&error.to_string())))?;
+    let kind = match &value {
+        serde_yaml_ng::Value::Null => return Ok(ConfigFile::default()),
+        serde_yaml_ng::Value::Mapping(_) => return deserialize(value).map_err(invalid),
+        serde_yaml_ng::Value::Bool(_) => "a boolean",
+        serde_yaml_ng::Value::Number(_) => "a number",
+        serde_yaml_ng::Value::String(_) => "a string",
+        serde_yaml_ng::Value::Sequence(_) => "a list",
+        serde_yaml_ng::Value::Tagged(_) => "a tagged value",
+    };
+    Err(invalid(format!(
+        "not a PySlowFast config: the file is {kind}, not a YAML mapping of keys such as AVA: and DATA:"
+    )))
+}
+
+fn deserialize(value: serde_yaml_ng::Value) -> Result<ConfigFile, String> {
+    serde_yaml_ng::from_value(value).map_err(|error| brief(&error.to_string()))
+}
+
+/// At most one line of a message that may quote the user's file, and not a long one.
+fn brief(text: &str) -> String {
+    const MOST: usize = 160;
+    let line = text.lines().next().unwrap_or_default();
+    match line.char_indices().nth(MOST) {
+        Some((cut, _)) => format!("{}...", &line[..cut]),
+        None if text.lines().nth(1).is_some() => format!("{line} ..."),
+        None => line.to_string(),
+    }
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
 }
 
 #[cfg(test)]
@@ -227,9 +282,61 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("loop.yaml");
         std::fs::write(&path, "_BASE_: loop.yaml\n").unwrap();
-        assert!(SlowFastConfig::load(&path).is_err());
+        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        assert!(error.contains("cycle"), "{error}");
         std::fs::write(&path, "AVA: [unclosed\n").unwrap();
         let error = SlowFastConfig::load(&path).unwrap_err().to_string();
         assert!(error.contains("loop.yaml"), "{error}");
+    }
+
+    #[test]
+    fn a_base_cycle_is_named_as_one_with_its_files() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.yaml"), "_BASE_: b.yaml\n").unwrap();
+        std::fs::write(dir.path().join("b.yaml"), "_BASE_: c.yaml\n").unwrap();
+        std::fs::write(dir.path().join("c.yaml"), "_BASE_: b.yaml\n").unwrap();
+        let error = SlowFastConfig::load(&dir.path().join("a.yaml"))
+            .unwrap_err()
+            .to_string();
+        assert!(error.contains("c.yaml: _BASE_ `b.yaml`"), "{error}");
+        assert!(error.contains("cycle"), "{error}");
+        assert!(!error.contains("nested"), "{error}");
+        let at = |name: &str| error.find(name).unwrap();
+        assert!(at("b.yaml ->") < at("c.yaml ->"), "{error}");
+    }
+
+    #[test]
+    fn a_missing_base_is_named_with_the_config_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.yaml");
+        std::fs::write(&path, "_BASE_: missing/base.yaml\n").unwrap();
+        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        assert!(error.starts_with(&path.display().to_string()), "{error}");
+        assert!(error.contains("_BASE_ `missing/base.yaml`"), "{error}");
+        assert!(error.contains("No such file"), "{error}");
+    }
+
+    /// A file that is not a mapping (a base naming `/etc/passwd`, a 20 MB line) is refused in a
+    /// sentence, never echoed.
+    #[test]
+    fn a_config_that_is_not_a_mapping_is_not_echoed() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("text.yaml");
+        let long = "x".repeat(1 << 20);
+        std::fs::write(&path, &long).unwrap();
+        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        assert!(error.contains("is a string, not a YAML mapping"), "{error}");
+        assert!(error.len() < 400, "{} bytes", error.len());
+
+        let secret = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n";
+        std::fs::write(dir.path().join("passwd"), secret).unwrap();
+        std::fs::write(&path, "_BASE_: passwd\n").unwrap();
+        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        assert!(!error.contains("root:x"), "{error}");
+        assert!(error.contains("passwd"), "{error}");
+
+        std::fs::write(&path, format!("AVA:\n  FRAME_DIR: [{long}]\n")).unwrap();
+        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        assert!(error.len() < 400 && !error.contains('\n'), "{error}");
     }
 }

@@ -280,6 +280,9 @@ pub struct ValidateRequest {
     pub depth: Depth,
 }
 
+/// The file beside `slowfast/ava.yaml` that holds the lists' timing.
+pub const WRITTEN_TIMING: &str = "lists.json";
+
 /// The timing `avaprep lists` wrote beside its config (`slowfast/lists.json`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct WrittenTiming {
@@ -287,6 +290,19 @@ pub struct WrittenTiming {
     pub segment_start: f64,
     pub segment_end: f64,
     pub keyframes: [u32; 2],
+}
+
+impl WrittenTiming {
+    fn with_clip(self, num_frames: u32, sampling_rate: u32) -> ListTiming {
+        ListTiming {
+            list_fps: self.list_fps,
+            segment_start: self.segment_start,
+            segment_end: self.segment_end,
+            num_frames,
+            sampling_rate,
+            keyframes: self.keyframes,
+        }
+    }
 }
 
 impl ValidateRequest {
@@ -299,26 +315,42 @@ impl ValidateRequest {
             return Err(ValidateError::NotPrepared { path: config_path });
         }
         let config = SlowFastConfig::load(&config_path)?;
-        let timing_path = layout.slowfast().join("lists.json");
-        let written: WrittenTiming = read_json(&timing_path)?;
+        let written: WrittenTiming = read_json(&layout.slowfast().join(WRITTEN_TIMING))?;
         Ok(ValidateRequest {
             frame_dir: layout.frames(),
             frame_list_dir: layout.frame_lists(),
             annotation_dir: layout.slowfast().join("annotations"),
             frame_index_dir: Some(data_dir.join("frame_index")),
             names: config.names,
-            timing: ListTiming {
-                list_fps: written.list_fps,
-                segment_start: written.segment_start,
-                segment_end: written.segment_end,
-                num_frames: config.num_frames,
-                sampling_rate: config.sampling_rate,
-                keyframes: written.keyframes,
-            },
+            timing: written.with_clip(config.num_frames, config.sampling_rate),
             height: None,
             known_sha256: BTreeMap::new(),
             depth,
         })
+    }
+
+    /// A config `avaprep lists` wrote, named by path (`--config DATA/slowfast/ava.yaml`): the
+    /// timing it recorded beside it (`lists.json`), and the data directory's frame index when
+    /// the config's frames are that directory's. A config without `lists.json` beside it keeps
+    /// PySlowFast's timing.
+    pub fn with_records_beside(mut self, config_path: &Path) -> Result<Self, ValidateError> {
+        let folder = config_path.parent().unwrap_or(Path::new("."));
+        let timing_path = folder.join(WRITTEN_TIMING);
+        if !timing_path.exists() {
+            return Ok(self);
+        }
+        let written: WrittenTiming = read_json(&timing_path)?;
+        self.timing = written.with_clip(self.timing.num_frames, self.timing.sampling_rate);
+        let data_dir = folder.parent().unwrap_or(Path::new("."));
+        let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
+            (Ok(a), Ok(b)) => a == b,
+            _ => false,
+        };
+        let index = data_dir.join("frame_index");
+        if index.is_dir() && same(&self.frame_dir, &DataLayout::new(data_dir).frames()) {
+            self.frame_index_dir = Some(index);
+        }
+        Ok(self)
     }
 
     /// Any folder in PySlowFast's layout, described by a PySlowFast config: its roots, its file
@@ -348,10 +380,13 @@ impl ValidateRequest {
 }
 
 fn read_json<T: for<'de> Deserialize<'de>>(path: &Path) -> Result<T, ValidateError> {
-    let bytes = std::fs::read(path).map_err(|error| ValidateError::Config {
-        path: path.to_path_buf(),
-        message: error.to_string(),
-    })?;
+    let bytes =
+        crate::fsutil::read_regular(path, crate::fsutil::FileKind::Config).map_err(|error| {
+            ValidateError::Config {
+                path: path.to_path_buf(),
+                message: error.to_string(),
+            }
+        })?;
     serde_json::from_slice(&bytes).map_err(|error| ValidateError::Config {
         path: path.to_path_buf(),
         message: error.to_string(),

@@ -17,11 +17,40 @@ pub struct ListRow {
     pub path: String,
 }
 
-/// A frame list: its name and the rows that parsed.
+/// A frame list: its name, the rows that parsed, and the lines that did not (each with the
+/// video it sits among, when that can be told), so the rows after a bad one keep their places.
 #[derive(Debug, Clone, Default)]
 pub struct FrameList {
     pub name: String,
     pub rows: Vec<ListRow>,
+    pub malformed: Vec<MalformedRow>,
+}
+
+/// A list line that is not a row: it still takes a place among its video's rows, as it would in
+/// the file PySlowFast reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MalformedRow {
+    pub line: usize,
+    /// Its own first token when that is a plain id, else the video of the row before it.
+    pub video: Option<String>,
+}
+
+impl FrameList {
+    /// Every line in file order: a parsed row, or the video a malformed line sits among.
+    pub fn entries(&self) -> Vec<(usize, &str, Option<&ListRow>)> {
+        let mut entries: Vec<(usize, &str, Option<&ListRow>)> = self
+            .rows
+            .iter()
+            .map(|row| (row.line, row.video.as_str(), Some(row)))
+            .chain(self.malformed.iter().filter_map(|bad| {
+                bad.video
+                    .as_deref()
+                    .map(|video| (bad.line, video, None::<&ListRow>))
+            }))
+            .collect();
+        entries.sort_by_key(|(line, _, _)| *line);
+        entries
+    }
 }
 
 /// One row of a box file (ground truth or person-detector boxes).
@@ -54,7 +83,7 @@ pub enum BoxKind {
 pub fn read_frame_list(name: &str, text: &str, format: &mut CheckResult) -> FrameList {
     let mut list = FrameList {
         name: name.to_string(),
-        rows: Vec::new(),
+        ..FrameList::default()
     };
     let mut lines = text.lines().enumerate();
     match lines.next() {
@@ -73,7 +102,18 @@ pub fn read_frame_list(name: &str, text: &str, format: &mut CheckResult) -> Fram
                 format.pass(1);
                 list.rows.push(row);
             }
-            Err(problem) => format.fail(format!("{name}:{}: {problem}", n + 1)),
+            Err(problem) => {
+                format.fail(format!("{name}:{}: {problem}", n + 1));
+                let own = line
+                    .split_whitespace()
+                    .next()
+                    .filter(|token| check_plain_id(token).is_ok());
+                let before = list.rows.last().map(|row| row.video.as_str());
+                list.malformed.push(MalformedRow {
+                    line: n + 1,
+                    video: own.or(before).map(str::to_string),
+                });
+            }
         }
     }
     list

@@ -383,6 +383,41 @@ fn defects() -> Vec<Defect> {
             may: &[],
         },
         Defect {
+            name: "a malformed list row among a video's rows",
+            plant: |f| {
+                edit_lines(&f.lists().join("val.csv"), |lines| {
+                    lines[50] = "valvideo001 2 49".into();
+                    lines[120] = "?? ?? 119".into();
+                });
+            },
+            // The rows after each keep their places: no timing or clip check fails for them.
+            must: &[
+                (CheckId::ListFormat, "val.csv:51: 3 space-separated tokens"),
+                (CheckId::ListFormat, "val.csv:121: 3 space-separated tokens"),
+            ],
+            may: &[],
+        },
+        Defect {
+            name: "frames before the file begins (a video start after the range)",
+            plant: |f| {
+                edit_lines(&f.index(TRAIN[0]), |lines| {
+                    let first: Vec<String> = lines[11].split(',').map(str::to_string).collect();
+                    for line in &mut lines[1..=10] {
+                        let mut fields: Vec<String> = line.split(',').map(str::to_string).collect();
+                        fields[2] = first[2].clone();
+                        fields[5] = String::new();
+                        fields[6] = first[6].clone();
+                        *line = fields.join(",");
+                    }
+                });
+            },
+            must: &[(
+                CheckId::FrameTiming,
+                "trainvideo1 frame 1: its target 900.000000 s is 2.010000 s before the file's first frame",
+            )],
+            may: &[],
+        },
+        Defect {
             name: "edited annotation file",
             plant: |f| {
                 f.edit_annotation("ava_val_predicted_boxes.csv", |lines| {
@@ -550,4 +585,85 @@ fn missing_files_are_a_failed_check_not_an_error() {
         "{:?}",
         check.examples
     );
+}
+
+/// Runs validation on another thread: a read that blocks fails the test instead of hanging it.
+fn validate_within_seconds(request: ValidateRequest) -> ValidationReport {
+    let (send, receive) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = send.send(validate(&request, &Silent).unwrap());
+    });
+    receive
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("validation returns without waiting on a special file")
+}
+
+/// Plants `special` at `path` in place of a file of the dataset: a FIFO, a link to `/dev/zero`,
+/// or a 2 GB sparse file.
+fn plant_special(path: &Path, special: &str) {
+    fs::remove_file(path).unwrap();
+    match special {
+        "fifo" => {
+            let c_path = std::ffi::CString::new(path.as_os_str().as_encoded_bytes()).unwrap();
+            assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+        }
+        "zero" => std::os::unix::fs::symlink("/dev/zero", path).unwrap(),
+        "sparse" => fs::File::create(path).unwrap().set_len(2 << 30).unwrap(),
+        _ => unreachable!(),
+    }
+}
+
+const SPECIALS: [(&str, &str); 3] = [
+    ("fifo", "is a FIFO, not a regular file"),
+    ("zero", "is a character device, not a regular file"),
+    ("sparse", "is 2147483648 bytes"),
+];
+
+/// A frame that is a FIFO, a link to `/dev/zero` or a 2 GB sparse file fails frames-exist by
+/// name, at either depth, at once: never a hang, never memory filling up.
+#[test]
+fn a_frame_that_is_not_a_regular_file_fails_by_name_and_never_hangs() {
+    for (special, text) in SPECIALS {
+        for depth in [Depth::Full, Depth::Quick] {
+            let fixture = dataset();
+            let frame = fixture.frame(TRAIN[0], 11);
+            plant_special(&frame, special);
+            let report = validate_within_seconds(fixture.request(depth));
+            let check = report.check(CheckId::FramesExist);
+            assert_eq!(check.failed, 1, "{special} {depth:?}: {:?}", check.examples);
+            assert!(
+                check.examples[0].contains("trainvideo1_000011.jpg")
+                    && check.examples[0].contains(text),
+                "{special} {depth:?}: {:?}",
+                check.examples
+            );
+            let allowed = BTreeSet::from([CheckId::FramesExist, CheckId::ClipFrames]);
+            assert!(
+                failed(&report).is_subset(&allowed),
+                "{special}: {:?}",
+                failed(&report)
+            );
+        }
+    }
+}
+
+/// The same for a frame list and an annotation file: files-present fails naming it.
+#[test]
+fn a_list_or_table_that_is_not_a_regular_file_fails_by_name_and_never_hangs() {
+    for (special, text) in SPECIALS {
+        for name in ["frame_lists/val.csv", "annotations/ava_val_v2.2.csv"] {
+            let fixture = dataset();
+            plant_special(&fixture.root.join(name), special);
+            let report = validate_within_seconds(fixture.request(Depth::Quick));
+            let check = report.check(CheckId::FilesPresent);
+            assert!(
+                check
+                    .examples
+                    .iter()
+                    .any(|example| example.contains(name) && example.contains(text)),
+                "{special} {name}: {:?}",
+                check.examples
+            );
+        }
+    }
 }

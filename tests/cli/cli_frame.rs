@@ -180,6 +180,104 @@ fn a_pipeline_file_with_an_invalid_extract_value_is_refused_before_any_work() {
     );
 }
 
+/// Mirrors that are not HTTP(S) URLs, and a video start past the segment, are usage errors
+/// naming the key, before anything is downloaded or written.
+#[test]
+fn bad_mirrors_and_video_starts_are_usage_errors_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    for base_url in [
+        "not a url",
+        "file:///srv/ava",
+        "ftp://mirror.example/ava",
+        "ava=file:///x",
+    ] {
+        let output = avaprep(dir.path())
+            .args(["fetch", "--annotations-only", "--base-url", base_url])
+            .output()
+            .unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{base_url}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("--base-url"),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let output = avaprep(dir.path())
+        .args(["run", "pipelines/ava22-on-disk.toml"])
+        .args(["--set", "fetch.video_start=1e300"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("[fetch] video_start 1e300"), "{message}");
+    let output = avaprep(dir.path())
+        .args([
+            "run",
+            "pipelines/ava22-subset20.toml",
+            "--set",
+            "fetch.base_url=[\"file:///x\"]",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+/// A split the dataset does not have is a usage error before the model is built, and a
+/// directory named for the detections is refused before any work.
+#[cfg(all(feature = "train", feature = "extract"))]
+#[test]
+fn predict_refuses_an_unknown_split_and_a_directory_as_usage_errors() {
+    let data = crate::extract::fetched_data();
+    let out = data.path().join("detections.csv");
+    let predict = |split: &str, out: &std::path::Path| {
+        avaprep(data.path())
+            .args([
+                "predict",
+                "--weights",
+                "none.safetensors",
+                "--split",
+                split,
+                "--out",
+            ])
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let output = predict("vall", &out);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains("--split vall") && message.contains("train, val"),
+        "{message}"
+    );
+    let output = predict("val", data.path());
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("is a directory"),
+        "{}",
+        stderr(&output)
+    );
+    // A known split gets as far as the weights, which are named.
+    let output = predict("val", &out);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("none.safetensors: no such file"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(!out.exists());
+}
+
 fn eval_with(detections: &str) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("d.csv");

@@ -256,4 +256,23 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
     let again = run(&[]);
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(crate::nothing_lost::completed(&again, "extract"), 0);
+
+    // A start later than the ranges begin: every instant before it would show the clip's first
+    // frame. Each video is refused naming its range and the start; its frames are kept.
+    let kept = frames(data.path());
+    let late = START + 15.0;
+    let wrong = run(&["--set", &format!("fetch.video_start={late}")]);
+    assert_eq!(wrong.status.code(), Some(1), "{}", stderr(&wrong));
+    for id in &cut {
+        let named = format!("video {id}: the range {START:.3}..");
+        let message = stderr(&wrong);
+        assert!(message.contains(&named), "{named}: {message}");
+        assert!(
+            message.contains(&format!(
+                "begins before the file does (its time 0 is dataset second {late}"
+            )),
+            "{message}"
+        );
+    }
+    assert!(kept == frames(data.path()), "frames changed");
 }

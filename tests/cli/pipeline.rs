@@ -32,6 +32,28 @@ fn command(
     extra: &[&str],
 ) -> std::process::Command {
     let mut command = demo_run(data);
+    with_settings(&mut command, server, epochs, extra);
+    command
+}
+
+/// The pipeline of [`run`], printing its closing lines for people.
+pub(crate) fn command_for_people(
+    data: &Path,
+    server: &ServerHandle,
+    epochs: u32,
+    extra: &[&str],
+) -> std::process::Command {
+    let mut command = crate::support::demo_run_for_people(data);
+    with_settings(&mut command, server, epochs, extra);
+    command
+}
+
+fn with_settings(
+    command: &mut std::process::Command,
+    server: &ServerHandle,
+    epochs: u32,
+    extra: &[&str],
+) {
     command
         .arg("--set")
         .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
@@ -39,7 +61,6 @@ fn command(
         .args(["--set", "train.settings.eval_every=1"])
         .args(["--set", "train.settings.device=\"cpu\""])
         .args(extra);
-    command
 }
 
 pub(crate) fn run(data: &Path, server: &ServerHandle, epochs: u32, extra: &[&str]) -> Output {

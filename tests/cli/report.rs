@@ -14,9 +14,9 @@ use crate::support::{avaprep, repo_root, stderr, stdout};
 fn reported() -> &'static Path {
     static DATA: OnceLock<tempfile::TempDir> = OnceLock::new();
     DATA.get_or_init(|| {
-        let server = serve::start(ServeConfig::new(crate::support::mirror())).unwrap();
+        let server = server();
         let data = tempfile::tempdir().unwrap();
-        let ran = crate::pipeline::run(data.path(), &server, 1, &[]);
+        let ran = crate::pipeline::run(data.path(), server, 1, &[]);
         assert!(ran.status.success(), "{}", stderr(&ran));
         let report = avaprep(data.path())
             .args(["--json", "report"])
@@ -31,6 +31,12 @@ fn reported() -> &'static Path {
         data
     })
     .path()
+}
+
+/// The mirror's server, one for the tests here (the pipeline's fingerprint holds its URL).
+fn server() -> &'static serve::ServerHandle {
+    static SERVER: OnceLock<serve::ServerHandle> = OnceLock::new();
+    SERVER.get_or_init(|| serve::start(ServeConfig::new(crate::support::mirror())).unwrap())
 }
 
 /// What `tests/support/browser_check.py` saw of a page.
@@ -282,4 +288,125 @@ fn each_ground_truth_box_in_the_gallery_lies_on_its_actor() {
         }
     }
     assert!(checked >= 8, "{checked} boxes measured");
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+/// `--out` a folder that holds other files: the page goes beside them; the next report removes
+/// only the pictures an earlier report wrote and no longer shows; an index.html no report wrote
+/// is a refusal naming the folder (exit 2), and nothing in that folder changes.
+#[test]
+fn a_report_in_a_shared_folder_removes_only_its_own_files() {
+    let data = reported();
+    let shared = tempfile::tempdir().unwrap();
+    let out = shared.path();
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    std::fs::create_dir_all(out.join("images/album")).unwrap();
+    std::fs::write(out.join("images/holiday.png"), "mine").unwrap();
+    let report = |sample: &str| {
+        avaprep(data)
+            .args(["report", "--sample", sample, "--out"])
+            .arg(out)
+            .output()
+            .unwrap()
+    };
+    let first = report("4");
+    assert!(first.status.success(), "{}", stderr(&first));
+    let with_four = names_in(&out.join("images"));
+    assert!(with_four.len() > 10, "{with_four:?}");
+    let second = report("1");
+    assert!(second.status.success(), "{}", stderr(&second));
+    let with_one = names_in(&out.join("images"));
+    assert!(with_one.len() < with_four.len() - 8, "{with_one:?}");
+    for kept in ["album", "holiday.png"] {
+        assert!(
+            with_one.contains(&kept.to_string()),
+            "{kept} removed: {with_one:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
+    let page = std::fs::read_to_string(out.join("index.html")).unwrap();
+    for name in &with_one {
+        let shown = page.contains(&format!("\"images/{name}\""));
+        assert_eq!(
+            shown,
+            !["album", "holiday.png"].contains(&name.as_str()),
+            "{name}"
+        );
+    }
+
+    let foreign = tempfile::tempdir().unwrap();
+    std::fs::write(foreign.path().join("index.html"), "<html>my page</html>").unwrap();
+    let refused = avaprep(data)
+        .args(["report", "--out"])
+        .arg(foreign.path())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(
+        message.contains(&foreign.path().display().to_string()),
+        "{message}"
+    );
+    assert!(message.contains("did not write"), "{message}");
+    assert_eq!(names_in(foreign.path()), ["index.html"]);
+    assert_eq!(
+        std::fs::read_to_string(foreign.path().join("index.html")).unwrap(),
+        "<html>my page</html>"
+    );
+
+    let not_a_score = avaprep(data)
+        .args(["report", "--min-score", "NaN", "--out"])
+        .arg(out)
+        .output()
+        .unwrap();
+    assert_eq!(
+        not_a_score.status.code(),
+        Some(2),
+        "{}",
+        stderr(&not_a_score)
+    );
+}
+
+/// Evaluating the train split too: each split's closing line shows its own mAP, and only the
+/// split training evaluated (val) shows the figure from training beside it.
+#[test]
+fn the_closing_lines_put_the_training_figure_beside_its_own_split_only() {
+    let data = reported();
+    let output = crate::pipeline::command_for_people(
+        data,
+        server(),
+        1,
+        &["--set", "eval.splits=[\"train\", \"val\"]"],
+    )
+    .output()
+    .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let text = stdout(&output);
+    let line = |split: &str| {
+        text.lines()
+            .find(|line| line.starts_with(&format!("{split} mAP ")))
+            .unwrap_or_else(|| panic!("no {split} mAP line in {text}"))
+            .to_string()
+    };
+    assert!(
+        !line("train").contains("during training"),
+        "{}",
+        line("train")
+    );
+    assert!(
+        line("val").contains("when evaluated during training"),
+        "{}",
+        line("val")
+    );
 }

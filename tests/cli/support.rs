@@ -26,9 +26,16 @@ pub fn avaprep(data_dir: &Path) -> Command {
 /// `--json run pipelines/demo.toml` on the test mirror at 240p: the pipeline the pipeline tests
 /// run, before each adds its own `--set`s (a later one wins).
 pub fn demo_run(data_dir: &Path) -> Command {
+    let mut command = demo_run_for_people(data_dir);
+    command.arg("--json");
+    command
+}
+
+/// [`demo_run`] printing for people (its closing lines) rather than JSON.
+pub fn demo_run_for_people(data_dir: &Path) -> Command {
     let mut command = avaprep(data_dir);
     command
-        .args(["--json", "run", "pipelines/demo.toml"])
+        .args(["run", "pipelines/demo.toml"])
         .arg("--set")
         .arg(format!(
             "dataset=\"{}\"",

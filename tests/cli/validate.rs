@@ -117,20 +117,36 @@ fn first_clip_frame(data: &Path) -> String {
         .to_string()
 }
 
-/// The same folder described only by a PySlowFast config, as a user's own layout would be: the
-/// checks that need avaprep's frame index are skipped with the reason, the rest pass.
+/// `--config DATA/slowfast/ava.yaml`, the config avaprep wrote, validates as the data directory
+/// does: the timing recorded beside it and the frame index are found, every check passes.
+/// A copy of that config elsewhere describes a foreign layout: PySlowFast's timing unless the
+/// flags say otherwise, and the checks that need avaprep's frame index skipped with the reason.
 #[test]
 fn a_pyslowfast_config_describes_a_foreign_layout() {
     let data = fetched_data();
     prepare(data.path());
+    let own = avaprep(data.path())
+        .args(["--json", "validate", "--config"])
+        .arg(data.path().join("slowfast/ava.yaml"))
+        .output()
+        .unwrap();
+    assert!(own.status.success(), "{}\n{}", stdout(&own), stderr(&own));
+    let report = record(&own);
+    for check in report["checks"].as_array().unwrap() {
+        assert_eq!(check["status"], "passed", "{check}");
+    }
+
     let timing: serde_json::Value =
         serde_json::from_slice(&fs::read(data.path().join("slowfast/lists.json")).unwrap())
             .unwrap();
     let keyframes = timing["keyframes"].as_array().unwrap();
     let keyframes = format!("{}-{}", keyframes[0], keyframes[1]);
+    let elsewhere = tempfile::tempdir().unwrap();
+    let config = elsewhere.path().join("ava.yaml");
+    fs::copy(data.path().join("slowfast/ava.yaml"), &config).unwrap();
     let output = avaprep(data.path())
         .args(["--json", "validate", "--config"])
-        .arg(data.path().join("slowfast/ava.yaml"))
+        .arg(&config)
         .args([
             "--segment-start",
             &timing["segment_start"].to_string(),
@@ -175,6 +191,104 @@ fn a_pyslowfast_config_describes_a_foreign_layout() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+}
+
+/// A PySlowFast config naming three empty folders: validation fails (nothing is there) but
+/// still writes its JUnit file, in milliseconds.
+fn empty_layout(dir: &Path) -> std::path::PathBuf {
+    for folder in ["frames", "lists", "annotations"] {
+        fs::create_dir_all(dir.join(folder)).unwrap();
+    }
+    let config = dir.join("config.yaml");
+    fs::write(
+        &config,
+        format!(
+            "AVA:\n  FRAME_DIR: {0}/frames\n  FRAME_LIST_DIR: {0}/lists\n  ANNOTATION_DIR: {0}/annotations\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    config
+}
+
+fn junit_cases(xml: &[u8]) -> usize {
+    let text = std::str::from_utf8(xml).unwrap();
+    roxmltree::Document::parse(text)
+        .expect("JUnit XML parses")
+        .descendants()
+        .filter(|node| node.has_tag_name("testcase"))
+        .count()
+}
+
+/// `--junit PATH` writes where PATH points: through a link into a results folder (the link
+/// stays), into a FIFO a CI step reads and a character device in place (never replaced by a
+/// regular file); a directory is a usage error before any work.
+#[test]
+fn junit_output_is_written_through_links_fifos_and_devices() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    let config = empty_layout(dir.path());
+    let validate = |junit: &Path| {
+        avaprep(dir.path())
+            .args(["validate", "--config"])
+            .arg(&config)
+            .arg("--junit")
+            .arg(junit)
+            .output()
+            .unwrap()
+    };
+
+    let results = dir.path().join("results");
+    fs::create_dir(&results).unwrap();
+    fs::write(results.join("junit.xml"), "old").unwrap();
+    let link = dir.path().join("latest.xml");
+    std::os::unix::fs::symlink("results/junit.xml", &link).unwrap();
+    let output = validate(&link);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(
+        fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(
+        junit_cases(&fs::read(results.join("junit.xml")).unwrap()),
+        18
+    );
+
+    let fifo = dir.path().join("pipe");
+    let c_path = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+    assert_eq!(unsafe { libc::mkfifo(c_path.as_ptr(), 0o644) }, 0);
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || fs::read(fifo).unwrap())
+    };
+    let output = validate(&fifo);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_eq!(junit_cases(&reader.join().unwrap()), 18);
+    assert!(fs::metadata(&fifo).unwrap().file_type().is_fifo());
+
+    // The null device's numbers in a folder of our own (root, as CI runs); else /dev/null.
+    let device = dir.path().join("device");
+    let c_path = std::ffi::CString::new(device.as_os_str().as_encoded_bytes()).unwrap();
+    let made = unsafe { libc::mknod(c_path.as_ptr(), libc::S_IFCHR | 0o666, libc::makedev(1, 3)) };
+    let device = if made == 0 {
+        device
+    } else {
+        std::path::PathBuf::from("/dev/null")
+    };
+    let output = validate(&device);
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert!(fs::metadata(&device).unwrap().file_type().is_char_device());
+
+    let output = validate(&results);
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("is a directory"),
+        "{}",
+        stderr(&output)
+    );
+    assert!(stdout(&output).is_empty(), "no work before the refusal");
 }
 
 /// An annotation file edited after `lists` wrote it fails its checksum (and here the duplicate

@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
-use crate::frame::Printer;
+use crate::frame::{Printer, UsageError};
 
 use crate::frame::GlobalArgs;
 use crate::settings::SettingsArgs;
@@ -19,7 +19,7 @@ pub struct PredictArgs {
     #[arg(long, default_value = "val")]
     pub split: String,
     /// The detections file to write (video_id,second,x1,y1,x2,y2,action_id,score).
-    #[arg(long)]
+    #[arg(long, value_parser = crate::frame::output_file)]
     pub out: PathBuf,
     #[command(flatten)]
     pub settings: SettingsArgs,
@@ -32,6 +32,7 @@ pub fn run(
     cancel: &AtomicBool,
 ) -> anyhow::Result<()> {
     let config = args.settings.train_config()?;
+    check_split(&global.data_dir, &args.split)?;
     let summary = crate::train::predict(
         &config,
         &global.data_dir,
@@ -51,4 +52,20 @@ pub fn run(
         printer.result(&avaprep::eval::render_table(report));
     }
     Ok(())
+}
+
+/// A split the dataset does not have is a usage error, before the model is built.
+fn check_split(data_dir: &std::path::Path, split: &str) -> anyhow::Result<()> {
+    let plan = avaprep::records::VideoPlan::load(
+        &avaprep::layout::DataLayout::new(data_dir).video_plan(),
+    )?;
+    if plan.files.splits.contains_key(split) {
+        return Ok(());
+    }
+    let known: Vec<&str> = plan.files.splits.keys().map(String::as_str).collect();
+    Err(UsageError(format!(
+        "--split {split}: the dataset has no such split (it has: {})",
+        known.join(", ")
+    ))
+    .into())
 }

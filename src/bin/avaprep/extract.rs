@@ -123,6 +123,7 @@ pub fn run(
     let mut config =
         ProductConfig::for_fetch(DatasetManifest::load(&args.dataset)?, selection, fetch);
     config.extract = params;
+    config.check().map_err(UsageError)?;
     let built = stages::build(&config)?.through(StageId::Extract);
     let report = run_stages(global, built.as_refs(), None, scrutiny, printer, cancel)?;
     Ok(exit_status(&report))

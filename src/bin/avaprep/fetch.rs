@@ -13,7 +13,7 @@ use avaprep::pipeline::StateStore;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::{self, ProductConfig, StageId};
 
-use crate::frame::{ExitStatus, GlobalArgs};
+use crate::frame::{ExitStatus, GlobalArgs, UsageError};
 use crate::render::{exit_status, run_stages};
 
 #[derive(Debug, Args)]
@@ -68,6 +68,7 @@ pub fn run(
         ..FetchParams::default()
     };
     let config = ProductConfig::for_fetch(DatasetManifest::load(&args.dataset)?, selection, fetch);
+    config.check().map_err(UsageError)?;
     let last = if args.annotations_only {
         StageId::Parse
     } else {

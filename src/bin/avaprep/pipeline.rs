@@ -169,9 +169,13 @@ fn print_results(global: &GlobalArgs, printer: &Printer) {
             report
                 .mean_ap
                 .map_or("-".to_string(), |map| format!("{map:.4}")),
-            trained.best.map_or(String::new(), |(map, epoch)| format!(
-                " (epoch {epoch}; {map:.4} when evaluated during training)"
-            ))
+            // Training evaluated one split: its figure belongs beside that split's line only.
+            trained
+                .best
+                .filter(|_| split.split == trained.val_split)
+                .map_or(String::new(), |(map, epoch)| format!(
+                    " (epoch {epoch}; {map:.4} when evaluated during training)"
+                ))
         ));
         printer.result(&avaprep::eval::render_table(&report));
     }

@@ -6,10 +6,10 @@ use clap::Args;
 
 use avaprep::annotations::{FrameKey, VideoId};
 use avaprep::layout::DataLayout;
-use avaprep::report::{ReportRequest, write_report};
+use avaprep::report::{ReportError, ReportRequest, write_report};
 use avaprep::stages::train::TrainedRun;
 
-use crate::frame::{ExitStatus, GlobalArgs, Printer};
+use crate::frame::{ExitStatus, GlobalArgs, Printer, UsageError};
 
 #[derive(Debug, Args)]
 pub struct ReportArgs {
@@ -21,7 +21,7 @@ pub struct ReportArgs {
     #[arg(long)]
     pub no_run: bool,
     /// Where to write index.html and its images/ folder. Default: DATA_DIR/report.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::frame::output_folder)]
     pub out: Option<PathBuf>,
     /// A keyframe to show, VIDEO_ID,SECOND (repeat for more). Default: a sample.
     #[arg(long = "keyframe", value_parser = parse_keyframe, allow_hyphen_values = true)]
@@ -30,9 +30,16 @@ pub struct ReportArgs {
     /// is a run).
     #[arg(long, default_value_t = 8)]
     pub sample: usize,
-    /// Detections scoring below this are not drawn.
-    #[arg(long, default_value_t = 0.5)]
+    /// Detections scoring below this are not drawn (a score from 0 to 1).
+    #[arg(long, default_value_t = 0.5, value_parser = parse_score)]
     pub min_score: f32,
+}
+
+fn parse_score(text: &str) -> Result<f32, String> {
+    match text.trim().parse::<f32>() {
+        Ok(score) if (0.0..=1.0).contains(&score) => Ok(score),
+        _ => Err(format!("`{text}`: a score from 0 to 1")),
+    }
 }
 
 fn parse_keyframe(text: &str) -> Result<FrameKey, String> {
@@ -73,7 +80,10 @@ pub fn run(
         sample: args.sample,
         min_score: args.min_score,
     };
-    let summary = write_report(&request)?;
+    let summary = write_report(&request).map_err(|error| match error {
+        ReportError::OutFolder { .. } => anyhow::Error::new(UsageError(error.to_string())),
+        error => anyhow::Error::new(error),
+    })?;
     printer.record("report", &summary);
     printer.result(&format!(
         "report: {} ({} keyframes, {} images{})",

@@ -34,7 +34,7 @@ pub struct ValidateArgs {
     #[arg(long)]
     pub quick: bool,
     /// Also write the result as JUnit XML (one test case per check) for a CI system.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", value_parser = crate::frame::output_file)]
     pub junit: Option<PathBuf>,
     /// The height every frame must have.
     #[arg(long)]
@@ -66,7 +66,7 @@ pub fn run(
     let request = request(global, args).map_err(reported)?;
     let report = validate(&request, printer).map_err(reported)?;
     if let Some(path) = &args.junit {
-        avaprep::fsutil::write_atomic(path, to_junit(&report).as_bytes())
+        avaprep::fsutil::write_output(path, to_junit(&report).as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;
     }
     printer.record("validation", &report.to_json());
@@ -110,7 +110,11 @@ fn request(global: &GlobalArgs, args: &ValidateArgs) -> Result<ValidateRequest, 
         over(&args.frame_dir, &mut config.frame_dir);
         over(&args.frame_list_dir, &mut config.frame_list_dir);
         over(&args.annotation_dir, &mut config.annotation_dir);
-        ValidateRequest::for_config(&config, depth)?
+        let request = ValidateRequest::for_config(&config, depth)?;
+        match &args.config {
+            Some(path) => request.with_records_beside(path)?,
+            None => request,
+        }
     } else {
         ValidateRequest::for_data_dir(&global.data_dir, depth)?
     };

@@ -66,6 +66,24 @@ pub enum ExitStatus {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// A file the user names for output (`--junit`, `predict --out`): anything but a directory,
+/// refused while the arguments are read, before any work (exit 2).
+pub fn output_file(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    avaprep::fsutil::check_output_file(&path).map_err(|error| format!("{text} {error}"))?;
+    Ok(path)
+}
+
+/// A folder the user names for output (`report --out`): absent, or a folder.
+#[allow(dead_code, reason = "used by the data tool only")]
+pub fn output_folder(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match std::fs::metadata(&path) {
+        Ok(meta) if !meta.is_dir() => Err(format!("{text} is not a folder: name a folder")),
+        _ => Ok(path),
+    }
+}
+
 /// Set by the first Ctrl-C: long work stops at a clean point.
 pub static CANCEL: AtomicBool = AtomicBool::new(false);
 
