@@ -6,6 +6,7 @@
 //! up to date, redoes what changed (and everything downstream), and resumes what was interrupted.
 
 pub mod fingerprint;
+pub mod lock;
 pub mod prints;
 pub mod runner;
 pub mod spec;
@@ -20,7 +21,7 @@ use sha2::{Digest, Sha256};
 
 pub use runner::{Blocker, RunReport, Runner, StageOutcome, StageReport};
 pub use spec::PipelineSpec;
-pub use stage::{Granularity, ItemError, Stage, StageContext, WHOLE};
+pub use stage::{Granularity, ItemError, PlannedItem, Stage, StageContext, WHOLE};
 pub use state::{ItemRecord, StateStore};
 
 #[derive(Debug, thiserror::Error)]

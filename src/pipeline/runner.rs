@@ -14,10 +14,13 @@ use crossbeam_channel::{Receiver, Sender, unbounded};
 use rayon::prelude::*;
 use serde::Serialize;
 
-use super::fingerprint::fingerprint;
+use super::fingerprint::{item_key, legacy_fingerprint, stage_key, upstream_digest};
 use super::prints::{Scrutiny, combined_digest, first_change, items_digest};
-use super::stage::{Granularity, ItemError, Stage, StageContext};
-use super::state::{ItemFailure, Loaded, StageState, StageStatus, StateError, StateStore};
+use super::stage::{Granularity, ItemError, PlannedItem, Stage, StageContext, WHOLE};
+use super::state::{
+    ItemFailure, LEGACY_FORMAT, Loaded, Peeked, STATE_FORMAT, StageState, StageStatus, StateError,
+    StateStore,
+};
 use super::{PipelineError, Shard};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -141,6 +144,9 @@ pub struct Runner<'a> {
     pub context: StageContext<'a>,
     /// How recorded outputs are compared with the files: `Contents` re-hashes every byte.
     pub scrutiny: Scrutiny,
+    /// Called once, before the first per-video work: a shard hands on its turn at the
+    /// whole-dataset work there.
+    pub before_per_video: Option<&'a (dyn Fn() + Sync)>,
 }
 
 /// What one stage hands the next about a video.
@@ -165,31 +171,125 @@ struct Downstream {
     plan: BTreeSet<String>,
 }
 
-/// A stage about to run: its state (fresh or resumed) and its plan.
-struct Prepared<'s> {
+/// A stage about to run: its state (fresh or resumed), its plan and where what its items read of
+/// the stages before it comes from.
+pub(super) struct Prepared<'s> {
     stage: &'s dyn Stage,
+    keys: ItemKeys,
     state: Mutex<StageState>,
     plan: Vec<String>,
+    /// Items already done with their current keys, as far as known before the run.
     already_done: usize,
     up_to_date: bool,
     notes: Vec<String>,
     started: Instant,
     completed: Mutex<usize>,
+    /// Items found done with their current keys when their turn came.
+    skipped: AtomicUsize,
     /// Items this run has begun or found missing upstream.
     begun: AtomicUsize,
     newly_missing: Mutex<Vec<ItemFailure>>,
 }
 
+/// What the keys of a stage's items are made of.
+pub(super) struct ItemKeys {
+    /// The stage's key: its name and parameters.
+    stage: String,
+    inputs: HashMap<String, PlannedItem>,
+    upstream: Vec<Upstream>,
+}
+
+impl ItemKeys {
+    /// An item's key and its upstream part, from what its dependencies hold now (`group`: the
+    /// stages running in the same group, for [`Upstream::InGroup`]).
+    pub(super) fn of(&self, group: &[Prepared], item: &str) -> (String, String) {
+        let identities: Vec<String> = self
+            .upstream
+            .iter()
+            .map(|upstream| match upstream {
+                Upstream::InGroup(index) => {
+                    item_identity(&group[*index].state.lock().expect("state lock"), item)
+                }
+                Upstream::Recorded(state) => item_identity(state, item),
+                Upstream::Whole(digest) => digest.clone(),
+            })
+            .collect();
+        let upstream = upstream_digest(&identities);
+        let planned = self
+            .inputs
+            .get(item)
+            .cloned()
+            .unwrap_or_else(|| PlannedItem::new(item, serde_json::Value::Null));
+        (item_key(&self.stage, &planned, &upstream), upstream)
+    }
+}
+
+/// Where one dependency's part of an item's key comes from.
+enum Upstream {
+    /// A per-video stage running in the same group: the same video's record, once made.
+    InGroup(usize),
+    /// A per-video stage that ran before: the same video's record, as recorded.
+    Recorded(Box<StageState>),
+    /// Everything the stage made (for a whole-dataset stage), or a stage without a state.
+    Whole(String),
+}
+
+/// What a state offers a per-video stage after it for one video.
+fn item_identity(state: &StageState, item: &str) -> String {
+    match (state.items.get(item), state.missing.get(item)) {
+        (Some(record), _) => record.identity(),
+        (None, Some(reason)) => format!("missing: {reason}"),
+        (None, None) => "none".to_string(),
+    }
+}
+
+/// A state of a whole-dataset stage: one item, `WHOLE`.
+fn is_whole(state: &StageState) -> bool {
+    state.planned.iter().map(String::as_str).eq([WHOLE])
+        || (state.planned.is_empty() && state.items.keys().map(String::as_str).eq([WHOLE]))
+}
+
+/// "4 items to redo, their inputs changed: video1, video2, video3 and 1 more" (`what` has the
+/// singular and the plural).
+fn items_note(items: &[String], what: [&str; 2]) -> Option<String> {
+    const NAMED: usize = 3;
+    if items.is_empty() {
+        return None;
+    }
+    let mut named = items
+        .iter()
+        .take(NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > NAMED {
+        named.push_str(&format!(" and {} more", items.len() - NAMED));
+    }
+    let (noun, what) = match items.len() {
+        1 => ("item", what[0]),
+        _ => ("items", what[1]),
+    };
+    Some(format!("{} {noun} {what}: {named}", items.len()))
+}
+
 impl<'a> Runner<'a> {
     pub fn run(&self) -> Result<RunReport, PipelineError> {
         let order = topological_order(&self.stages)?;
+        let legacy = self.legacy_current(&order);
         let mut reports: HashMap<&str, StageReport> = HashMap::new();
         // Stages whose output covers only this shard's videos.
         let mut sharded_work: BTreeSet<&str> = BTreeSet::new();
         let mut index = 0;
+        let mut per_video_started = false;
         while index < order.len() {
             let group = self.group_at(&order, index);
             index += group.len();
+            if group[0].granularity() == Granularity::PerVideo && !per_video_started {
+                per_video_started = true;
+                if let Some(hand_on) = self.before_per_video {
+                    hand_on();
+                }
+            }
             let mut prepared = Vec::new();
             for stage in group {
                 if self.is_deferred(stage, &mut sharded_work) {
@@ -208,7 +308,8 @@ impl<'a> Runner<'a> {
                     continue;
                 }
                 let mut notes = Vec::new();
-                match self.prepare(stage, &self.fingerprint_now(stage), &mut notes) {
+                let adopt = legacy.contains(stage.name());
+                match self.prepare(stage, &prepared, adopt, &mut notes) {
                     Ok(stage_prepared) => prepared.push(stage_prepared),
                     Err(error) => {
                         let mut report = StageReport::empty(stage.name(), StageOutcome::Failed);
@@ -241,76 +342,237 @@ impl<'a> Runner<'a> {
         Ok(RunReport { stages })
     }
 
-    /// The stage's fingerprint from its dependencies as their state files record them now: their
-    /// fingerprints and the prints of what they made (so a plan that parse rewrote differently
-    /// makes every later stage stale, and a video extracted since makes the lists stale). Computed just before the stage
-    /// runs, after its dependencies ran. A dependency without a state file counts as whatever is
-    /// on disk, so a single-step command such as `extract` shares state with a full `run`.
-    pub(super) fn fingerprint_now(&self, stage: &dyn Stage) -> String {
-        let dependencies: Vec<String> = stage
-            .depends_on()
+    /// Where a stage's state is kept: a shard's own file for per-video work; the shared file for
+    /// a whole-dataset stage, which in a sharded run the shards do in turn (see the lock), so
+    /// the first does it and the others find it done.
+    pub(super) fn store_for(&self, name: &str) -> StateStore {
+        let whole = self
+            .stages
             .iter()
-            .map(|dependency| match self.store.peek(dependency) {
-                Ok(super::state::Peeked::Valid(state)) => {
-                    // A per-video stage follows its dependency video by video (an item redone
-                    // there is redone here); a whole-dataset stage reads every item.
-                    let made = match stage.granularity() {
-                        Granularity::Whole => items_digest(&state.items),
-                        Granularity::PerVideo => state
-                            .items
-                            .get(super::stage::WHOLE)
-                            .map(|record| combined_digest(&record.outputs))
-                            .unwrap_or_default(),
-                    };
-                    format!("{}:{made}", state.fingerprint)
-                }
-                _ => format!("external:{dependency}"),
-            })
-            .collect();
-        let dependencies: Vec<&str> = dependencies.iter().map(String::as_str).collect();
-        fingerprint(stage, &dependencies)
+            .any(|stage| stage.name() == name && stage.granularity() == Granularity::Whole);
+        match whole && self.shard.is_some() {
+            true => StateStore::new(self.context.data_dir, None),
+            false => self.store.clone(),
+        }
     }
 
-    /// Why a dependency outside this run (a single-step command's earlier stages) cannot be built
-    /// on: it failed or was interrupted, or what it made has changed since.
-    fn external_blockers(&self, stage: &dyn Stage) -> Vec<Blocker> {
-        let in_this_run = |name: &str| self.stages.iter().any(|other| other.name() == name);
+    /// Stages whose state an earlier version wrote (format 1) and that were up to date by that
+    /// version's rule: their items are adopted under their current keys instead of redone.
+    /// Computed from the state files as they are before anything runs.
+    pub(super) fn legacy_current(&self, order: &[&dyn Stage]) -> BTreeSet<&'static str> {
+        let peek = |name: &str| match self.store_for(name).peek(name) {
+            Ok(Peeked::Valid(state)) => Some(*state),
+            _ => None,
+        };
+        order
+            .iter()
+            .filter(|stage| {
+                let Some(state) = peek(stage.name()) else {
+                    return false;
+                };
+                if state.format != LEGACY_FORMAT {
+                    return false;
+                }
+                let dependencies: Vec<String> = stage
+                    .depends_on()
+                    .iter()
+                    .map(|dependency| match peek(dependency) {
+                        Some(dependency_state) => {
+                            let made = match stage.granularity() {
+                                Granularity::Whole => items_digest(&dependency_state.items),
+                                Granularity::PerVideo => dependency_state
+                                    .items
+                                    .get(WHOLE)
+                                    .map(|record| combined_digest(&record.outputs))
+                                    .unwrap_or_default(),
+                            };
+                            format!("{}:{made}", dependency_state.fingerprint)
+                        }
+                        None => format!("external:{dependency}"),
+                    })
+                    .collect();
+                let dependencies: Vec<&str> = dependencies.iter().map(String::as_str).collect();
+                legacy_fingerprint(**stage, &dependencies) == state.fingerprint
+            })
+            .map(|stage| stage.name())
+            .collect()
+    }
+
+    /// The keys of `stage`'s items for `plan`, with nothing running in the same group.
+    pub(super) fn item_keys(&self, stage: &dyn Stage, plan: Vec<PlannedItem>) -> ItemKeys {
+        ItemKeys {
+            stage: stage_key(stage),
+            inputs: plan
+                .into_iter()
+                .map(|item| (item.name.clone(), item))
+                .collect(),
+            upstream: self.upstream_of(stage, &[]),
+        }
+    }
+
+    /// Where each dependency's part of the keys of `stage`'s items comes from: a per-video stage
+    /// reads the same video of a per-video stage before it (live when it runs in the same group),
+    /// and its own plan entry of a whole-dataset stage (through its inputs); a whole-dataset stage
+    /// reads everything made before it (training reads the frames as well as the lists), so
+    /// every stage before it, however far back, counts by what it made.
+    fn upstream_of(&self, stage: &dyn Stage, group: &[Prepared]) -> Vec<Upstream> {
+        if stage.granularity() == Granularity::Whole {
+            return self
+                .ancestors(stage.depends_on())
+                .iter()
+                .map(|name| Upstream::Whole(self.content_of(name)))
+                .collect();
+        }
         stage
             .depends_on()
             .iter()
-            .filter(|dependency| !in_this_run(dependency))
             .filter_map(|dependency| {
-                let Ok(super::state::Peeked::Valid(state)) = self.store.peek(dependency) else {
-                    return None;
+                if let Some(index) = group
+                    .iter()
+                    .position(|earlier| earlier.stage.name() == *dependency)
+                {
+                    return Some(Upstream::InGroup(index));
+                }
+                let state = match self.store_for(dependency).peek(dependency) {
+                    Ok(Peeked::Valid(state)) => state,
+                    _ => return Some(Upstream::Whole(format!("external:{dependency}"))),
                 };
-                // A per-video dependency that failed or stopped for some videos still serves the
-                // others: those videos fail on their own downstream, the rest go on.
-                let whole = state.items.contains_key(super::stage::WHOLE)
-                    || state
-                        .failures
-                        .iter()
-                        .any(|failure| failure.item == super::stage::WHOLE);
-                let reason = match state.status {
-                    StageStatus::Failed if whole => "failed in its last run".to_string(),
-                    StageStatus::Running if whole => "did not finish its last run".to_string(),
-                    StageStatus::Failed | StageStatus::Running => return None,
-                    StageStatus::Blocked => {
-                        "was not run after a stage it depends on failed".to_string()
-                    }
-                    StageStatus::Done => state
-                        .items
-                        .values()
-                        .find_map(|record| {
-                            first_change(&record.outputs, self.context.data_dir, self.scrutiny)
-                        })
-                        .map(|change| format!("made files that changed since: {change}"))?,
-                };
-                Some(Blocker {
-                    stage: dependency.to_string(),
-                    reason,
-                })
+                match is_whole(&state) {
+                    true => None,
+                    false => Some(Upstream::Recorded(state)),
+                }
             })
             .collect()
+    }
+
+    /// Every stage before `dependencies` and they themselves, by name: through this run's stages
+    /// and, beyond them, the stages their state files say they read.
+    fn ancestors(&self, dependencies: &[&str]) -> BTreeSet<String> {
+        let mut found = BTreeSet::new();
+        let mut queue: Vec<String> = dependencies.iter().map(|name| name.to_string()).collect();
+        while let Some(name) = queue.pop() {
+            if !found.insert(name.clone()) {
+                continue;
+            }
+            match self.stages.iter().find(|stage| stage.name() == name) {
+                Some(stage) => queue.extend(stage.depends_on().iter().map(|d| d.to_string())),
+                None => {
+                    if let Ok(Peeked::Valid(state)) = self.store_for(&name).peek(&name) {
+                        queue.extend(state.depends_on);
+                    }
+                }
+            }
+        }
+        found
+    }
+
+    /// What a stage made, as one digest (see [`StageState::content_digest`]).
+    fn content_of(&self, name: &str) -> String {
+        match self.store_for(name).peek(name) {
+            Ok(Peeked::Valid(state)) => format!("{name}:{}", state.content_digest()),
+            _ => format!("external:{name}"),
+        }
+    }
+
+    /// Why the stages before this one that are outside this run (a single-step command's earlier
+    /// stages, and theirs in turn) cannot be built on: one failed or was interrupted, what it made
+    /// or read has changed since, or what it was made from has (a stage before it ran again).
+    fn external_blockers(&self, stage: &dyn Stage) -> Vec<Blocker> {
+        let in_this_run = |name: &str| self.stages.iter().any(|other| other.name() == name);
+        let mut queue: Vec<String> = stage
+            .depends_on()
+            .iter()
+            .filter(|dependency| !in_this_run(dependency))
+            .map(|dependency| dependency.to_string())
+            .collect();
+        let mut seen: BTreeSet<String> = queue.iter().cloned().collect();
+        let mut blockers = Vec::new();
+        while let Some(name) = queue.pop() {
+            let Ok(Peeked::Valid(state)) = self.store_for(&name).peek(&name) else {
+                continue;
+            };
+            for earlier in &state.depends_on {
+                if !in_this_run(earlier) && seen.insert(earlier.clone()) {
+                    queue.push(earlier.clone());
+                }
+            }
+            if let Some(reason) = self.external_reason(&state) {
+                blockers.push(Blocker {
+                    stage: name,
+                    reason,
+                });
+            }
+        }
+        blockers
+    }
+
+    fn external_reason(&self, state: &StageState) -> Option<String> {
+        // A per-video dependency that failed or stopped for some videos still serves the
+        // others: those videos fail on their own downstream, the rest go on.
+        let whole = state.items.contains_key(WHOLE)
+            || state.failures.iter().any(|failure| failure.item == WHOLE);
+        match state.status {
+            StageStatus::Failed if whole => return Some("failed in its last run".to_string()),
+            StageStatus::Running if whole => {
+                return Some("did not finish its last run".to_string());
+            }
+            StageStatus::Failed | StageStatus::Running => {}
+            StageStatus::Blocked => {
+                return Some("was not run after a stage it depends on failed".to_string());
+            }
+            StageStatus::Done => {}
+        }
+        let records: Vec<(&String, &super::state::ItemRecord)> = state.planned_records().collect();
+        if let Some(change) = records.iter().find_map(|(_, record)| {
+            first_change(&record.outputs, self.context.data_dir, self.scrutiny)
+        }) {
+            return Some(format!("made files that changed since: {change}"));
+        }
+        if let Some(change) = records.iter().find_map(|(_, record)| {
+            first_change(&record.inputs, self.context.data_dir, self.scrutiny)
+        }) {
+            return Some(format!("read files that changed since: {change}"));
+        }
+        let dependencies: Vec<(String, Option<StageState>)> = state
+            .depends_on
+            .iter()
+            .map(|name| match self.store_for(name).peek(name) {
+                Ok(Peeked::Valid(dependency)) => (name.clone(), Some(*dependency)),
+                _ => (name.clone(), None),
+            })
+            .collect();
+        let whole_upstream: Vec<String> = match is_whole(state) {
+            true => {
+                let names: Vec<&str> = state.depends_on.iter().map(String::as_str).collect();
+                self.ancestors(&names)
+                    .iter()
+                    .map(|name| self.content_of(name))
+                    .collect()
+            }
+            false => Vec::new(),
+        };
+        let upstream_now = |item: &str| {
+            if is_whole(state) {
+                return upstream_digest(&whole_upstream);
+            }
+            let identities: Vec<String> = dependencies
+                .iter()
+                .filter_map(|(name, dependency)| match dependency {
+                    None => Some(format!("external:{name}")),
+                    Some(dependency) if is_whole(dependency) => None,
+                    Some(dependency) => Some(item_identity(dependency, item)),
+                })
+                .collect();
+            upstream_digest(&identities)
+        };
+        let stale = records.iter().find(|(item, record)| {
+            !record.upstream.is_empty() && record.upstream != upstream_now(item)
+        })?;
+        Some(format!(
+            "is out of date: {} changed after it made {}",
+            state.depends_on.join(", "),
+            stale.0
+        ))
     }
 
     /// A per-video stage that failed for some videos only still serves the others: a
@@ -328,22 +590,28 @@ impl<'a> Runner<'a> {
 
     /// A done stage that a run could not run is no longer done: what it depends on failed.
     fn mark_blocked(&self, stage: &dyn Stage) -> Result<(), PipelineError> {
-        if let Ok(super::state::Peeked::Valid(mut state)) = self.store.peek(stage.name())
+        if let Ok(super::state::Peeked::Valid(mut state)) =
+            self.store_for(stage.name()).peek(stage.name())
             && state.status == StageStatus::Done
         {
             state.status = StageStatus::Blocked;
-            self.store.save(&state)?;
+            self.store_for(&state.stage).save(&state)?;
         }
         Ok(())
     }
 
-    /// Finished items whose outputs or inputs are no longer as recorded, with what changed.
-    fn changed_items(&self, state: &StageState) -> Vec<(String, String)> {
+    /// Finished items of `planned` whose outputs or inputs are no longer as recorded, with what
+    /// changed.
+    pub(super) fn changed_items(
+        &self,
+        state: &StageState,
+        planned: &[String],
+    ) -> Vec<(String, String)> {
         let data_dir = self.context.data_dir;
-        state
-            .items
+        planned
             .par_iter()
-            .filter_map(|(item, record)| {
+            .filter_map(|item| {
+                let record = state.items.get(item)?;
                 Some((item.clone(), record.change(data_dir, self.scrutiny)?))
             })
             .collect()
@@ -418,14 +686,26 @@ impl<'a> Runner<'a> {
     fn prepare<'s>(
         &self,
         stage: &'s dyn Stage,
-        fingerprint: &str,
+        group: &[Prepared],
+        adopt: bool,
         notes: &mut Vec<String>,
     ) -> Result<Prepared<'s>, ItemError> {
-        let loaded = self.store.load(stage.name()).map_err(state_error)?;
+        let key = stage_key(stage);
+        let loaded = self
+            .store_for(stage.name())
+            .load(stage.name())
+            .map_err(state_error)?;
         let mut state = match loaded {
-            Loaded::Valid(state) if state.fingerprint == fingerprint => state,
+            Loaded::Valid(state) if state.fingerprint == key && state.format == STATE_FORMAT => {
+                state
+            }
+            Loaded::Valid(mut state) if adopt => {
+                state.fingerprint = key.clone();
+                state.format = STATE_FORMAT;
+                state
+            }
             Loaded::Valid(_) | Loaded::Missing => {
-                StageState::new(stage.name(), fingerprint, stage.params())
+                StageState::new(stage.name(), &key, stage.params())
             }
             Loaded::Corrupt(corrupt) => {
                 let note = format!(
@@ -435,59 +715,111 @@ impl<'a> Runner<'a> {
                     corrupt.moved_to.display()
                 );
                 notes.push(note);
-                StageState::new(stage.name(), fingerprint, stage.params())
+                StageState::new(stage.name(), &key, stage.params())
             }
         };
+        state.depends_on = stage
+            .depends_on()
+            .iter()
+            .map(|name| name.to_string())
+            .collect();
         if self.shard.is_none() {
             self.merge_shards(&mut state)?;
         }
-        let changed = self.changed_items(&state);
+        let planned = self.plan(stage)?;
+        let plan: Vec<String> = planned.iter().map(|item| item.name.clone()).collect();
+        let mut prepared = Prepared {
+            stage,
+            keys: ItemKeys {
+                stage: key,
+                inputs: planned
+                    .into_iter()
+                    .map(|item| (item.name.clone(), item))
+                    .collect(),
+                upstream: self.upstream_of(stage, group),
+            },
+            state: Mutex::new(StageState::new(stage.name(), "", serde_json::Value::Null)),
+            plan,
+            already_done: 0,
+            up_to_date: false,
+            notes: Vec::new(),
+            started: Instant::now(),
+            completed: Mutex::new(0),
+            skipped: AtomicUsize::new(0),
+            begun: AtomicUsize::new(0),
+            newly_missing: Mutex::new(Vec::new()),
+        };
+        let changed = self.changed_items(&state, &prepared.plan);
         for (item, _) in &changed {
             state.items.remove(item);
         }
         notes.extend(changed_note(&changed));
-        let up_to_date = state.status == StageStatus::Done && changed.is_empty();
-        let plan = if up_to_date {
-            state
-                .items
-                .keys()
-                .chain(state.missing.keys())
-                .cloned()
-                .collect()
-        } else {
-            self.plan(stage)?
-        };
-        let already_done = plan.iter().filter(|item| state.is_resolved(item)).count();
+        // Items whose dependency runs in this group are judged when their turn comes.
+        let waits_on_group = prepared.keys.upstream.iter().any(
+            |upstream| matches!(upstream, Upstream::InGroup(index) if !group[*index].up_to_date),
+        );
+        let (mut done, mut redo) = (0, Vec::new());
+        if !waits_on_group {
+            if adopt {
+                for item in &prepared.plan {
+                    let (item_key, upstream) = prepared.keys.of(group, item);
+                    adopt_item(&mut state, item, &item_key, &upstream);
+                }
+            }
+            (done, redo) = assess(&prepared.keys, group, &state, &prepared.plan);
+        }
+        notes.extend(items_note(
+            &redo,
+            [
+                "to redo, its inputs changed",
+                "to redo, their inputs changed",
+            ],
+        ));
+        let planned_set: BTreeSet<&String> = prepared.plan.iter().collect();
+        let retired: Vec<String> = state
+            .items
+            .keys()
+            .filter(|item| !planned_set.contains(item))
+            .cloned()
+            .collect();
+        notes.extend(items_note(
+            &retired,
+            [
+                "no longer planned keeps what it made, left out of what follows (a plan that names it again reuses it)",
+                "no longer planned keep what they made, left out of what follows (a plan that names them again reuses it)",
+            ],
+        ));
+        let up_to_date = !waits_on_group
+            && state.status == StageStatus::Done
+            && changed.is_empty()
+            && done == prepared.plan.len()
+            && state.planned == prepared.plan;
         state.status = if up_to_date {
             StageStatus::Done
         } else {
             StageStatus::Running
         };
-        state.planned_items = plan.len();
+        state.planned = prepared.plan.clone();
+        state.planned_items = prepared.plan.len();
         state.failures.clear();
-        if !up_to_date {
-            self.store.save(&state).map_err(state_error)?;
+        if !up_to_date || adopt {
+            self.store_for(&state.stage)
+                .save(&state)
+                .map_err(state_error)?;
         }
-        Ok(Prepared {
-            stage,
-            state: Mutex::new(state),
-            plan,
-            already_done,
-            up_to_date,
-            notes: std::mem::take(notes),
-            started: Instant::now(),
-            completed: Mutex::new(0),
-            begun: AtomicUsize::new(0),
-            newly_missing: Mutex::new(Vec::new()),
-        })
+        prepared.state = Mutex::new(state);
+        prepared.already_done = done;
+        prepared.up_to_date = up_to_date;
+        prepared.notes = std::mem::take(notes);
+        Ok(prepared)
     }
 
-    fn plan(&self, stage: &dyn Stage) -> Result<Vec<String>, ItemError> {
+    pub(super) fn plan(&self, stage: &dyn Stage) -> Result<Vec<PlannedItem>, ItemError> {
         let plan = stage.plan(&self.context)?;
         Ok(match (stage.granularity(), self.shard) {
             (Granularity::PerVideo, Some(shard)) => plan
                 .into_iter()
-                .filter(|item| shard.contains(item))
+                .filter(|item| shard.contains(&item.name))
                 .collect(),
             _ => plan,
         })
@@ -559,7 +891,7 @@ impl<'a> Runner<'a> {
                 for _ in 0..prepared.stage.concurrency().max(1) {
                     let receiver = receivers[position].clone();
                     let forward = downstream[position].clone();
-                    scope.spawn(move || self.worker(prepared, receiver, forward));
+                    scope.spawn(move || self.worker(group, prepared, receiver, forward));
                 }
             }
             // Each channel now has senders only in the workers upstream of it: it closes when they end.
@@ -567,17 +899,27 @@ impl<'a> Runner<'a> {
         });
     }
 
-    fn worker(&self, prepared: &Prepared, receiver: Receiver<Handoff>, forward: Vec<Downstream>) {
+    fn worker(
+        &self,
+        group: &[Prepared],
+        prepared: &Prepared,
+        receiver: Receiver<Handoff>,
+        forward: Vec<Downstream>,
+    ) {
         for handoff in receiver.iter() {
             if self.context.cancelled() {
                 break;
             }
             let next = match handoff {
-                Handoff::Ready(item) => self.complete(prepared, item),
+                Handoff::Ready(item) => self.complete(group, prepared, item),
                 Handoff::Missing(item, reason) => {
                     prepared.begun.fetch_add(1, Ordering::Relaxed);
-                    let reason = format!("missing upstream: {reason}");
-                    self.record_missing(prepared, &item, &reason);
+                    let (key, _) = prepared.keys.of(group, &item);
+                    let reason = match reason.starts_with("missing upstream: ") {
+                        true => reason,
+                        false => format!("missing upstream: {reason}"),
+                    };
+                    self.record_missing(prepared, &item, &reason, &key);
                     Some(Handoff::Missing(item, reason))
                 }
             };
@@ -593,42 +935,44 @@ impl<'a> Runner<'a> {
     /// The state of a per-video dependency that ran before this group (or in another command),
     /// so the videos it found missing are dropped here too.
     fn recorded_dependency_state(&self, stage: &dyn Stage) -> Option<StageState> {
-        stage
-            .depends_on()
-            .iter()
-            .find_map(|dependency| match self.store.peek(dependency) {
-                Ok(super::state::Peeked::Valid(state)) if !state.missing.is_empty() => Some(state),
+        stage.depends_on().iter().find_map(|dependency| {
+            match self.store_for(dependency).peek(dependency) {
+                Ok(super::state::Peeked::Valid(state)) if !state.missing.is_empty() => Some(*state),
                 _ => None,
-            })
+            }
+        })
     }
 
-    /// Runs an item unless an earlier run resolved it; returns what to hand to the next stage.
-    fn complete(&self, prepared: &Prepared, item: String) -> Option<Handoff> {
+    /// Runs an item unless it is already resolved under its current key; returns what to hand
+    /// to the next stage.
+    fn complete(&self, group: &[Prepared], prepared: &Prepared, item: String) -> Option<Handoff> {
         let name = prepared.stage.name();
+        let (key, upstream) = prepared.keys.of(group, &item);
         let earlier = {
-            let state = prepared.state.lock().expect("state lock");
-            if state.items.contains_key(&item) {
-                Some(Handoff::Ready(item.clone()))
-            } else {
-                state
+            let mut state = prepared.state.lock().expect("state lock");
+            let current = match state.items.get(&item) {
+                Some(record) => (record.key == key).then(|| Handoff::Ready(item.clone())),
+                None => state
                     .missing
                     .get(&item)
-                    .map(|reason| Handoff::Missing(item.clone(), reason.clone()))
+                    .filter(|_| state.missing_keys.get(&item) == Some(&key))
+                    .map(|reason| Handoff::Missing(item.clone(), reason.clone())),
+            };
+            if current.is_none() {
+                state.items.remove(&item);
+                state.missing.remove(&item);
+                state.missing_keys.remove(&item);
             }
+            current
         };
         if earlier.is_some() {
+            prepared.skipped.fetch_add(1, Ordering::Relaxed);
             self.context.reporter.item_finished(name, &item, None);
             return earlier;
         }
-        let fingerprint = prepared
-            .state
-            .lock()
-            .expect("state lock")
-            .fingerprint
-            .clone();
         let begun = prepared.begun.fetch_add(1, Ordering::Relaxed) + 1;
         let context = StageContext {
-            fingerprint: &fingerprint,
+            fingerprint: &key,
             not_started: prepared
                 .plan
                 .len()
@@ -639,6 +983,8 @@ impl<'a> Runner<'a> {
         match prepared.stage.run_item(&context, &item) {
             Ok(mut record) => {
                 record.seconds = started.elapsed().as_secs_f64();
+                record.key = key;
+                record.upstream = upstream;
                 let mut state = prepared.state.lock().expect("state lock");
                 state.items.insert(item.clone(), record);
                 *prepared.completed.lock().expect("count lock") += 1;
@@ -650,7 +996,7 @@ impl<'a> Runner<'a> {
                 self.context
                     .reporter
                     .item_finished(name, &item, Some(&error.message));
-                self.record_missing(prepared, &item, &error.message);
+                self.record_missing(prepared, &item, &error.message, &key);
                 prepared
                     .newly_missing
                     .lock()
@@ -676,14 +1022,15 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn record_missing(&self, prepared: &Prepared, item: &str, reason: &str) {
+    fn record_missing(&self, prepared: &Prepared, item: &str, reason: &str, key: &str) {
         let mut state = prepared.state.lock().expect("state lock");
         state.missing.insert(item.to_string(), reason.to_string());
+        state.missing_keys.insert(item.to_string(), key.to_string());
         self.save(&state);
     }
 
     fn save(&self, state: &StageState) {
-        if let Err(error) = self.store.save(state) {
+        if let Err(error) = self.store_for(&state.stage).save(state) {
             tracing::error!("{error}");
         }
     }
@@ -725,7 +1072,9 @@ impl<'a> Runner<'a> {
             };
             state.failures = failures.clone();
             state.seconds += prepared.started.elapsed().as_secs_f64();
-            self.store.save(&state).map_err(PipelineError::State)?;
+            self.store_for(&state.stage)
+                .save(&state)
+                .map_err(PipelineError::State)?;
             self.context.reporter.stage_finished(name);
         }
         Ok(StageReport {
@@ -733,7 +1082,10 @@ impl<'a> Runner<'a> {
             outcome,
             planned: prepared.plan.len(),
             completed: *prepared.completed.lock().expect("count lock"),
-            already_done: prepared.already_done,
+            already_done: match prepared.up_to_date {
+                true => prepared.plan.len(),
+                false => prepared.skipped.load(Ordering::Relaxed),
+            },
             failures,
             newly_missing: prepared.newly_missing.lock().expect("missing lock").clone(),
             missing: state.missing.len(),
@@ -748,6 +1100,45 @@ impl<'a> Runner<'a> {
             notes: prepared.notes.clone(),
             blocked_by: Vec::new(),
         })
+    }
+}
+
+/// How many items of `plan` are resolved under their current keys, and those resolved under
+/// other keys (to redo).
+pub(super) fn assess(
+    keys: &ItemKeys,
+    group: &[Prepared],
+    state: &StageState,
+    plan: &[String],
+) -> (usize, Vec<String>) {
+    let mut done = 0;
+    let mut redo = Vec::new();
+    for item in plan {
+        let (key, _) = keys.of(group, item);
+        let current = match state.items.get(item) {
+            Some(record) => record.key == key,
+            None => state.missing_keys.get(item) == Some(&key),
+        };
+        if current {
+            done += 1;
+        } else if state.is_resolved(item) {
+            redo.push(item.clone());
+        }
+    }
+    (done, redo)
+}
+
+/// A record an earlier version made (no key) that was current by that version's rule takes its
+/// key now, as does an item it found missing.
+pub(super) fn adopt_item(state: &mut StageState, item: &str, key: &str, upstream: &str) {
+    if let Some(record) = state.items.get_mut(item)
+        && record.key.is_empty()
+    {
+        record.key = key.to_string();
+        record.upstream = upstream.to_string();
+    }
+    if state.missing.contains_key(item) && !state.missing_keys.contains_key(item) {
+        state.missing_keys.insert(item.to_string(), key.to_string());
     }
 }
 

@@ -15,6 +15,30 @@ use crate::progress::Reporter;
 /// The name of the single item of a whole-dataset stage.
 pub const WHOLE: &str = "all";
 
+/// An item a stage plans, with what determines its output besides the stage's parameters and
+/// what it reads of the stages before it: for a video, its entry in the plan (its file, its
+/// keyframes) and the print of a source file it reads from outside the data directory. A run
+/// redoes exactly the items whose inputs changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedItem {
+    pub name: String,
+    pub inputs: serde_json::Value,
+}
+
+impl PlannedItem {
+    pub fn new(name: impl Into<String>, inputs: serde_json::Value) -> Self {
+        PlannedItem {
+            name: name.into(),
+            inputs,
+        }
+    }
+
+    /// The single item of a whole-dataset stage, whose inputs are the stages before it.
+    pub fn whole() -> Self {
+        PlannedItem::new(WHOLE, serde_json::Value::Null)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Granularity {
     Whole,
@@ -72,18 +96,22 @@ pub trait Stage: Send + Sync {
     /// The stage's name in pipeline files, state files and `status`.
     fn name(&self) -> &'static str;
 
-    /// Stages whose outputs this one reads. Their fingerprints are part of this stage's fingerprint,
-    /// so a change upstream makes this stage stale.
+    /// Stages whose outputs this one reads. What they made is part of each item's key: a
+    /// per-video stage reads the same video's item of a per-video stage before it (and its own
+    /// entry of a whole-dataset stage's plan, through [`PlannedItem::inputs`]); a whole-dataset
+    /// stage reads everything they made.
     fn depends_on(&self) -> &'static [&'static str];
 
     fn granularity(&self) -> Granularity;
 
-    /// Everything that determines the stage's output besides its dependencies: parameters, the
-    /// dataset description, and a version that changes when the stage's output format changes.
+    /// Everything that determines every item's output besides its own inputs and dependencies:
+    /// parameters, the dataset description, and a version that changes when the stage's output
+    /// format changes. A change redoes every item.
     fn params(&self) -> serde_json::Value;
 
-    /// The items to complete, known once the dependencies are done. Whole stages return `[WHOLE]`.
-    fn plan(&self, context: &StageContext) -> Result<Vec<String>, ItemError>;
+    /// The items to complete with their inputs, known once the dependencies are done. Whole
+    /// stages return `[PlannedItem::whole()]`.
+    fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError>;
 
     /// How many items may run at once.
     fn concurrency(&self) -> usize {

@@ -15,7 +15,9 @@ use sha2::{Digest, Sha256};
 use super::prints::{FilePrint, Scrutiny, first_change};
 use crate::fsutil;
 
-const STATE_FORMAT: u32 = 1;
+/// Format 2 records each item's key; format 1 files are read and adopted (see the runner).
+pub(super) const STATE_FORMAT: u32 = 2;
+pub(super) const LEGACY_FORMAT: u32 = 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -47,6 +49,14 @@ pub struct ItemRecord {
     /// What the item read besides its dependencies' outputs (annotation files), likewise.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub inputs: Vec<FilePrint>,
+    /// The item's key when it was made: the stage's parameters, the item's own inputs and what
+    /// it read of the stages before it. A plan that gives the item another key redoes it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    /// The part of `key` that came from the stages before it, so a command that does not run
+    /// this stage can still tell whether what it was made from has changed since.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub upstream: String,
 }
 
 impl ItemRecord {
@@ -69,12 +79,41 @@ impl ItemRecord {
         Ok(self)
     }
 
+    /// The record with the print of a folder it read by listing only (names, sizes, times; its
+    /// bytes are not hashed): a folder of videos on disk.
+    pub fn with_listed_input(mut self, data_dir: &Path, path: &str) -> std::io::Result<Self> {
+        self.inputs.push(FilePrint::take(data_dir, path)?);
+        Ok(self)
+    }
+
     /// How the item's outputs or inputs differ from what it recorded, in words; `None` when they
     /// are as recorded.
     pub fn change(&self, data_dir: &Path, scrutiny: Scrutiny) -> Option<String> {
         first_change(&self.outputs, data_dir, scrutiny).or_else(|| {
             first_change(&self.inputs, data_dir, scrutiny).map(|change| format!("input {change}"))
         })
+    }
+
+    /// What later stages see of this item: the content of what it made, when it recorded its
+    /// outputs (so the same bytes made again change nothing downstream); else its key and size
+    /// and the prints of what it read.
+    pub fn identity(&self) -> String {
+        let mut hasher = Sha256::new();
+        if self.outputs.is_empty() {
+            hasher.update(b"key\0");
+            hasher.update(self.key.as_bytes());
+            hasher.update(self.files.to_le_bytes());
+            hasher.update(self.bytes.to_le_bytes());
+            for input in &self.inputs {
+                hasher.update(input.path.as_bytes());
+                hasher.update([0]);
+                hasher.update(input.digest.as_bytes());
+            }
+        } else {
+            hasher.update(b"outputs\0");
+            hasher.update(super::prints::combined_digest(&self.outputs).as_bytes());
+        }
+        hex::encode(hasher.finalize())
     }
 
     /// The record with a stage's typed counts (a struct of `u64` fields) as its counts.
@@ -124,7 +163,18 @@ pub struct StageState {
     /// count as resolved: later stages drop them instead of waiting for them.
     #[serde(default)]
     pub missing: BTreeMap<String, String>,
+    /// The key each missing item was found missing under: another key (the video appeared in
+    /// its folder) tries it again.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub missing_keys: BTreeMap<String, String>,
     pub planned_items: usize,
+    /// The items of the last plan. Records of items no longer planned are kept (a plan that
+    /// names them again reuses them) but count for nothing until then.
+    #[serde(default)]
+    pub planned: Vec<String>,
+    /// The stages this one read, so a command that runs a later stage can check them all.
+    #[serde(default)]
+    pub depends_on: Vec<String>,
     pub seconds: f64,
 }
 
@@ -139,7 +189,10 @@ impl StageState {
             items: BTreeMap::new(),
             failures: Vec::new(),
             missing: BTreeMap::new(),
+            missing_keys: BTreeMap::new(),
             planned_items: 0,
+            planned: Vec::new(),
+            depends_on: Vec::new(),
             seconds: 0.0,
         }
     }
@@ -149,13 +202,44 @@ impl StageState {
         self.items.contains_key(item) || self.missing.contains_key(item)
     }
 
+    /// The records of the items the last plan named (all of them for a state written before
+    /// plans were recorded).
+    pub fn planned_records(&self) -> impl Iterator<Item = (&String, &ItemRecord)> {
+        let planned: std::collections::BTreeSet<&String> = self.planned.iter().collect();
+        let all = self.planned.is_empty();
+        self.items
+            .iter()
+            .filter(move |(item, _)| all || planned.contains(item))
+    }
+
+    /// One digest of what the planned items made (by [`ItemRecord::identity`]) and which of
+    /// them are missing: what a whole-dataset stage after this one reads.
+    pub fn content_digest(&self) -> String {
+        let mut hasher = Sha256::new();
+        for (item, record) in self.planned_records() {
+            hasher.update(item.as_bytes());
+            hasher.update([0]);
+            hasher.update(record.identity().as_bytes());
+            hasher.update([0]);
+        }
+        let planned: std::collections::BTreeSet<&String> = self.planned.iter().collect();
+        for item in self.missing.keys() {
+            if self.planned.is_empty() || planned.contains(item) {
+                hasher.update(b"missing\0");
+                hasher.update(item.as_bytes());
+                hasher.update([0]);
+            }
+        }
+        hex::encode(hasher.finalize())
+    }
+
     pub fn total_bytes(&self) -> u64 {
-        self.items.values().map(|record| record.bytes).sum()
+        self.planned_records().map(|(_, record)| record.bytes).sum()
     }
 
     pub fn total_counts(&self) -> BTreeMap<String, u64> {
         let mut totals = BTreeMap::new();
-        for record in self.items.values() {
+        for (_, record) in self.planned_records() {
             for (name, value) in &record.counts {
                 *totals.entry(name.clone()).or_insert(0) += value;
             }
@@ -164,7 +248,7 @@ impl StageState {
     }
 
     pub fn total_files(&self) -> u64 {
-        self.items.values().map(|record| record.files).sum()
+        self.planned_records().map(|(_, record)| record.files).sum()
     }
 }
 
@@ -195,7 +279,7 @@ pub struct CorruptState {
 /// A read-only look at a state file, for `status`.
 pub enum Peeked {
     Missing,
-    Valid(StageState),
+    Valid(Box<StageState>),
     Corrupt(String),
 }
 
@@ -237,7 +321,7 @@ impl StateStore {
         let path = self.path(stage);
         match fs::read(&path) {
             Ok(bytes) => Ok(match parse(&bytes, stage) {
-                Ok(state) => Peeked::Valid(state),
+                Ok(state) => Peeked::Valid(Box::new(state)),
                 Err(reason) => Peeked::Corrupt(reason),
             }),
             Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(Peeked::Missing),
@@ -278,6 +362,7 @@ impl StateStore {
             for item in items {
                 state.items.remove(item);
                 state.missing.remove(item);
+                state.missing_keys.remove(item);
             }
             state.status = StageStatus::Running;
             self.save(&state)?;
@@ -334,7 +419,7 @@ fn parse(bytes: &[u8], stage: &str) -> Result<StageState, String> {
     }
     let state: StageState =
         serde_json::from_str(text).map_err(|error| format!("not a valid state ({error})"))?;
-    if state.format != STATE_FORMAT {
+    if state.format != STATE_FORMAT && state.format != LEGACY_FORMAT {
         return Err(format!(
             "state format {} is not the supported format {STATE_FORMAT}",
             state.format

@@ -3,8 +3,10 @@
 use serde::Serialize;
 
 use super::PipelineError;
-use super::runner::{Runner, topological_order};
-use super::state::{StageStatus, StateStore};
+use super::fingerprint::stage_key;
+use super::runner::{Runner, adopt_item, assess, topological_order};
+use super::stage::Stage;
+use super::state::{Peeked, STATE_FORMAT, StageStatus};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -37,85 +39,141 @@ pub struct StageStatusLine {
 }
 
 impl Runner<'_> {
+    /// Each stage as the next `run` would find it: the same keys, plans and checks of what
+    /// items made, so `status`, `run` and single commands agree.
     pub fn status(&self) -> Result<Vec<StageStatusLine>, PipelineError> {
         let order = topological_order(&self.stages)?;
-        order
-            .iter()
-            .map(|stage| {
-                status_line(
-                    &self.store,
-                    stage.name(),
-                    &self.fingerprint_now(*stage),
-                    self.context.data_dir,
-                )
-            })
-            .collect()
-    }
-}
-
-fn status_line(
-    store: &StateStore,
-    stage: &str,
-    fingerprint: &str,
-    data_dir: &std::path::Path,
-) -> Result<StageStatusLine, PipelineError> {
-    let mut line = StageStatusLine {
-        stage: stage.to_string(),
-        condition: StageCondition::Pending,
-        items_done: 0,
-        items_planned: 0,
-        failed: 0,
-        files: 0,
-        bytes: 0,
-        seconds: 0.0,
-        detail: None,
-    };
-    match store.peek(stage)? {
-        super::state::Peeked::Missing => {}
-        super::state::Peeked::Corrupt(reason) => {
-            line.condition = StageCondition::Corrupt;
-            line.detail = Some(reason);
+        let legacy = self.legacy_current(&order);
+        let mut lines: Vec<StageStatusLine> = Vec::new();
+        for stage in &order {
+            let line = self.status_line(*stage, legacy.contains(stage.name()), &lines)?;
+            lines.push(line);
         }
-        super::state::Peeked::Valid(state) => {
-            line.condition = if state.fingerprint != fingerprint {
-                StageCondition::Stale
-            } else {
-                match state.status {
-                    StageStatus::Done => StageCondition::Done,
-                    StageStatus::Failed => StageCondition::Failed,
-                    StageStatus::Running => StageCondition::Interrupted,
-                    StageStatus::Blocked => StageCondition::Stale,
-                }
-            };
-            line.items_done = state.items.len();
-            line.items_planned = state.planned_items;
-            line.failed = state.failures.len();
-            line.files = state.total_files();
-            line.bytes = state.total_bytes();
-            line.seconds = state.seconds;
-            line.detail = state
-                .failures
-                .first()
-                .map(|failure| format!("{}: {}", failure.item, failure.message));
-            let changed: Vec<String> = state
-                .items
-                .iter()
-                .filter_map(|(item, record)| {
-                    Some(format!(
-                        "{item}: {}",
-                        record.change(data_dir, super::prints::Scrutiny::Listing)?
-                    ))
+        Ok(lines)
+    }
+
+    fn status_line(
+        &self,
+        stage: &dyn Stage,
+        adopt: bool,
+        earlier: &[StageStatusLine],
+    ) -> Result<StageStatusLine, PipelineError> {
+        let mut line = StageStatusLine {
+            stage: stage.name().to_string(),
+            condition: StageCondition::Pending,
+            items_done: 0,
+            items_planned: 0,
+            failed: 0,
+            files: 0,
+            bytes: 0,
+            seconds: 0.0,
+            detail: None,
+        };
+        let mut state = match self.store_for(stage.name()).peek(stage.name())? {
+            Peeked::Missing => return Ok(line),
+            Peeked::Corrupt(reason) => {
+                line.condition = StageCondition::Corrupt;
+                line.detail = Some(reason);
+                return Ok(line);
+            }
+            Peeked::Valid(state) => state,
+        };
+        line.items_planned = state.planned_items;
+        line.items_done = state.planned_records().count();
+        line.failed = state.failures.len();
+        line.files = state.total_files();
+        line.bytes = state.total_bytes();
+        line.seconds = state.seconds;
+        line.detail = state
+            .failures
+            .first()
+            .map(|failure| format!("{}: {}", failure.item, failure.message));
+        let stale = |line: &mut StageStatusLine, detail: String| {
+            line.condition = StageCondition::Stale;
+            line.detail = Some(detail);
+        };
+        let current_format = state.fingerprint == stage_key(stage) && state.format == STATE_FORMAT;
+        if !current_format && !adopt {
+            line.items_done = 0;
+            stale(
+                &mut line,
+                "its parameters changed since it ran: every item is redone".into(),
+            );
+            return Ok(line);
+        }
+        let waiting: Vec<&str> = stage
+            .depends_on()
+            .iter()
+            .filter(|dependency| {
+                earlier.iter().any(|line| {
+                    line.stage == **dependency && line.condition != StageCondition::Done
                 })
-                .collect();
-            if let Some(first) = changed.first() {
-                line.condition = StageCondition::Stale;
-                line.items_done -= changed.len();
-                line.detail = Some(match changed.len() {
-                    1 => format!("changed since made: {first}"),
-                    n => format!("{n} items changed since made, first {first}"),
-                });
+            })
+            .copied()
+            .collect();
+        if !waiting.is_empty() {
+            stale(
+                &mut line,
+                format!(
+                    "after {}: the next run does that first, then what it changes here",
+                    waiting.join(", ")
+                ),
+            );
+            return Ok(line);
+        }
+        let planned = match self.plan(stage) {
+            Ok(planned) => planned,
+            Err(error) => {
+                stale(&mut line, error.message);
+                return Ok(line);
+            }
+        };
+        let plan: Vec<String> = planned.iter().map(|item| item.name.clone()).collect();
+        let keys = self.item_keys(stage, planned);
+        if adopt {
+            for item in &plan {
+                let (key, upstream) = keys.of(&[], item);
+                adopt_item(&mut state, item, &key, &upstream);
             }
         }
+        let changed = self.changed_items(&state, &plan);
+        for (item, _) in &changed {
+            state.items.remove(item);
+        }
+        let (done, redo) = assess(&keys, &[], &state, &plan);
+        line.items_planned = plan.len();
+        line.items_done = done;
+        if let Some((item, change)) = changed.first() {
+            stale(
+                &mut line,
+                match changed.len() {
+                    1 => format!("changed since made: {item}: {change}"),
+                    n => format!("{n} items changed since made, first {item}: {change}"),
+                },
+            );
+        } else if let Some(item) = redo.first() {
+            stale(
+                &mut line,
+                format!(
+                    "{} of {} items to redo, their inputs changed (first {item})",
+                    redo.len(),
+                    plan.len()
+                ),
+            );
+        } else if done < plan.len() || state.planned != plan {
+            let new = plan.len() - done;
+            stale(
+                &mut line,
+                format!("{new} of {} items not made yet", plan.len()),
+            );
+        } else {
+            line.condition = match state.status {
+                StageStatus::Done => StageCondition::Done,
+                StageStatus::Failed => StageCondition::Failed,
+                StageStatus::Running => StageCondition::Interrupted,
+                StageStatus::Blocked => StageCondition::Stale,
+            };
+        }
+        Ok(line)
     }
-    Ok(line)
 }

@@ -188,7 +188,7 @@ impl<'a> Exchange<'a> {
             start: first,
             send: faults.drop_after.map_or(count, |n| n.min(count)),
             corrupt_at: faults.corrupt_at,
-            bytes_per_second: faults.slow,
+            bytes_per_second: faults.slow.or(self.shared.throttle),
         };
         if faults.drop_after.is_some() {
             // Abrupt close: no "Connection: close" warning was sent.

@@ -40,6 +40,9 @@ pub struct ServeConfig {
     pub faults: FaultPlan,
     /// Serve JSON statistics at [`STATS_PATH`].
     pub expose_stats: bool,
+    /// The most body bytes a second each response is sent at, as a slow link would: for
+    /// rehearsing downloads on one machine.
+    pub throttle: Option<u64>,
 }
 
 impl ServeConfig {
@@ -50,6 +53,7 @@ impl ServeConfig {
             #[cfg(feature = "fault-injection")]
             faults: FaultPlan::none(),
             expose_stats: false,
+            throttle: None,
         }
     }
 }

@@ -23,6 +23,7 @@ pub(crate) struct Shared {
     faults: ActiveFaults,
     pub stats: StatsRecorder,
     pub expose_stats: bool,
+    pub throttle: Option<u64>,
     stopping: AtomicBool,
     conns: Connections,
 }
@@ -171,6 +172,7 @@ pub(crate) fn start(config: ServeConfig) -> Result<ServerHandle, ServeError> {
         faults: ActiveFaults::new(config.faults),
         stats: StatsRecorder::default(),
         expose_stats: config.expose_stats,
+        throttle: config.throttle,
         stopping: AtomicBool::new(false),
         conns: Connections::default(),
     });

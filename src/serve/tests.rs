@@ -534,6 +534,22 @@ fn fault_slow_throttles_the_body() {
     assert!(took < Duration::from_secs(2), "{took:?}");
 }
 
+/// `serve --throttle`: every response at most that many bytes a second, the bytes unchanged.
+#[test]
+fn a_throttle_slows_every_response() {
+    let fx = Fixture::new();
+    std::fs::write(fx.root().join("part.bin"), &fx.big[..100_000]).unwrap();
+    let mut config = ServeConfig::new(fx.root());
+    config.throttle = Some(200_000);
+    let server = start(config).unwrap();
+    let started = Instant::now();
+    let r = get(&server, "/part.bin", &[]);
+    let took = started.elapsed();
+    assert!(r.body == fx.big[..100_000]);
+    assert!(took >= Duration::from_millis(400), "{took:?}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}
+
 #[test]
 fn fault_wrong_length_declares_more_than_sent() {
     let fx = Fixture::new();

@@ -11,7 +11,7 @@ use super::train::{TrainParams, TrainedRun, run_trainer};
 use crate::annotations::KeyframeRange;
 use crate::eval::{EvalOptions, EvalReport, evaluate_files_with};
 use crate::layout::DataLayout;
-use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, WHOLE};
+use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
 use crate::records::VideoPlan;
 
 /// The `[eval]` table of a pipeline file.
@@ -108,8 +108,8 @@ impl Stage for EvalStage {
         serde_json::json!({ "version": 1, "splits": self.params.splits })
     }
 
-    fn plan(&self, _context: &StageContext) -> Result<Vec<String>, ItemError> {
-        Ok(vec![WHOLE.to_string()])
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {

@@ -14,7 +14,9 @@ use crate::extract::{
     ranges_around, segment_range, write_index,
 };
 use crate::layout::DataLayout;
-use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport};
+use crate::pipeline::{
+    Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
+};
 use crate::progress::Unit;
 use crate::records::{PlannedVideo, VideoPlan};
 
@@ -180,12 +182,29 @@ impl Stage for ExtractStage {
         params
     }
 
-    fn plan(&self, context: &StageContext) -> Result<Vec<String>, ItemError> {
+    /// A video's frames depend on its file, its keyframes, the segment and the file's start:
+    /// another split or another video in the plan changes nothing here.
+    fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
         let plan = load_plan(context.data_dir)?;
+        let start = plan
+            .videos_on_disk
+            .as_ref()
+            .map(|on_disk| on_disk.start_seconds);
         Ok(plan
             .videos
             .iter()
-            .map(|video| video.id.to_string())
+            .map(|video| {
+                PlannedItem::new(
+                    video.id.to_string(),
+                    serde_json::json!({
+                        "file": video.file_name,
+                        "folder": video.folder,
+                        "keyframes": video.keyframes,
+                        "segment": plan.segment,
+                        "start": start,
+                    }),
+                )
+            })
             .collect())
     }
 

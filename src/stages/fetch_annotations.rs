@@ -10,7 +10,7 @@ use crate::fetch::download::{self, Downloader};
 use crate::fetch::{FetchParams, content_identity, expected, fetch_file};
 use crate::layout::DataLayout;
 use crate::manifest::{DatasetManifest, RemoteFile};
-use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, WHOLE};
+use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
 
 pub struct FetchAnnotationsStage {
     pub manifest: DatasetManifest,
@@ -181,8 +181,8 @@ impl Stage for FetchAnnotationsStage {
         })
     }
 
-    fn plan(&self, _context: &StageContext) -> Result<Vec<String>, ItemError> {
-        Ok(vec![WHOLE.to_string()])
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
@@ -201,12 +201,22 @@ impl Stage for FetchAnnotationsStage {
             .map(|file| layout.relative(&layout.annotations().join(file)))
             .collect();
         let made: Vec<&str> = made.iter().map(String::as_str).collect();
+        // Files copied from a folder of the user's are read again when they change there.
+        let read: Vec<String> = match &self.params.annotations {
+            Some(folder) if self.params.annotations_on_disk() => files
+                .iter()
+                .map(|file| folder.join(file).to_string_lossy().into_owned())
+                .filter(|path| !Path::new(path).starts_with(layout.annotations()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let read: Vec<&str> = read.iter().map(String::as_str).collect();
         ItemRecord {
             files: files.len() as u64,
             bytes,
             ..ItemRecord::default()
         }
-        .with_files(context.data_dir, &made, &[])
+        .with_files(context.data_dir, &made, &read)
         .map_err(item_error)
     }
 }

@@ -10,7 +10,10 @@ use crate::fetch::{FetchParams, HowFetched, fetch_file};
 use crate::fsutil;
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
-use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport};
+use crate::pipeline::prints::FilePrint;
+use crate::pipeline::{
+    Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
+};
 use crate::progress::Unit;
 use crate::records::{VideoPlan, VideosOnDisk};
 
@@ -96,13 +99,31 @@ impl Stage for FetchVideosStage {
         })
     }
 
-    fn plan(&self, context: &StageContext) -> Result<Vec<String>, ItemError> {
+    /// A video's item depends on its file; for a video already on disk, also on the file's
+    /// print (size and time) as it is now, so a video that appears in the folder, is replaced or
+    /// is deleted is checked again.
+    fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
         let plan =
             VideoPlan::load(&DataLayout::new(context.data_dir).video_plan()).map_err(item_error)?;
+        let source_print = |video: &crate::records::PlannedVideo| {
+            let on_disk = plan.videos_on_disk.as_ref()?;
+            let path = on_disk.folder.join(video.file_name.to_string());
+            let print = FilePrint::take(context.data_dir, &path.to_string_lossy()).ok()?;
+            Some(print.digest)
+        };
         Ok(plan
             .videos
             .iter()
-            .map(|video| video.id.to_string())
+            .map(|video| {
+                PlannedItem::new(
+                    video.id.to_string(),
+                    serde_json::json!({
+                        "file": video.file_name,
+                        "folder": video.folder,
+                        "source": source_print(video),
+                    }),
+                )
+            })
             .collect())
     }
 

@@ -28,7 +28,7 @@ use crate::frame_index::FrameIndex;
 use crate::fsutil;
 use crate::layout::{DataLayout, frame_file_name};
 use crate::pipeline::{
-    Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport, WHOLE,
+    Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
 };
 use crate::records::{PlannedVideo, VideoPlan};
 use crate::validate::WrittenTiming;
@@ -115,8 +115,8 @@ impl Stage for ListsStage {
         serde_json::json!({ "version": 2, "params": self.params })
     }
 
-    fn plan(&self, _context: &StageContext) -> Result<Vec<String>, ItemError> {
-        Ok(vec![WHOLE.to_string()])
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
@@ -239,9 +239,12 @@ fn write_all(
             files.push(path);
         }
     }
+    remove_unplanned_lists(layout, plan)?;
     if params.pytorchvideo {
         remove_stale_views(layout, &kept)?;
         files.push(layout.pytorchvideo().join("frames"));
+    } else {
+        remove_view(layout)?;
     }
     counts.videos_listed = kept.len() as u64;
     counts.videos_dropped = dropped.len() as u64;
@@ -342,6 +345,45 @@ fn write_view(
         std::fs::remove_dir_all(&folder).map_err(|e| io(&folder, e))?;
     }
     std::fs::rename(&staging, &folder).map_err(|e| io(&folder, e))
+}
+
+/// The list of a split that no longer has a video (its last one left the plan) would go on
+/// naming the videos it had.
+fn remove_unplanned_lists(layout: &DataLayout, plan: &VideoPlan) -> Result<(), ItemError> {
+    let written = split_order(plan);
+    for split in plan
+        .files
+        .splits
+        .keys()
+        .filter(|split| !written.contains(split))
+    {
+        for folder in [
+            layout.frame_lists(),
+            layout.pytorchvideo().join("frame_lists"),
+        ] {
+            let path = folder.join(format!("{split}.csv"));
+            match std::fs::remove_file(&path) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(ItemError::new(format!("{}: {error}", path.display())));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A view no longer asked for would go on pointing at frames of another rate or run: it goes
+/// (the lists stage made all of it).
+fn remove_view(layout: &DataLayout) -> Result<(), ItemError> {
+    let view = layout.pytorchvideo();
+    match std::fs::remove_dir_all(&view) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(ItemError::new(format!(
+            "{}: {error} (the pytorchvideo view, no longer asked for)",
+            view.display()
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// Folders of videos no longer listed would make the view disagree with its lists.

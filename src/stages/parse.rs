@@ -7,7 +7,7 @@ use super::StageId;
 use crate::annotations::plan::{Selection, build_plan, plan_inputs};
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
-use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, WHOLE};
+use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
 use crate::records::VideosOnDisk;
 
 /// What the plan holds.
@@ -50,8 +50,8 @@ impl Stage for ParseStage {
         })
     }
 
-    fn plan(&self, _context: &StageContext) -> Result<Vec<String>, ItemError> {
-        Ok(vec![WHOLE.to_string()])
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
@@ -76,12 +76,20 @@ impl Stage for ParseStage {
             .collect();
         let read: Vec<&str> = read.iter().map(String::as_str).collect();
         let made = layout.relative(&layout.video_plan());
-        ItemRecord {
+        let record = ItemRecord {
             files: 1,
             ..ItemRecord::default()
         }
         .with_counts(&counts)
-        .with_files(context.data_dir, &[&made], &read)
+        .with_files(context.data_dir, &[&made], &read);
+        // Which videos the folder holds is part of the plan: a video that appears there (or a
+        // file renamed) plans again.
+        match &self.on_disk {
+            Some(on_disk) => record.and_then(|record| {
+                record.with_listed_input(context.data_dir, &on_disk.folder.to_string_lossy())
+            }),
+            None => record,
+        }
         .map_err(|error| ItemError::new(error.to_string()))
     }
 }

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use super::{StageId, item_error};
 use crate::layout::DataLayout;
-use crate::pipeline::{Granularity, ItemError, ItemRecord, Stage, StageContext, WHOLE};
+use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
 use crate::progress::Unit;
 
 /// The `[train]` table of a pipeline file.
@@ -196,8 +196,8 @@ impl Stage for TrainStage {
         })
     }
 
-    fn plan(&self, _context: &StageContext) -> Result<Vec<String>, ItemError> {
-        Ok(vec![WHOLE.to_string()])
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {

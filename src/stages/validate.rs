@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::StageId;
 use crate::layout::DataLayout;
 use crate::pipeline::{
-    Granularity, ItemError, ItemRecord, Stage, StageContext, StageReport, WHOLE,
+    Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
 };
 use crate::validate::{Depth, ValidateRequest, validate};
 
@@ -50,8 +50,8 @@ impl Stage for ValidateStage {
         serde_json::json!({ "version": 1, "params": self.params })
     }
 
-    fn plan(&self, _context: &StageContext) -> Result<Vec<String>, ItemError> {
-        Ok(vec![WHOLE.to_string()])
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {

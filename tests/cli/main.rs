@@ -7,6 +7,8 @@ mod fetch;
 #[cfg(feature = "extract")]
 mod hints;
 #[cfg(feature = "extract")]
+mod invalidation;
+#[cfg(feature = "extract")]
 mod lists;
 #[cfg(feature = "extract")]
 mod nothing_lost;

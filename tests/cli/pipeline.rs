@@ -67,6 +67,29 @@ pub(crate) fn run(data: &Path, server: &ServerHandle, epochs: u32, extra: &[&str
     command(data, server, epochs, extra).output().unwrap()
 }
 
+/// `avaprep status` of the pipeline [`run`] runs, one line per stage.
+fn status_lines(data: &Path, server: &ServerHandle, epochs: u32) -> Vec<String> {
+    let output = crate::support::avaprep(data)
+        .args(["status", "pipelines/demo.toml"])
+        .arg("--set")
+        .arg(format!(
+            "dataset=\"{}\"",
+            crate::support::mirror().join("manifest.toml").display()
+        ))
+        .args(["--set", "extract.height=240"])
+        .arg("--set")
+        .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
+        .args(["--set", &format!("train.settings.epochs={epochs}")])
+        .args(["--set", "train.settings.eval_every=1"])
+        .args(["--set", "train.settings.device=\"cpu\""])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let lines: Vec<String> = stdout(&output).lines().map(str::to_string).collect();
+    assert_eq!(lines.len(), STAGES.len(), "{lines:?}");
+    lines
+}
+
 fn json(path: &Path) -> serde_json::Value {
     let bytes = fs::read(path).unwrap_or_else(|error| panic!("{}: {error}", path.display()));
     serde_json::from_slice(&bytes).unwrap()
@@ -161,6 +184,20 @@ fn the_whole_pipeline_reruns_nothing_and_redoes_exactly_what_a_change_touches() 
     let revalidated = run(data.path(), &server, 2, &[]);
     assert!(revalidated.status.success(), "{}", stderr(&revalidated));
     assert_completed(&revalidated, [0, 0, 0, 0, 0, 1, 0, 0]);
+
+    // Lists made again with the same bytes (a deleted list, a damaged state file) change
+    // nothing after them: no validation, no training; `status` calls every stage done.
+    fs::remove_file(data.path().join("frame_lists/train.csv")).unwrap();
+    let relisted = run(data.path(), &server, 2, &[]);
+    assert!(relisted.status.success(), "{}", stderr(&relisted));
+    assert_completed(&relisted, [0, 0, 0, 0, 1, 0, 0, 0]);
+    fs::write(data.path().join(".avaprep/state/lists.json"), b"damaged").unwrap();
+    let rebuilt = run(data.path(), &server, 2, &[]);
+    assert!(rebuilt.status.success(), "{}", stderr(&rebuilt));
+    assert_completed(&rebuilt, [0, 0, 0, 0, 1, 0, 0, 0]);
+    for line in status_lines(data.path(), &server, 2) {
+        assert!(line.contains(" done "), "{line}");
+    }
 
     let videos = planned_videos(data.path()).len() as u64;
     let changed = run(data.path(), &server, 2, &["--set", "extract.height=180"]);

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use avaprep::fsutil::write_atomic;
 use avaprep::pipeline::{
-    Granularity, ItemError, ItemRecord, RunReport, Runner, Shard, Stage, StageContext,
-    StageOutcome, StateStore, WHOLE,
+    Granularity, ItemError, ItemRecord, PlannedItem, RunReport, Runner, Shard, Stage, StageContext,
+    StageOutcome, StateStore,
 };
 use avaprep::progress::Silent;
 
@@ -72,11 +72,11 @@ impl Stage for TestStage {
         serde_json::json!({ "value": self.value })
     }
 
-    fn plan(&self, _context: &StageContext) -> Result<Vec<String>, ItemError> {
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
         Ok(match self.granularity {
-            Granularity::Whole => vec![WHOLE.to_string()],
+            Granularity::Whole => vec![PlannedItem::whole()],
             Granularity::PerVideo => (0..VIDEOS)
-                .map(|index| format!("video{index:02}"))
+                .map(|index| PlannedItem::new(format!("video{index:02}"), serde_json::Value::Null))
                 .collect(),
         })
     }
@@ -161,6 +161,7 @@ fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport
             not_started: 0,
         },
         scrutiny: Default::default(),
+        before_per_video: None,
     };
     runner.run().unwrap()
 }

@@ -126,6 +126,7 @@ pub fn status(
             not_started: 0,
         },
         scrutiny: Scrutiny::Listing,
+        before_per_video: None,
     };
     for line in runner.status()? {
         printer.record("stage_status", &line);

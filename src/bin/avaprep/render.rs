@@ -2,6 +2,7 @@
 
 use std::sync::atomic::AtomicBool;
 
+use avaprep::pipeline::lock::{DataDirLock, LockMode};
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::{
     Blocker, RunReport, Runner, Shard, Stage, StageContext, StageOutcome, StateStore,
@@ -20,6 +21,22 @@ pub fn run_stages(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<RunReport> {
+    let _lock = DataDirLock::acquire(&global.data_dir, lock_mode(shard), &command_line())?;
+    // A shard waits for its turn at the whole-dataset work and hands it on before its videos.
+    let turn = match shard {
+        Some(_) => {
+            Some(DataDirLock::setup_turn(&global.data_dir, &|| {
+                printer.note("waiting for another shard to finish the whole-dataset work (annotations, plan)");
+            })?)
+        }
+        None => None,
+    };
+    let turn = std::sync::Mutex::new(turn);
+    let hand_on = || {
+        if let Some(turn) = turn.lock().expect("turn lock").take() {
+            turn.end();
+        }
+    };
     let runner = Runner {
         stages: stages.clone(),
         store: StateStore::new(&global.data_dir, shard),
@@ -32,10 +49,28 @@ pub fn run_stages(
             not_started: 0,
         },
         scrutiny,
+        before_per_video: Some(&hand_on),
     };
     let report = runner.run()?;
+    hand_on();
     print_run_report(printer, &report, &stages);
     Ok(report)
+}
+
+fn lock_mode(shard: Option<Shard>) -> LockMode {
+    match shard {
+        Some(_) => LockMode::Shard,
+        None => LockMode::Exclusive,
+    }
+}
+
+/// This command as its user typed it, for the note of who holds the data directory.
+pub fn command_line() -> String {
+    let mut words: Vec<String> = std::env::args().collect();
+    if let Some(program) = words.first_mut() {
+        *program = "avaprep".to_string();
+    }
+    words.join(" ")
 }
 
 pub fn exit_status(report: &RunReport) -> ExitStatus {

@@ -6,6 +6,7 @@ use clap::Args;
 
 use avaprep::annotations::{FrameKey, VideoId};
 use avaprep::layout::DataLayout;
+use avaprep::pipeline::lock::{DataDirLock, LockMode};
 use avaprep::report::{ReportError, ReportRequest, write_report};
 use avaprep::stages::train::TrainedRun;
 
@@ -61,6 +62,15 @@ pub fn run(
     args: &ReportArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
+    // The page goes into the data directory unless another folder is named: it writes there.
+    let _lock = match &args.out {
+        None => Some(DataDirLock::acquire(
+            &global.data_dir,
+            LockMode::Exclusive,
+            &crate::render::command_line(),
+        )?),
+        Some(_) => None,
+    };
     let layout = DataLayout::new(&global.data_dir);
     let run = match (&args.run, args.no_run) {
         (Some(dir), _) => Some(dir.clone()),

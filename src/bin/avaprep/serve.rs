@@ -21,12 +21,17 @@ pub struct ServeArgs {
     /// Serve JSON statistics (bytes sent per path) at /__avaprep/stats.
     #[arg(long)]
     pub stats: bool,
+    /// Send each response at most this many bytes a second, as a slow link would (for
+    /// rehearsing a download on one machine).
+    #[arg(long, value_name = "BYTES_PER_SECOND", value_parser = clap::value_parser!(u64).range(1..))]
+    pub throttle: Option<u64>,
 }
 
 pub fn run(args: &ServeArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let mut config = avaprep::serve::ServeConfig::new(&args.dir);
     config.addr = std::net::SocketAddr::new(args.bind, args.port);
     config.expose_stats = args.stats;
+    config.throttle = args.throttle;
     let handle = avaprep::serve::start(config)?;
     printer.record(
         "serving",
