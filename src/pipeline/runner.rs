@@ -765,6 +765,8 @@ impl<'a> Runner<'a> {
                     let (item_key, upstream) = prepared.keys.of(group, item);
                     adopt_item(&mut state, item, &item_key, &upstream);
                 }
+                // The earlier format recorded no plan: its items were the plan.
+                state.planned = prepared.plan.clone();
             }
             (done, redo) = assess(&prepared.keys, group, &state, &prepared.plan);
         }

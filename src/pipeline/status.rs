@@ -135,6 +135,7 @@ impl Runner<'_> {
                 let (key, upstream) = keys.of(&[], item);
                 adopt_item(&mut state, item, &key, &upstream);
             }
+            state.planned = plan.clone();
         }
         let changed = self.changed_items(&state, &plan);
         for (item, _) in &changed {

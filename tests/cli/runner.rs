@@ -480,3 +480,70 @@ fn assert_no_temporaries(folder: &Path) {
         assert!(name.starts_with("video"), "unexpected file {name}");
     }
 }
+
+/// State files an earlier version wrote (format 1: a fingerprint over the dependencies' records,
+/// no item keys) that were up to date by that version's rule are adopted: nothing is redone
+/// after an upgrade. One whose parameters changed since is redone as before.
+#[test]
+fn state_files_of_the_earlier_format_are_adopted_not_redone() {
+    use avaprep::pipeline::fingerprint::legacy_fingerprint;
+    use avaprep::pipeline::prints::{combined_digest, items_digest};
+    use avaprep::pipeline::state::Loaded;
+
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let original = stages(1, Duration::ZERO);
+    run(data, &original, None);
+    // Each state as the earlier version wrote it, in dependency order.
+    let store = StateStore::new(data, None);
+    let mut written: BTreeMap<&str, (String, String, String)> = BTreeMap::new();
+    for stage in &original {
+        let Loaded::Valid(mut state) = store.load(stage.name).unwrap() else {
+            panic!("{} has a state", stage.name);
+        };
+        let dependencies: Vec<String> = stage
+            .depends_on
+            .iter()
+            .map(|dependency| {
+                let (fingerprint, whole_digest, items) = &written[dependency];
+                let made = match stage.granularity {
+                    Granularity::Whole => items.clone(),
+                    Granularity::PerVideo => whole_digest.clone(),
+                };
+                format!("{fingerprint}:{made}")
+            })
+            .collect();
+        let dependencies: Vec<&str> = dependencies.iter().map(String::as_str).collect();
+        state.format = 1;
+        state.fingerprint = legacy_fingerprint(stage, &dependencies);
+        state.planned.clear();
+        state.depends_on.clear();
+        state.missing_keys.clear();
+        for record in state.items.values_mut() {
+            record.key.clear();
+            record.upstream.clear();
+        }
+        let whole_digest = state
+            .items
+            .get(avaprep::pipeline::WHOLE)
+            .map(|record| combined_digest(&record.outputs))
+            .unwrap_or_default();
+        written.insert(
+            stage.name,
+            (
+                state.fingerprint.clone(),
+                whole_digest,
+                items_digest(&state.items),
+            ),
+        );
+        store.save(&state).unwrap();
+    }
+    let before = log_lines(data).len();
+    let upgraded = run(data, &original, None);
+    assert_eq!(outcomes(&upgraded), all(StageOutcome::UpToDate));
+    assert_eq!(log_lines(data).len(), before, "nothing redone");
+    let again = run(data, &original, None);
+    assert_eq!(outcomes(&again), all(StageOutcome::UpToDate));
+    let changed = run(data, &stages(2, Duration::ZERO), None);
+    assert_eq!(changed.stages[1].completed, VIDEOS);
+}
