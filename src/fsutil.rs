@@ -44,16 +44,24 @@ pub fn sync_parent(path: &Path) -> io::Result<()> {
 }
 
 /// Writes a file the user named for output (`--junit`, `--out`) as a shell redirection would,
-/// but never half: through a symbolic link to what it points at, in place into a device or FIFO
-/// (`/dev/stdout`, a pipe a CI step reads), and atomically for a regular file, which is replaced
-/// only once the new one is complete. A directory is refused (see [`check_output_file`]).
+/// but never half: a regular file is replaced atomically, once the new one is complete (through
+/// symbolic links, at their target; the links stay); a FIFO (a pipe a CI step reads) and a
+/// character device are written in place, never replaced; so is a regular file reached through
+/// a process's open descriptors (`/dev/stdout` redirected to a file: the shell's descriptor must
+/// see the bytes). A directory and a block device are refused, as is a FIFO nobody reads.
 pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
     check_output_file(path)?;
-    let target = link_target(path)?;
-    match fs::metadata(&target) {
+    let (target, through_descriptor) = link_target(path)?;
+    match fs::metadata(path) {
+        Ok(meta) if meta.file_type().is_fifo() => write_fifo(path, bytes),
         Ok(meta) if !meta.is_file() => {
-            // A device or FIFO is written where it is: renaming a file over it would replace it.
-            let mut file = OpenOptions::new().write(true).open(&target)?;
+            let mut file = OpenOptions::new().write(true).open(path)?;
+            file.write_all(bytes)?;
+            file.flush()
+        }
+        Ok(_) if through_descriptor => {
+            // After what the descriptor's owner wrote, as its own writes would go.
+            let mut file = OpenOptions::new().append(true).open(path)?;
             file.write_all(bytes)?;
             file.flush()
         }
@@ -61,30 +69,76 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
     }
 }
 
-/// Whether `path` can take an output file: anything but a directory (or a link to one).
+/// A FIFO is opened without blocking: with no process reading it (for `FIFO_WAIT`, so a reader
+/// started at the same moment is met), the open fails instead of hanging; then the bytes are
+/// written as the reader takes them.
+fn write_fifo(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let started = std::time::Instant::now();
+    let mut file = loop {
+        let opened = OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(path);
+        match opened {
+            Err(error) if error.raw_os_error() == Some(libc::ENXIO) => {
+                if started.elapsed() > FIFO_WAIT {
+                    return Err(io::Error::new(
+                        io::ErrorKind::BrokenPipe,
+                        "is a FIFO that no process reads",
+                    ));
+                }
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other?,
+        }
+    };
+    use std::os::fd::AsRawFd;
+    let fd = file.as_raw_fd();
+    // Blocking again: a full pipe waits for its reader rather than failing.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+    }
+    file.write_all(bytes)?;
+    file.flush()
+}
+
+/// How long a FIFO is given to find its reader.
+const FIFO_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether `path` can take an output file: anything but a directory or a block device (or a
+/// link to one).
 pub fn check_output_file(path: &Path) -> io::Result<()> {
     match fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err(io::Error::new(
             io::ErrorKind::IsADirectory,
             "is a directory: name a file",
         )),
+        Ok(meta) if meta.file_type().is_block_device() => Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "is a block device: name a file",
+        )),
         _ => Ok(()),
     }
 }
 
 /// Where a chain of symbolic links at `path` ends (a link's relative target is taken from the
-/// link's own folder); `path` itself when it is not a link. The end need not exist yet.
-fn link_target(path: &Path) -> io::Result<PathBuf> {
+/// link's own folder; the end need not exist yet), and whether the chain passes through a
+/// process's descriptors (`/proc/*/fd`, `/dev/fd`), whose links name open files, not paths.
+fn link_target(path: &Path) -> io::Result<(PathBuf, bool)> {
     let mut current = path.to_path_buf();
+    let mut through_descriptor = false;
     // The kernel's own limit on links followed in one lookup.
     for _ in 0..40 {
         match fs::symlink_metadata(&current) {
             Ok(meta) if meta.file_type().is_symlink() => {
+                through_descriptor |=
+                    current.starts_with("/proc") || current.starts_with("/dev/fd");
                 let target = fs::read_link(&current)?;
                 let folder = current.parent().unwrap_or(Path::new("."));
                 current = folder.join(target);
             }
-            _ => return Ok(current),
+            _ => return Ok((current, through_descriptor)),
         }
     }
     Err(io::Error::other("too many levels of symbolic links"))
@@ -129,19 +183,27 @@ impl FileKind {
 /// A FIFO, a device or a directory is an error at once (never a read that waits for a writer
 /// or never ends), as is a file larger than any file of its kind.
 pub fn read_regular(path: &Path, kind: FileKind) -> io::Result<Vec<u8>> {
-    check_regular(path, kind)?;
-    // Non-blocking: a FIFO swapped in after the check must not hold the open.
-    let file = OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    let size = regular_size(&file.metadata()?, kind)?;
+    let file = open_regular(path, kind)?;
+    let size = file.metadata()?.len();
     let mut bytes = Vec::with_capacity(size as usize);
     file.take(kind.limit() + 1).read_to_end(&mut bytes)?;
     if bytes.len() as u64 > kind.limit() {
         return Err(too_large(bytes.len() as u64, kind));
     }
     Ok(bytes)
+}
+
+/// Opens a file of a dataset to read as it goes, with [`read_regular`]'s checks (read it with
+/// `take(kind.limit())` where the size matters: a file may grow after the check).
+pub fn open_regular(path: &Path, kind: FileKind) -> io::Result<File> {
+    check_regular(path, kind)?;
+    // Non-blocking: a FIFO swapped in after the check must not hold the open.
+    let file = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    regular_size(&file.metadata()?, kind)?;
+    Ok(file)
 }
 
 /// [`read_regular`] as UTF-8 text.
@@ -183,7 +245,7 @@ fn regular_size(meta: &fs::Metadata, kind: FileKind) -> io::Result<u64> {
 
 fn too_large(len: u64, kind: FileKind) -> io::Error {
     io::Error::new(
-        io::ErrorKind::InvalidData,
+        io::ErrorKind::FileTooLarge,
         format!(
             "is {len} bytes, more than {} can be ({} MiB)",
             kind.noun(),
@@ -306,6 +368,54 @@ mod tests {
         let error = write_output(dir.path(), b"x").unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::IsADirectory, "{error}");
         assert!(check_output_file(&dir.path().join("new.xml")).is_ok());
+    }
+
+    /// `--junit /dev/stdout` and a CI step's pipe: a descriptor's link (as `/proc/self/fd/N`)
+    /// leads to a pipe or to the file a shell redirected to; both are written in place, the
+    /// file after what it holds. A FIFO nobody reads is an error at once, not a hang.
+    #[test]
+    fn output_through_a_descriptor_or_to_an_unread_fifo() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut fds = [0; 2];
+        assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+        let reader = std::thread::spawn(move || {
+            use std::os::fd::FromRawFd;
+            let mut read = unsafe { File::from_raw_fd(fds[0]) };
+            let mut bytes = Vec::new();
+            read.read_to_end(&mut bytes).unwrap();
+            bytes
+        });
+        write_output(Path::new(&format!("/proc/self/fd/{}", fds[1])), b"piped").unwrap();
+        unsafe { libc::close(fds[1]) };
+        assert_eq!(reader.join().unwrap(), b"piped");
+
+        let log = dir.path().join("log.txt");
+        let mut redirected = File::create(&log).unwrap();
+        redirected.write_all(b"before\n").unwrap();
+        use std::os::fd::AsRawFd;
+        use std::os::unix::fs::MetadataExt;
+        let inode = fs::metadata(&log).unwrap().ino();
+        let descriptor = format!("/proc/self/fd/{}", redirected.as_raw_fd());
+        write_output(Path::new(&descriptor), b"report\n").unwrap();
+        assert_eq!(fs::read(&log).unwrap(), b"before\nreport\n");
+        assert_eq!(
+            fs::metadata(&log).unwrap().ino(),
+            inode,
+            "the same file, not a new one"
+        );
+
+        let fifo = dir.path().join("unread");
+        make_fifo(&fifo);
+        let (send, receive) = mpsc::channel();
+        let path = fifo.clone();
+        std::thread::spawn(move || {
+            let _ = send.send(write_output(&path, b"x"));
+        });
+        let error = receive
+            .recv_timeout(Duration::from_secs(10))
+            .expect("no hang")
+            .unwrap_err();
+        assert!(error.to_string().contains("no process reads"), "{error}");
     }
 
     /// Runs `read` on another thread: a reader that blocks fails the test instead of hanging it.

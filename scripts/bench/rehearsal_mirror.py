@@ -1,10 +1,15 @@
-"""A mirror of AVA at full length for scripts/bench/ava-rehearsal.sh: six videos as long as AVA's
-(1,802 s), film-like (slow pans and zooms over scikit-image's photographs, a cut every 4 s, film
-grain, as scripts/bench/natural_videos.py makes them), in the sizes and containers AVA holds, with
-AVA-format annotations (a keyframe every second over 902..1798, person boxes with actions, a
-detector's boxes), the official label maps, and a manifest with every size and sha256.
+"""Mirrors of AVA at full length, with AVA-format annotations (a keyframe every second over
+902..1798, person boxes with actions, a detector's boxes), the official label maps, and a
+manifest with every size and sha256.
 
-    rehearsal_mirror.py CACHE_DIR MIRROR_DIR     (videos are made once into CACHE_DIR)
+    rehearsal_mirror.py CACHE_DIR MIRROR_DIR
+        scripts/bench/ava-rehearsal.sh's: six videos as long as AVA's (1,802 s), film-like (slow
+        pans and zooms over scikit-image's photographs, a cut every 4 s, film grain, as
+        scripts/bench/natural_videos.py makes them), in the sizes and containers AVA holds; the
+        videos are made once into CACHE_DIR.
+    rehearsal_mirror.py --shape-of-ava SOURCE MIRROR_DIR
+        scripts/bench/ava-fullsize.sh's: AVA's 299 trainval videos (235 train, 64 val), each a
+        hard link to SOURCE, a video at least 1,802 s long.
 """
 
 import hashlib
@@ -74,12 +79,12 @@ def write_video(path, width, height, fps, encoder_args, extra, pictures):
     os.replace(tmp, path)
 
 
-def annotations(rng):
-    """Ground truth, a detector's boxes and the name list, in AVA's formats."""
+def annotations(videos, rng):
+    """Ground truth and a detector's boxes of `videos` (id, split), in AVA's formats."""
     tables = {"train": [], "val": []}
     detections = {"train": [], "val": []}
     first, last = KEYFRAMES
-    for video, split, *_ in VIDEOS:
+    for video, split in videos:
         person = 0
         for second in range(first, last + 1):
             for _ in range(rng.randint(1, 3)):
@@ -102,6 +107,12 @@ def sha256(path):
 
 
 def main():
+    if sys.argv[1] == "--shape-of-ava":
+        source, mirror = sys.argv[2], sys.argv[3]
+        ext = source.rsplit(".", 1)[1]
+        videos = [(f"fullsize{n:03d}", "train" if n < 235 else "val", ext) for n in range(299)]
+        write_mirror(mirror, videos, lambda video, ext: source)
+        return
     cache, mirror = sys.argv[1], sys.argv[2]
     os.makedirs(cache, exist_ok=True)
     pictures = None
@@ -111,29 +122,36 @@ def main():
             pictures = pictures or images()
             print(f"rehearsal: making {path} ({SECONDS} s, {width}x{height}, {fps} fps)", file=sys.stderr, flush=True)
             write_video(path, width, height, fps, encoder, extra, pictures)
+    videos = [(video, split, ext) for video, split, _, _, _, ext, _, _ in VIDEOS]
+    write_mirror(mirror, videos, lambda video, ext: os.path.join(cache, f"{video}.{ext}"))
 
+
+def write_mirror(mirror, videos, source_of):
+    """The mirror of `videos` (id, split, extension), each file a hard link to `source_of`."""
     rng = random.Random(5)
-    tables, detections = annotations(rng)
+    tables, detections = annotations([(video, split) for video, split, _ in videos], rng)
     ava = os.path.join(mirror, "ava-dataset")
     trainval = os.path.join(ava, "trainval")
     os.makedirs(trainval, exist_ok=True)
     os.makedirs(os.path.join(ava, "test"), exist_ok=True)
     names = []
-    for video, _, _, _, _, ext, _, _ in VIDEOS:
+    for video, _, ext in videos:
         name = f"{video}.{ext}"
         target = os.path.join(trainval, name)
         if not os.path.exists(target):
-            os.link(os.path.join(cache, name), target)
+            os.link(source_of(video, ext), target)
         names.append(name)
+    first_train = next(video for video, split, _ in videos if split == "train")
+    first_val = next(video for video, split, _ in videos if split == "val")
     official = os.path.join(REPO, "tests", "data", "ava")
     files = {
         "ava_train_v2.2.csv": "\n".join(tables["train"]) + "\n",
         "ava_val_v2.2.csv": "\n".join(tables["val"]) + "\n",
         # As in AVA, a few keyframes excluded from scoring.
-        "ava_train_excluded_timestamps_v2.2.csv": "rehearsal01,0950\n",
-        "ava_val_excluded_timestamps_v2.2.csv": "rehearsal05,1200\n",
-        "ava_test_excluded_timestamps_v2.2.csv": "rehearsal99,0950\n",
-        "ava_test_v2.2.txt": "rehearsal99\n",
+        "ava_train_excluded_timestamps_v2.2.csv": f"{first_train},0950\n",
+        "ava_val_excluded_timestamps_v2.2.csv": f"{first_val},1200\n",
+        "ava_test_excluded_timestamps_v2.2.csv": "testvideo99,0950\n",
+        "ava_test_v2.2.txt": "testvideo99\n",
     }
     for name in ["ava_action_list_v2.2.pbtxt", "ava_action_list_v2.2_for_activitynet_2019.pbtxt", "ava_included_timestamps_v2.2.txt"]:
         files[name] = open(os.path.join(official, name)).read()

@@ -22,17 +22,17 @@ pub enum LockError {
 }
 
 /// How the data directory is held.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LockMode {
     /// The only writer.
     Exclusive,
-    /// One shard of a sharded run, beside the others.
-    Shard,
+    /// One shard of a sharded run (named `I-of-N`), beside the others but never beside itself.
+    Shard(String),
 }
 
 /// The lock, released when dropped (or when the process ends, however it ends).
 pub struct DataDirLock {
-    _file: File,
+    _files: Vec<File>,
     holder: PathBuf,
 }
 
@@ -42,22 +42,26 @@ impl DataDirLock {
         let folder = data_dir.join(".avaprep");
         let holders = folder.join("holders");
         fs::create_dir_all(&holders).map_err(|source| io_error(&holders, source))?;
+        let held = || LockError::Held {
+            data_dir: data_dir.to_path_buf(),
+            holders: describe_holders(&holders),
+        };
         let path = folder.join("lock");
         let file = open(&path)?;
-        let taken = match mode {
-            LockMode::Exclusive => file.try_lock(),
-            LockMode::Shard => file.try_lock_shared(),
-        };
-        match taken {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(LockError::Held {
-                    data_dir: data_dir.to_path_buf(),
-                    holders: describe_holders(&holders),
-                });
+        let mut files = Vec::new();
+        match &mode {
+            LockMode::Exclusive => take(&file, &path, File::try_lock, held)?,
+            LockMode::Shard(shard) => {
+                take(&file, &path, File::try_lock_shared, held)?;
+                // The same shard twice (a task requeued while it still runs) would write one
+                // state file from two processes.
+                let own = folder.join(format!("lock.shard-{shard}"));
+                let own_file = open(&own)?;
+                take(&own_file, &own, File::try_lock, held)?;
+                files.push(own_file);
             }
-            Err(fs::TryLockError::Error(source)) => return Err(io_error(&path, source)),
         }
+        files.push(file);
         if mode == LockMode::Exclusive {
             // Alone: any note left is of a process that died holding the lock.
             clear_folder(&holders);
@@ -74,7 +78,7 @@ impl DataDirLock {
         );
         fs::write(&holder, note).map_err(|source| io_error(&holder, source))?;
         Ok(DataDirLock {
-            _file: file,
+            _files: files,
             holder,
         })
     }
@@ -110,6 +114,20 @@ pub struct SetupTurn {
 impl SetupTurn {
     pub fn end(self) {
         let _ = self.file.unlock();
+    }
+}
+
+/// Takes a lock without waiting; `held` says who has it when another process does.
+fn take(
+    file: &File,
+    path: &Path,
+    try_lock: fn(&File) -> Result<(), fs::TryLockError>,
+    held: impl Fn() -> LockError,
+) -> Result<(), LockError> {
+    match try_lock(file) {
+        Ok(()) => Ok(()),
+        Err(fs::TryLockError::WouldBlock) => Err(held()),
+        Err(fs::TryLockError::Error(source)) => Err(io_error(path, source)),
     }
 }
 
@@ -202,13 +220,21 @@ mod tests {
             message.contains(&format!("pid {}", std::process::id())),
             "{message}"
         );
-        assert!(DataDirLock::acquire(dir.path(), LockMode::Shard, "shard").is_err());
+        assert!(
+            DataDirLock::acquire(dir.path(), LockMode::Shard("1-of-2".into()), "shard").is_err()
+        );
         drop(first);
 
+        let shard = |name: &str| LockMode::Shard(name.into());
         let one =
-            DataDirLock::acquire(dir.path(), LockMode::Shard, "avaprep run --shard 1/2").unwrap();
+            DataDirLock::acquire(dir.path(), shard("1-of-2"), "avaprep run --shard 1/2").unwrap();
         let two =
-            DataDirLock::acquire(dir.path(), LockMode::Shard, "avaprep run --shard 2/2").unwrap();
+            DataDirLock::acquire(dir.path(), shard("2-of-2"), "avaprep run --shard 2/2").unwrap();
+        let again = DataDirLock::acquire(dir.path(), shard("2-of-2"), "avaprep run --shard 2/2")
+            .err()
+            .expect("the same shard twice is refused")
+            .to_string();
+        assert!(again.contains("--shard 2/2"), "{again}");
         let message = DataDirLock::acquire(dir.path(), LockMode::Exclusive, "avaprep run")
             .err()
             .expect("refused while shards run")

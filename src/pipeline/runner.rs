@@ -186,6 +186,11 @@ pub(super) struct Prepared<'s> {
     completed: Mutex<usize>,
     /// Items found done with their current keys when their turn came.
     skipped: AtomicUsize,
+    /// An earlier version's state, adopted: a record without a key takes its current one
+    /// unless what it reads was made again in this run.
+    adopt: bool,
+    /// Items this run made.
+    made: Mutex<BTreeSet<String>>,
     /// Items this run has begun or found missing upstream.
     begun: AtomicUsize,
     newly_missing: Mutex<Vec<ItemFailure>>,
@@ -308,7 +313,13 @@ impl<'a> Runner<'a> {
                     continue;
                 }
                 let mut notes = Vec::new();
-                let adopt = legacy.contains(stage.name());
+                // An earlier version's state is adopted only while nothing before it changed.
+                let adopt = legacy.contains(stage.name())
+                    && self.ancestors(stage.depends_on()).iter().all(|ancestor| {
+                        reports
+                            .get(ancestor.as_str())
+                            .is_none_or(|report| report.outcome == StageOutcome::UpToDate)
+                    });
                 match self.prepare(stage, &prepared, adopt, &mut notes) {
                     Ok(stage_prepared) => prepared.push(stage_prepared),
                     Err(error) => {
@@ -324,7 +335,7 @@ impl<'a> Runner<'a> {
             }
             self.execute_group(&prepared);
             for stage_prepared in &prepared {
-                let report = self.finish(stage_prepared)?;
+                let report = self.finish(&prepared, stage_prepared)?;
                 reports.insert(stage_prepared.stage.name(), report);
             }
             if self.context.cancelled() {
@@ -445,6 +456,26 @@ impl<'a> Runner<'a> {
             .collect()
     }
 
+    /// For a per-video stage: the content of each whole-dataset stage it reads (see
+    /// [`StageState::read`]).
+    fn whole_reads(&self, stage: &dyn Stage) -> BTreeMap<String, String> {
+        if stage.granularity() == Granularity::Whole {
+            return BTreeMap::new();
+        }
+        stage
+            .depends_on()
+            .iter()
+            .filter_map(
+                |dependency| match self.store_for(dependency).peek(dependency) {
+                    Ok(Peeked::Valid(state)) if is_whole(&state) => {
+                        Some((dependency.to_string(), self.content_of(dependency)))
+                    }
+                    _ => None,
+                },
+            )
+            .collect()
+    }
+
     /// Every stage before `dependencies` and they themselves, by name: through this run's stages
     /// and, beyond them, the stages their state files say they read.
     fn ancestors(&self, dependencies: &[&str]) -> BTreeSet<String> {
@@ -532,6 +563,16 @@ impl<'a> Runner<'a> {
             first_change(&record.inputs, self.context.data_dir, self.scrutiny)
         }) {
             return Some(format!("read files that changed since: {change}"));
+        }
+        if let Some(dependency) = state
+            .read
+            .iter()
+            .find(|(dependency, made)| self.content_of(dependency) != **made)
+            .map(|(dependency, _)| dependency)
+        {
+            return Some(format!(
+                "is out of date: {dependency} made something else after it ran"
+            ));
         }
         let dependencies: Vec<(String, Option<StageState>)> = state
             .depends_on
@@ -723,9 +764,6 @@ impl<'a> Runner<'a> {
             .iter()
             .map(|name| name.to_string())
             .collect();
-        if self.shard.is_none() {
-            self.merge_shards(&mut state)?;
-        }
         let planned = self.plan(stage)?;
         let plan: Vec<String> = planned.iter().map(|item| item.name.clone()).collect();
         let mut prepared = Prepared {
@@ -746,9 +784,17 @@ impl<'a> Runner<'a> {
             started: Instant::now(),
             completed: Mutex::new(0),
             skipped: AtomicUsize::new(0),
+            adopt,
+            made: Mutex::new(BTreeSet::new()),
             begun: AtomicUsize::new(0),
             newly_missing: Mutex::new(Vec::new()),
         };
+        if self.shard.is_none() {
+            self.merge_shards(&mut state, &prepared.keys, group)?;
+        }
+        let read = self.whole_reads(stage);
+        let read_changed = state.read != read;
+        state.read = read;
         let changed = self.changed_items(&state, &prepared.plan);
         for (item, _) in &changed {
             state.items.remove(item);
@@ -804,7 +850,7 @@ impl<'a> Runner<'a> {
         state.planned = prepared.plan.clone();
         state.planned_items = prepared.plan.len();
         state.failures.clear();
-        if !up_to_date || adopt {
+        if !up_to_date || adopt || read_changed {
             self.store_for(&state.stage)
                 .save(&state)
                 .map_err(state_error)?;
@@ -827,12 +873,36 @@ impl<'a> Runner<'a> {
         })
     }
 
-    /// Items that shards of a sharded run completed with the same fingerprint count as done.
-    fn merge_shards(&self, state: &mut StageState) -> Result<(), ItemError> {
-        for shard_state in self.store.load_shards(&state.stage).map_err(state_error)? {
-            if shard_state.fingerprint == state.fingerprint {
-                for (item, record) in shard_state.items {
-                    state.items.entry(item).or_insert(record);
+    /// Items that shards of a sharded run completed (or found missing) with the same stage key
+    /// count as done, a shard's record preferred where it was made under the item's current key.
+    pub(super) fn merge_shards(
+        &self,
+        state: &mut StageState,
+        keys: &ItemKeys,
+        group: &[Prepared],
+    ) -> Result<(), ItemError> {
+        for shard in self.store.load_shards(&state.stage).map_err(state_error)? {
+            if shard.fingerprint != state.fingerprint {
+                continue;
+            }
+            for (item, record) in shard.items {
+                let current = record.key == keys.of(group, &item).0;
+                let ours_current = state
+                    .items
+                    .get(&item)
+                    .is_some_and(|ours| ours.key == record.key);
+                if !state.is_resolved(&item) || (current && !ours_current) {
+                    state.missing.remove(&item);
+                    state.missing_keys.remove(&item);
+                    state.items.insert(item, record);
+                }
+            }
+            for (item, reason) in shard.missing {
+                if !state.is_resolved(&item) {
+                    if let Some(key) = shard.missing_keys.get(&item) {
+                        state.missing_keys.insert(item.clone(), key.clone());
+                    }
+                    state.missing.insert(item, reason);
                 }
             }
         }
@@ -915,13 +985,21 @@ impl<'a> Runner<'a> {
             let next = match handoff {
                 Handoff::Ready(item) => self.complete(group, prepared, item),
                 Handoff::Missing(item, reason) => {
-                    prepared.begun.fetch_add(1, Ordering::Relaxed);
                     let (key, _) = prepared.keys.of(group, &item);
                     let reason = match reason.starts_with("missing upstream: ") {
                         true => reason,
                         false => format!("missing upstream: {reason}"),
                     };
-                    self.record_missing(prepared, &item, &reason, &key);
+                    let known = {
+                        let state = prepared.state.lock().expect("state lock");
+                        state.missing_keys.get(&item) == Some(&key)
+                    };
+                    if known {
+                        prepared.skipped.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        prepared.begun.fetch_add(1, Ordering::Relaxed);
+                        self.record_missing(prepared, &item, &reason, &key);
+                    }
                     Some(Handoff::Missing(item, reason))
                 }
             };
@@ -950,8 +1028,12 @@ impl<'a> Runner<'a> {
     fn complete(&self, group: &[Prepared], prepared: &Prepared, item: String) -> Option<Handoff> {
         let name = prepared.stage.name();
         let (key, upstream) = prepared.keys.of(group, &item);
+        let adoptable = prepared.adopt && !self.remade_upstream(group, prepared, &item);
         let earlier = {
             let mut state = prepared.state.lock().expect("state lock");
+            if adoptable {
+                adopt_item(&mut state, &item, &key, &upstream);
+            }
             let current = match state.items.get(&item) {
                 Some(record) => (record.key == key).then(|| Handoff::Ready(item.clone())),
                 None => state
@@ -987,6 +1069,11 @@ impl<'a> Runner<'a> {
                 record.seconds = started.elapsed().as_secs_f64();
                 record.key = key;
                 record.upstream = upstream;
+                prepared
+                    .made
+                    .lock()
+                    .expect("made lock")
+                    .insert(item.clone());
                 let mut state = prepared.state.lock().expect("state lock");
                 state.items.insert(item.clone(), record);
                 *prepared.completed.lock().expect("count lock") += 1;
@@ -1024,8 +1111,24 @@ impl<'a> Runner<'a> {
         }
     }
 
+    /// Whether a stage running in the same group made `item` again in this run.
+    fn remade_upstream(&self, group: &[Prepared], prepared: &Prepared, item: &str) -> bool {
+        prepared
+            .keys
+            .upstream
+            .iter()
+            .any(|upstream| match upstream {
+                Upstream::InGroup(index) => {
+                    group[*index].made.lock().expect("made lock").contains(item)
+                }
+                _ => false,
+            })
+    }
+
     fn record_missing(&self, prepared: &Prepared, item: &str, reason: &str, key: &str) {
         let mut state = prepared.state.lock().expect("state lock");
+        // What it made before is not what follows from now on.
+        state.items.remove(item);
         state.missing.insert(item.to_string(), reason.to_string());
         state.missing_keys.insert(item.to_string(), key.to_string());
         self.save(&state);
@@ -1037,14 +1140,27 @@ impl<'a> Runner<'a> {
         }
     }
 
-    fn finish(&self, prepared: &Prepared) -> Result<StageReport, PipelineError> {
+    fn finish(
+        &self,
+        group: &[Prepared],
+        prepared: &Prepared,
+    ) -> Result<StageReport, PipelineError> {
         let name = prepared.stage.name();
+        // Resolved under its current key: a record made from what is no longer upstream (an
+        // item its dependency failed this time) does not count.
+        let current: BTreeSet<String> = {
+            let state = prepared.state.lock().expect("state lock");
+            let (_, stale) = assess(&prepared.keys, group, &state, &prepared.plan);
+            let stale: BTreeSet<&String> = stale.iter().collect();
+            prepared
+                .plan
+                .iter()
+                .filter(|item| state.is_resolved(item) && !stale.contains(item))
+                .cloned()
+                .collect()
+        };
         let mut state = prepared.state.lock().expect("state lock");
-        let resolved = prepared
-            .plan
-            .iter()
-            .filter(|item| state.is_resolved(item))
-            .count();
+        let resolved = current.len();
         let mut failures = state.failures.clone();
         let outcome = if prepared.up_to_date {
             StageOutcome::UpToDate
@@ -1060,7 +1176,7 @@ impl<'a> Runner<'a> {
             let waiting = prepared
                 .plan
                 .iter()
-                .filter(|item| !state.is_resolved(item) && !failed.contains(*item));
+                .filter(|item| !current.contains(*item) && !failed.contains(*item));
             failures.extend(waiting.map(|item| ItemFailure {
                 item: item.clone(),
                 message: "not started: an earlier stage did not complete it".to_string(),

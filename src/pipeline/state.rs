@@ -95,23 +95,25 @@ impl ItemRecord {
     }
 
     /// What later stages see of this item: the content of what it made, when it recorded its
-    /// outputs (so the same bytes made again change nothing downstream); else its key and size
-    /// and the prints of what it read.
+    /// outputs (so the same bytes made again change nothing downstream); else the prints of what
+    /// it read (a video on disk: moved to another folder, it is the same video); else its key.
     pub fn identity(&self) -> String {
         let mut hasher = Sha256::new();
-        if self.outputs.is_empty() {
+        if !self.outputs.is_empty() {
+            hasher.update(b"outputs\0");
+            hasher.update(super::prints::combined_digest(&self.outputs).as_bytes());
+        } else if !self.inputs.is_empty() {
+            hasher.update(b"inputs\0");
+            hasher.update(self.files.to_le_bytes());
+            hasher.update(self.bytes.to_le_bytes());
+            for input in &self.inputs {
+                hasher.update(input.content.as_ref().unwrap_or(&input.digest).as_bytes());
+            }
+        } else {
             hasher.update(b"key\0");
             hasher.update(self.key.as_bytes());
             hasher.update(self.files.to_le_bytes());
             hasher.update(self.bytes.to_le_bytes());
-            for input in &self.inputs {
-                hasher.update(input.path.as_bytes());
-                hasher.update([0]);
-                hasher.update(input.digest.as_bytes());
-            }
-        } else {
-            hasher.update(b"outputs\0");
-            hasher.update(super::prints::combined_digest(&self.outputs).as_bytes());
         }
         hex::encode(hasher.finalize())
     }
@@ -175,6 +177,11 @@ pub struct StageState {
     /// The stages this one read, so a command that runs a later stage can check them all.
     #[serde(default)]
     pub depends_on: Vec<String>,
+    /// For a per-video stage: what each whole-dataset stage it reads had made (its content
+    /// digest) when this one last ran. Its items read only their own part of it (their inputs);
+    /// a command that does not run this stage refuses when that has changed since.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub read: BTreeMap<String, String>,
     pub seconds: f64,
 }
 
@@ -193,6 +200,7 @@ impl StageState {
             planned_items: 0,
             planned: Vec::new(),
             depends_on: Vec::new(),
+            read: BTreeMap::new(),
             seconds: 0.0,
         }
     }

@@ -130,6 +130,10 @@ impl Runner<'_> {
         };
         let plan: Vec<String> = planned.iter().map(|item| item.name.clone()).collect();
         let keys = self.item_keys(stage, planned);
+        if self.shard.is_none() {
+            // As the next run will: what the shards made counts.
+            let _ = self.merge_shards(&mut state, &keys, &[]);
+        }
         if adopt {
             for item in &plan {
                 let (key, upstream) = keys.of(&[], item);

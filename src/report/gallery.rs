@@ -96,7 +96,7 @@ pub fn draw_entry(
             index.times.last().unwrap_or(&0.0)
         )));
     }
-    let stem = format!("{}_{:04}", key.video, key.second);
+    let stem = image_stem(key);
     let shown = |number: u32, suffix: &str| ShownFrame {
         number,
         seconds: time_of(index, number),
@@ -146,6 +146,19 @@ pub fn draw_entry(
         truth: truth.into_iter().map(|(_, names)| names).collect(),
         detections,
     })
+}
+
+fn image_stem(key: FrameKey) -> String {
+    format!("{}_{:04}", key.video, key.second)
+}
+
+/// Every picture a keyframe's entry may write, by its name in the images folder.
+pub fn image_names(key: FrameKey) -> Vec<String> {
+    let stem = image_stem(key);
+    ["truth.png", "first.jpg", "last.jpg", "detections.png"]
+        .iter()
+        .map(|suffix| format!("{stem}_{suffix}"))
+        .collect()
 }
 
 fn time_of(index: &crate::frame_index::FrameIndex, number: u32) -> f64 {

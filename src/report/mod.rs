@@ -99,6 +99,12 @@ pub fn write_report(request: &ReportRequest) -> Result<ReportSummary, ReportErro
         true => choose_keyframes(&stats, run.as_ref(), request.sample),
         false => request.keyframes.clone(),
     };
+    let mut names: Vec<String> = keys
+        .iter()
+        .flat_map(|key| gallery::image_names(*key))
+        .collect();
+    names.push(run::CURVES.to_string());
+    earlier.check_pictures(&request.out, &names)?;
     let clip = run
         .as_ref()
         .map_or((DEFAULT_CLIP_FRAMES, DEFAULT_CLIP_STRIDE), |run| run.clip);
@@ -149,9 +155,15 @@ impl OwnFiles {
             Ok(_) => {}
             Err(_) => return Ok(OwnFiles::default()),
         }
-        let earlier: OwnFiles = read_json_if_present(&out.join(Self::RECORD))?.unwrap_or_default();
+        let recorded: Option<OwnFiles> = read_json_if_present(&out.join(Self::RECORD))?;
         let page = out.join(PAGE);
-        if page.exists() && !earlier.files.contains(PAGE) && !is_report_page(&page) {
+        let earlier = match recorded {
+            Some(recorded) => recorded,
+            // A report of an earlier version, which kept no record: its folder was its own.
+            None if page.exists() && is_report_page(&page) => Self::listed(out),
+            None => OwnFiles::default(),
+        };
+        if page.exists() && !earlier.files.contains(PAGE) {
             return Err(refuse(
                 "holds an index.html that avaprep report did not write, which the page would replace: choose another folder with --out, or move that file away",
             ));
@@ -163,6 +175,38 @@ impl OwnFiles {
             ));
         }
         Ok(earlier)
+    }
+
+    /// A folder's page and pictures as they are.
+    fn listed(out: &Path) -> Self {
+        let pictures = std::fs::read_dir(out.join(page::IMAGES))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| format!("{}/{}", page::IMAGES, entry.file_name().to_string_lossy()));
+        OwnFiles {
+            files: std::iter::once(PAGE.to_string()).chain(pictures).collect(),
+        }
+    }
+
+    /// Refuses, before anything is drawn, a picture name the report would write over a file in
+    /// the images folder that no report made.
+    fn check_pictures(&self, out: &Path, names: &[String]) -> Result<(), ReportError> {
+        let images = out.join(page::IMAGES);
+        let foreign = names.iter().find(|name| {
+            images.join(name.as_str()).exists()
+                && !self.files.contains(&format!("{}/{name}", page::IMAGES))
+        });
+        match foreign {
+            Some(name) => Err(ReportError::OutFolder {
+                path: out.to_path_buf(),
+                message: format!(
+                    "holds {}/{name}, which avaprep report did not write and would replace: choose another folder with --out, or move that file away",
+                    page::IMAGES
+                ),
+            }),
+            None => Ok(()),
+        }
     }
 
     /// The page and every picture it shows.

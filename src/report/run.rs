@@ -14,7 +14,7 @@ use crate::eval::EvalReport;
 
 /// The split the eval stage (and `avaprep train`'s last step) writes detections for.
 const SCORED_SPLIT: &str = "val";
-const CURVES: &str = "curves.png";
+pub const CURVES: &str = "curves.png";
 
 /// `summary.json`, the fields shown.
 #[derive(Debug, Clone, Deserialize)]

@@ -229,7 +229,8 @@ fn find_on_disk(
             path.display()
         )));
     }
-    Ok(ItemRecord {
+    // Its print (size and time, not its bytes): a replaced file is checked and extracted again.
+    ItemRecord {
         files: 1,
         bytes: meta.len(),
         ..ItemRecord::default()
@@ -237,7 +238,9 @@ fn find_on_disk(
     .with_counts(&DownloadCounts {
         on_disk: 1,
         ..DownloadCounts::default()
-    }))
+    })
+    .with_listed_input(layout.root(), &path.to_string_lossy())
+    .map_err(item_error)
 }
 
 /// libav must open the video, find a video stream, and its duration must reach the video's last

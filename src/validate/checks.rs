@@ -48,10 +48,7 @@ impl Split {
         let mut keyframes: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
         for file in &self.box_files {
             for row in &file.rows {
-                keyframes
-                    .entry(row.video.as_str())
-                    .or_default()
-                    .insert(row.second);
+                keyframes.entry(&*row.video).or_default().insert(row.second);
             }
         }
         keyframes
@@ -72,15 +69,7 @@ impl Dataset {
         let read_lists = |names: &[String], results: &mut Results| -> Vec<FrameList> {
             names
                 .iter()
-                .filter_map(|name| {
-                    let text =
-                        read_text(&request.frame_list_dir, name, FileKind::FrameList, results)?;
-                    Some(tables::read_frame_list(
-                        name,
-                        &text,
-                        result(results, CheckId::ListFormat),
-                    ))
-                })
+                .filter_map(|name| read_list(&request.frame_list_dir, name, results))
                 .collect()
         };
         let read_boxes = |names: &[String], kind: BoxKind, results: &mut Results| -> Vec<BoxFile> {
@@ -167,6 +156,29 @@ fn all_classes(annotation_dir: &Path, results: &mut Results) -> HashSet<i64> {
 /// AVA's map of all 80 classes (the config's LABEL_MAP_FILE holds the 60 scored ones).
 const FULL_LABEL_MAP: &str = "ava_action_list_v2.2.pbtxt";
 
+/// A frame list, read line by line (AVA's are hundreds of MB).
+fn read_list(dir: &Path, name: &str, results: &mut Results) -> Option<FrameList> {
+    let path = dir.join(name);
+    let read = fsutil::open_regular(&path, FileKind::FrameList).and_then(|file| {
+        let reader = std::io::BufReader::with_capacity(1 << 20, file);
+        tables::read_frame_list_from(name, reader, result(results, CheckId::ListFormat))
+    });
+    match read {
+        Ok(list) => {
+            result(results, CheckId::FilesPresent).pass(1);
+            Some(list)
+        }
+        Err(error) => {
+            let error = match error.kind() {
+                std::io::ErrorKind::InvalidData => "not UTF-8 text".to_string(),
+                _ => error.to_string(),
+            };
+            result(results, CheckId::FilesPresent).fail(format!("{}: {error}", path.display()));
+            None
+        }
+    }
+}
+
 fn read_text(dir: &Path, name: &str, kind: FileKind, results: &mut Results) -> Option<String> {
     let path = dir.join(name);
     match fsutil::read_regular_text(&path, kind) {
@@ -193,7 +205,7 @@ fn read_indexes(
     let videos: BTreeSet<&str> = splits
         .iter()
         .flat_map(|split| split.lists.iter())
-        .flat_map(|list| list.rows.iter().map(|row| row.video.as_str()))
+        .flat_map(|list| list.rows.iter().map(|row| &*row.video))
         .collect();
     let mut indexes = HashMap::new();
     for video in videos {
@@ -274,7 +286,7 @@ fn check_exclusions(request: &ValidateRequest, dataset: &Dataset, check: &mut Ch
         .splits
         .iter()
         .flat_map(|split| &split.lists)
-        .flat_map(|list| list.rows.iter().map(|row| row.video.as_str()))
+        .flat_map(|list| list.rows.iter().map(|row| &*row.video))
         .collect();
     let [first, last] = request.timing.keyframes;
     let mut sorted: Vec<&(String, i64)> = excluded.iter().collect();
@@ -297,7 +309,7 @@ fn check_exclusions(request: &ValidateRequest, dataset: &Dataset, check: &mut Ch
 /// Rows of a video contiguous and numbered 0, 1, 2, ...; videos numbered by first appearance
 /// across all lists (train, then test), each keeping its number everywhere.
 fn check_list_order(dataset: &Dataset, check: &mut CheckResult) {
-    let mut numbers: HashMap<&str, i64> = HashMap::new();
+    let mut numbers: HashMap<&str, i32> = HashMap::new();
     for list in dataset.splits.iter().flat_map(|split| &split.lists) {
         let mut finished: HashSet<&str> = HashSet::new();
         let mut current: Option<&str> = None;
@@ -311,21 +323,21 @@ fn check_list_order(dataset: &Dataset, check: &mut CheckResult) {
                 continue;
             };
             let at = format!("{}:{}", list.name, row.line);
-            if current != Some(row.video.as_str()) {
+            if current != Some(&*row.video) {
                 if let Some(previous) = current {
                     finished.insert(previous);
                 }
-                if finished.contains(row.video.as_str()) {
+                if finished.contains(&*row.video) {
                     check.fail(format!(
                         "{at}: rows of {} resume after another video's (a video's rows must be contiguous)",
                         row.video
                     ));
                 }
-                current = Some(row.video.as_str());
+                current = Some(&*row.video);
                 next_frame = 0;
             }
-            let expected_number = numbers.len() as i64;
-            let number = *numbers.entry(row.video.as_str()).or_insert(expected_number);
+            let expected_number = numbers.len() as i32;
+            let number = *numbers.entry(&*row.video).or_insert(expected_number);
             if row.number != number {
                 check.fail(format!(
                     "{at}: video_id {} for {}, expected {number} (videos are numbered by first appearance)",
@@ -348,12 +360,12 @@ fn check_video_sets(split: &Split, check: &mut CheckResult) {
     let listed: BTreeSet<&str> = split
         .lists
         .iter()
-        .flat_map(|list| list.rows.iter().map(|row| row.video.as_str()))
+        .flat_map(|list| list.rows.iter().map(|row| &*row.video))
         .collect();
     let list_names: Vec<&str> = split.lists.iter().map(|list| list.name.as_str()).collect();
     let list_names = list_names.join(", ");
     for file in &split.box_files {
-        let boxed: BTreeSet<&str> = file.rows.iter().map(|row| row.video.as_str()).collect();
+        let boxed: BTreeSet<&str> = file.rows.iter().map(|row| &*row.video).collect();
         let unlisted: Vec<&str> = boxed.difference(&listed).copied().collect();
         let unboxed: Vec<&str> = listed.difference(&boxed).copied().collect();
         check.pass((boxed.len() + listed.len() - unlisted.len() - unboxed.len()) as u64);
@@ -513,7 +525,7 @@ fn listed_frames(dataset: &Dataset) -> Vec<(String, String)> {
         .iter()
         .flat_map(|split| &split.lists)
         .flat_map(|list| &list.rows)
-        .map(|row| (row.path.as_str(), row.video.as_str()))
+        .map(|row| (&*row.path, &*row.video))
         .collect();
     frames
         .into_iter()
@@ -659,7 +671,7 @@ fn clip_row_problem(
     timing: super::ListTiming,
     state_of: &HashMap<&str, FrameState>,
 ) -> Option<String> {
-    match state_of.get(row.path.as_str()) {
+    match state_of.get(&*row.path) {
         Some(FrameState::Missing) => {
             return Some(format!(
                 "row {position} needs {}, which is missing",

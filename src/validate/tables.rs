@@ -2,19 +2,22 @@
 //! line; these keep every row they can and hand each bad one to a check, so one run reports
 //! every defect with its file and line.
 
+use std::io::BufRead;
 use std::path::Path;
+use std::sync::Arc;
 
 use super::CheckResult;
 use crate::layout::FolderName;
 
-/// One row of a PySlowFast frame list.
+/// One row of a PySlowFast frame list. AVA's lists hold 8 M rows, a video's rows one name and
+/// each frame's rows (six at 30 a second from 5 fps) one path: those are shared, not copied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ListRow {
-    pub line: usize,
-    pub video: String,
-    pub number: i64,
-    pub frame_id: i64,
-    pub path: String,
+    pub line: u32,
+    pub number: i32,
+    pub frame_id: i32,
+    pub video: Arc<str>,
+    pub path: Arc<str>,
 }
 
 /// A frame list: its name, the rows that parsed, and the lines that did not (each with the
@@ -41,7 +44,7 @@ impl FrameList {
         let mut entries: Vec<(usize, &str, Option<&ListRow>)> = self
             .rows
             .iter()
-            .map(|row| (row.line, row.video.as_str(), Some(row)))
+            .map(|row| (row.line as usize, &*row.video, Some(row)))
             .chain(self.malformed.iter().filter_map(|bad| {
                 bad.video
                     .as_deref()
@@ -80,24 +83,36 @@ pub enum BoxKind {
 
 /// PySlowFast's loader reads a list's first line as a header whatever it holds, so a list
 /// without one silently loses its first frame.
+#[cfg(test)]
 pub fn read_frame_list(name: &str, text: &str, format: &mut CheckResult) -> FrameList {
+    read_frame_list_from(name, text.as_bytes(), format).expect("a string reads")
+}
+
+/// [`read_frame_list`] from a reader, line by line: a list of AVA's size is never held whole.
+/// An error is the reader's (not UTF-8 text, a read that failed).
+pub fn read_frame_list_from(
+    name: &str,
+    reader: impl BufRead,
+    format: &mut CheckResult,
+) -> std::io::Result<FrameList> {
     let mut list = FrameList {
         name: name.to_string(),
         ..FrameList::default()
     };
-    let mut lines = text.lines().enumerate();
-    match lines.next() {
-        Some((_, header)) if parse_list_row(1, header).is_err() => {}
+    let mut lines = reader.lines().enumerate();
+    match lines.next().map(|(_, header)| header).transpose()? {
+        Some(header) if parse_list_row(1, &header, &list).is_err() => {}
         Some(_) => format.fail(format!(
             "{name}:1: the first line is a frame row; PySlowFast skips the first line as the header, so this frame is lost"
         )),
         None => format.fail(format!("{name}: empty (not even the header line)")),
     }
     for (n, line) in lines {
+        let line = line?;
         if line.trim().is_empty() {
             continue;
         }
-        match parse_list_row(n + 1, line) {
+        match parse_list_row(n + 1, &line, &list) {
             Ok(row) => {
                 format.pass(1);
                 list.rows.push(row);
@@ -108,7 +123,7 @@ pub fn read_frame_list(name: &str, text: &str, format: &mut CheckResult) -> Fram
                     .split_whitespace()
                     .next()
                     .filter(|token| check_plain_id(token).is_ok());
-                let before = list.rows.last().map(|row| row.video.as_str());
+                let before = list.rows.last().map(|row| &*row.video);
                 list.malformed.push(MalformedRow {
                     line: n + 1,
                     video: own.or(before).map(str::to_string),
@@ -116,10 +131,11 @@ pub fn read_frame_list(name: &str, text: &str, format: &mut CheckResult) -> Fram
             }
         }
     }
-    list
+    Ok(list)
 }
 
-fn parse_list_row(line: usize, text: &str) -> Result<ListRow, String> {
+/// A row; its video and path shared with the row before when they are the same.
+fn parse_list_row(line: usize, text: &str, list: &FrameList) -> Result<ListRow, String> {
     let tokens: Vec<&str> = text.split_whitespace().collect();
     if tokens.len() != 5 {
         return Err(format!(
@@ -140,12 +156,17 @@ fn parse_list_row(line: usize, text: &str) -> Result<ListRow, String> {
             format!("path `{path}` is not a plain relative path inside the frame folder")
         })?;
     }
+    let previous = list.rows.last();
+    let shared = |text: &str, earlier: Option<&Arc<str>>| match earlier {
+        Some(earlier) if **earlier == *text => earlier.clone(),
+        _ => Arc::from(text),
+    };
     Ok(ListRow {
-        line,
-        video: tokens[0].to_string(),
+        line: u32::try_from(line).map_err(|_| "more than 4 billion lines".to_string())?,
         number,
         frame_id,
-        path: path.to_string(),
+        video: shared(tokens[0], previous.map(|row| &row.video)),
+        path: shared(path, previous.map(|row| &row.path)),
     })
 }
 

@@ -365,6 +365,27 @@ fn a_report_in_a_shared_folder_removes_only_its_own_files() {
         "<html>my page</html>"
     );
 
+    // A picture of the user's under a name the report would write: refused, kept.
+    let pictures = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(pictures.path().join("images")).unwrap();
+    std::fs::write(pictures.path().join("images/curves.png"), "mine").unwrap();
+    let refused = avaprep(data)
+        .args(["report", "--out"])
+        .arg(pictures.path())
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    assert!(
+        stderr(&refused).contains("images/curves.png"),
+        "{}",
+        stderr(&refused)
+    );
+    assert_eq!(
+        std::fs::read_to_string(pictures.path().join("images/curves.png")).unwrap(),
+        "mine"
+    );
+    assert_eq!(names_in(&pictures.path().join("images")), ["curves.png"]);
+
     let not_a_score = avaprep(data)
         .args(["report", "--min-score", "NaN", "--out"])
         .arg(out)

@@ -14,7 +14,7 @@ use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
 use avaprep::stages::{self, ProductConfig, StageId};
 
 use crate::frame::{ExitStatus, GlobalArgs, UsageError};
-use crate::render::{exit_status, run_stages};
+use crate::render::{exit_status, lock, run_stages};
 
 #[derive(Debug, Args)]
 pub struct ExtractArgs {
@@ -105,7 +105,8 @@ pub fn run(
     let scrutiny = Scrutiny::verify(args.verify);
     if args.videos.is_none() {
         let stage = ExtractStage { params };
-        let report = run_stages(global, vec![&stage], None, scrutiny, printer, cancel)?;
+        let lock = lock(global, None)?;
+        let report = run_stages(global, &lock, vec![&stage], None, scrutiny, printer, cancel)?;
         return Ok(exit_status(&report));
     }
     // Videos on disk: the annotations are taken from disk and planned first, as `fetch` would.
@@ -125,6 +126,15 @@ pub fn run(
     config.extract = params;
     config.check().map_err(UsageError)?;
     let built = stages::build(&config)?.through(StageId::Extract);
-    let report = run_stages(global, built.as_refs(), None, scrutiny, printer, cancel)?;
+    let lock = lock(global, None)?;
+    let report = run_stages(
+        global,
+        &lock,
+        built.as_refs(),
+        None,
+        scrutiny,
+        printer,
+        cancel,
+    )?;
     Ok(exit_status(&report))
 }

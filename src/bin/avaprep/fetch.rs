@@ -14,7 +14,7 @@ use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::{self, ProductConfig, StageId};
 
 use crate::frame::{ExitStatus, GlobalArgs, UsageError};
-use crate::render::{exit_status, run_stages};
+use crate::render::{exit_status, lock, run_stages};
 
 #[derive(Debug, Args)]
 pub struct FetchArgs {
@@ -75,6 +75,8 @@ pub fn run(
         StageId::FetchVideos
     };
     let built = stages::build(&config)?.through(last);
+    // Before anything is written, --verify's forgetting included.
+    let lock = lock(global, None)?;
     if args.verify {
         let store = StateStore::new(&global.data_dir, None);
         let damaged = stages::verify_downloads(&global.data_dir, &store)?;
@@ -88,6 +90,14 @@ pub fn run(
         }
     }
     let scrutiny = Scrutiny::verify(args.verify);
-    let report = run_stages(global, built.as_refs(), None, scrutiny, printer, cancel)?;
+    let report = run_stages(
+        global,
+        &lock,
+        built.as_refs(),
+        None,
+        scrutiny,
+        printer,
+        cancel,
+    )?;
     Ok(exit_status(&report))
 }

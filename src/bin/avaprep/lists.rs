@@ -8,7 +8,7 @@ use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::lists::{ListsParams, ListsStage};
 
 use crate::frame::{ExitStatus, GlobalArgs, Printer, UsageError};
-use crate::render::{exit_status, run_stages};
+use crate::render::{exit_status, lock, run_stages};
 
 #[derive(Debug, Args)]
 pub struct ListsArgs {
@@ -44,8 +44,10 @@ pub fn run(
     };
     params.validate().map_err(UsageError)?;
     let stage = ListsStage { params };
+    let lock = lock(global, None)?;
     let report = run_stages(
         global,
+        &lock,
         vec![&stage],
         None,
         Scrutiny::Listing,

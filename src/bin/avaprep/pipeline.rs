@@ -15,7 +15,7 @@ use avaprep::stages::train::TrainedRun;
 use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
 
 use crate::frame::{ExitStatus, GlobalArgs, UsageError};
-use crate::render::{exit_status, figures, run_stages};
+use crate::render::{exit_status, figures, lock, run_stages};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -93,8 +93,10 @@ pub fn run(
         built = built.through(last);
     }
     let scrutiny = Scrutiny::verify(args.verify);
+    let lock = lock(global, args.shard)?;
     let report = run_stages(
         global,
+        &lock,
         built.as_refs(),
         args.shard,
         scrutiny,

@@ -13,15 +13,29 @@ use crate::frame::{ExitStatus, GlobalArgs, Printer};
 
 /// Runs stages through the pipeline runner (with the state under the data directory) and prints
 /// the report: what `run`, `fetch` and `extract` share.
+/// The data directory, held by this command while it writes there (see [`DataDirLock`]).
+pub fn lock(global: &GlobalArgs, shard: Option<Shard>) -> anyhow::Result<DataDirLock> {
+    let mode = match shard {
+        Some(shard) => LockMode::Shard(format!("{}-of-{}", shard.index, shard.count)),
+        None => LockMode::Exclusive,
+    };
+    Ok(DataDirLock::acquire(
+        &global.data_dir,
+        mode,
+        &command_line(),
+    )?)
+}
+
+/// `_lock`: this command holds the data directory ([`lock`]), from before anything it writes.
 pub fn run_stages(
     global: &GlobalArgs,
+    _lock: &DataDirLock,
     stages: Vec<&dyn Stage>,
     shard: Option<Shard>,
     scrutiny: Scrutiny,
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<RunReport> {
-    let _lock = DataDirLock::acquire(&global.data_dir, lock_mode(shard), &command_line())?;
     // A shard waits for its turn at the whole-dataset work and hands it on before its videos.
     let turn = match shard {
         Some(_) => {
@@ -55,13 +69,6 @@ pub fn run_stages(
     hand_on();
     print_run_report(printer, &report, &stages);
     Ok(report)
-}
-
-fn lock_mode(shard: Option<Shard>) -> LockMode {
-    match shard {
-        Some(_) => LockMode::Shard,
-        None => LockMode::Exclusive,
-    }
 }
 
 /// This command as its user typed it, for the note of who holds the data directory.
