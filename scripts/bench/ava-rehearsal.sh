@@ -12,8 +12,8 @@
 # seconds (the stage's records; one core a video while several run), bytes per frame, the data
 # directory's peak size (sampled every 2 s) and its file count. Then the whole of AVA (299
 # videos; 157 GB of downloads) projected from these per-video costs for 2 and 16 cores, and the
-# ratio of the measured extraction cost to the earlier projection from the demo's 30 s clips
-# (ava-estimate: 78.6 core-seconds a 720p video).
+# ratio of the measured extraction cost to the projection this replaces, which scaled the demo's
+# 30 s clips to AVA (78.6 core-seconds a 720p video, at the demo's 193 Mpx/s a core).
 #
 #   scripts/bench/ava-rehearsal.sh [WORKDIR]   (env: THROTTLE=100000000; WORKDIR default
 #                                              /tmp/avaprep-rehearsal; the videos take about an
@@ -109,28 +109,28 @@ samples = [int(line) for line in open(f"{work}/disk-samples") if line.strip()]
 print(f"frames: {frames}, {frame_bytes / frames / 1e3:.1f} KB each; data directory at most "
       f"{max(samples) / 1e9:.2f} GB while downloading and extracting, {int(open(f'{work}/files').read())} files at the end")
 
-# The whole of AVA from these per-video costs.
-AVA_VIDEOS, AVA_GB, AVA_FRAMES_PER_VIDEO = 299, 157, 4505
+# The whole of AVA (and the 20-video subset pipeline) from these per-video costs.
+AVA_VIDEOS, AVA_GB = 299, 157
 videos = len(per_video)
+frames_per_video = frames / videos
 wall, cpu, _ = steps["extract"]
 cpu_per_video = cpu / videos
 cpu_720 = sum(seconds for seconds, hd in per_video if hd) / max(1, sum(hd for _, hd in per_video))
 efficiency = cpu / (wall * cores)
-total_cpu = cpu_per_video * AVA_VIDEOS
-frames_ava = AVA_VIDEOS * AVA_FRAMES_PER_VIDEO
-disk = frames_ava * frame_bytes / frames
 validate_rate = frames / steps["validate"][0]
-print(f"extraction: {cpu_per_video:.0f} core-seconds a video (with its download), "
-      f"{cpu_720:.0f} s a 720p video alone; cores kept busy: {efficiency:.2f}")
-print(f"whole AVA ({AVA_VIDEOS} videos, {frames_ava:,} frames): extraction {total_cpu / 3600:.1f} core-hours: "
-      f"{total_cpu / (2 * efficiency) / 3600:.1f} h on 2 cores, {total_cpu / (16 * efficiency) / 3600:.2f} h on 16 "
-      f"(if all 720p: {cpu_720 * AVA_VIDEOS / (2 * efficiency) / 3600:.1f} h and "
-      f"{cpu_720 * AVA_VIDEOS / (16 * efficiency) / 3600:.2f} h)")
-in_flight = 8 * AVA_GB / AVA_VIDEOS
-print(f"whole AVA: frames {disk / 1e9:.1f} GB; with streaming and deletion the disk peaks near that plus "
-      f"8 of AVA's videos in flight ({in_flight:.1f} GB at their mean size); "
-      f"downloads {AVA_GB} GB at 100 MB/s: {AVA_GB * 1e9 / 100e6 / 60:.0f} min")
-print(f"whole AVA: lists {steps['lists'][0] * AVA_VIDEOS / videos / 60:.1f} min, full validation "
-      f"{frames_ava / validate_rate / 60:.0f} min on {cores} cores")
+print(f"extraction: {cpu_per_video:.0f} core-seconds a video (this mix, with its download), "
+      f"{cpu_720:.0f} s a 720p video; cores kept busy: {efficiency:.2f}")
+for name, count in (("ava22-5fps-480p", AVA_VIDEOS), ("ava22-subset20", 20)):
+    total_frames = round(count * frames_per_video)
+    hours = lambda per_video, n: per_video * count / (n * efficiency) / 3600
+    print(f"{name} ({count} videos): download {AVA_GB * count / AVA_VIDEOS:.1f} GB "
+          f"({AVA_GB * count / AVA_VIDEOS * 1e9 / 100e6 / 60:.0f} min at 100 MB/s); "
+          f"{total_frames:,} frames x {frame_bytes / frames / 1e3:.1f} KB = {total_frames * frame_bytes / frames / 1e9:.1f} GB; "
+          f"extraction {hours(cpu_per_video, 2):.2f} h on 2 cores, {hours(cpu_per_video, 16):.2f} h on 16 "
+          f"(all 720p: {hours(cpu_720, 2):.2f} h, {hours(cpu_720, 16):.2f} h); "
+          f"lists {steps['lists'][0] * count / videos / 60:.1f} min; full validation "
+          f"{total_frames / validate_rate / 60:.0f} min on {cores} cores")
+print(f"disk while preparing: frames, plus the videos in flight (8 at AVA's mean size: "
+      f"{8 * AVA_GB / AVA_VIDEOS:.1f} GB) with streaming and deletion")
 print(f"ratio: measured 720p extraction / the demo-based estimate (78.6 core-seconds): {cpu_720 / 78.6:.2f}")
 PY

@@ -455,7 +455,7 @@ pub fn check_frames(
     let state_of: HashMap<&str, FrameState> = frames
         .iter()
         .zip(&states)
-        .map(|((path, _), (state, _))| (path.as_str(), *state))
+        .map(|((path, _), (state, _))| (*path, *state))
         .collect();
     let mut sizes: BTreeMap<&str, SizeCounts> = BTreeMap::new();
     for ((path, video), (state, problem)) in frames.iter().zip(&states) {
@@ -471,7 +471,7 @@ pub fn check_frames(
         }
         let recorded = dataset
             .indexes
-            .get(video.as_str())
+            .get(*video)
             .map(|index| (index.width, index.height));
         match state {
             FrameState::Decoded { width, height } => {
@@ -484,10 +484,10 @@ pub fn check_frames(
                     result(results, CheckId::FramesDecode).pass(1);
                 }
                 let entry = sizes
-                    .entry(video.as_str())
+                    .entry(*video)
                     .or_default()
                     .entry((*width, *height))
-                    .or_insert((0, path.as_str()));
+                    .or_insert((0, *path));
                 entry.0 += 1;
             }
             FrameState::Undecodable => result(results, CheckId::FramesDecode).fail(format!(
@@ -519,22 +519,26 @@ pub fn check_frames(
 }
 
 /// Every distinct frame path the lists name, with its video, sorted.
-fn listed_frames(dataset: &Dataset) -> Vec<(String, String)> {
-    let frames: BTreeMap<&str, &str> = dataset
+fn listed_frames(dataset: &Dataset) -> Vec<(&str, &str)> {
+    let mut frames: Vec<(&str, &str)> = Vec::new();
+    let rows = dataset
         .splits
         .iter()
         .flat_map(|split| &split.lists)
-        .flat_map(|list| &list.rows)
-        .map(|row| (&*row.path, &*row.video))
-        .collect();
+        .flat_map(|list| &list.rows);
+    for row in rows {
+        // A frame's rows follow each other (six at 30 a second from 5 fps): one entry each.
+        if frames.last() != Some(&(&*row.path, &*row.video)) {
+            frames.push((&*row.path, &*row.video));
+        }
+    }
+    frames.sort_unstable();
+    frames.dedup();
     frames
-        .into_iter()
-        .map(|(path, video)| (path.to_string(), video.to_string()))
-        .collect()
 }
 
 /// Which frames to decode: all, or a sample with each video's first and last.
-fn decode_choice(frames: &[(String, String)], depth: Depth) -> Vec<bool> {
+fn decode_choice(frames: &[(&str, &str)], depth: Depth) -> Vec<bool> {
     (0..frames.len())
         .map(|i| match depth {
             Depth::Full => true,

@@ -52,7 +52,8 @@ fn append_line(path: &Path, line: &str) {
         .append(true)
         .open(path)
         .unwrap();
-    writeln!(file, "{line}").unwrap();
+    // One write per line: with O_APPEND it lands whole even while other workers append.
+    file.write_all(format!("{line}\n").as_bytes()).unwrap();
 }
 
 impl Stage for TestStage {
