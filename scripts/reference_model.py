@@ -14,6 +14,12 @@
           DIR/pyslowfast.pyth      {"model_state": ...} with PySlowFast keys, as saved from
                                    DistributedDataParallel ("module." prefix), plus an epoch
 
+    reference_model.py exported --out DIR --io IO --weights W --pytorchvideo PV --torchscript TS
+        Runs what scripts/export_checkpoint.py made of avaprep's weights W on IO's slow, fast and
+        boxes: pytorchvideo's model (built from the network W records) with PV's state dict, and
+        the TorchScript module TS as torch.jit.load gives it. Writes DIR/exported.safetensors
+        with both outputs (probabilities), pytorchvideo and torchscript.
+
     reference_model.py roi-align --out DIR [--seed 0]
         Writes DIR/roi_align.safetensors: for each case N, caseN.{input, boxes, grad_output,
         output, grad_input, params}, where params = (spatial_scale, sampling_ratio, aligned,
@@ -104,6 +110,27 @@ def save_checkpoints(state_dict, out):
     torch.save({"model_state": pyslowfast, "epoch": 1}, os.path.join(out, "pyslowfast.pyth"))
 
 
+def run_exported(args):
+    import torchvision  # noqa: F401  (registers the roi_align op the TorchScript module calls)
+    from export_checkpoint import pytorchvideo_model, read_weights
+    from safetensors.torch import load_file
+
+    io = load_file(args.io)
+    _, config = read_weights(args.weights)
+    model = pytorchvideo_model(config)
+    model.load_state_dict(torch.load(args.pytorchvideo, map_location="cpu"))
+    model.eval()
+    scripted = torch.jit.load(args.torchscript, map_location="cpu")
+    # A fresh list for each call: pytorchvideo's multipathway blocks replace its items.
+    with torch.no_grad():
+        outputs = {
+            name: run([io["slow"], io["fast"]], io["boxes"])
+            for name, run in (("pytorchvideo", model), ("torchscript", scripted))
+        }
+    os.makedirs(args.out, exist_ok=True)
+    save_file({k: v.contiguous() for k, v in outputs.items()}, os.path.join(args.out, "exported.safetensors"))
+
+
 def roi_align_cases(gen):
     """(input, boxes, spatial_scale, sampling_ratio, aligned): both alignments, adaptive and fixed
     grids, boxes partly outside the map and smaller than a pixel, several images per batch."""
@@ -163,12 +190,16 @@ def main():
     model.add_argument("--width", type=int, default=96)
     model.add_argument("--seed", type=int, default=0)
     model.add_argument("--save-checkpoints", action="store_true")
+    exported = sub.add_parser("exported")
+    exported.add_argument("--out", required=True)
+    for name in ("io", "weights", "pytorchvideo", "torchscript"):
+        exported.add_argument(f"--{name}", required=True)
     roi = sub.add_parser("roi-align")
     roi.add_argument("--out", required=True)
     roi.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     torch.set_num_threads(2)
-    {"model": run_model, "roi-align": run_roi_align}[args.command](args)
+    {"model": run_model, "exported": run_exported, "roi-align": run_roi_align}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -7,19 +7,27 @@
 //! crash at any moment leaves the previous checkpoint whole. Files no longer named are removed
 //! after the commit.
 
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fs::{self, File};
 use std::io::Read as _;
 use std::path::{Path, PathBuf};
 
+use safetensors::{Dtype, View};
 use serde::{Deserialize, Serialize};
 use tch::{Tensor, nn};
 
 use super::early_stop::EarlyStopping;
+use super::model::SlowFastConfig;
 use super::optim::{LossScaler, Sgd};
 use super::{StopReason, TrainError};
 use crate::fsutil::{sync_parent, write_atomic};
 
 pub const STATE_FILE: &str = "checkpoint.json";
+
+/// The header key under which a weights file records its network (`SlowFastConfig` as JSON), so
+/// that `scripts/export_checkpoint.py` can rebuild it in PySlowFast's or pytorchvideo's terms.
+pub const MODEL_METADATA_KEY: &str = "avaprep.model";
 
 /// Where training stands. Together with the config this is everything a resumed run needs: the
 /// data order, augmentation and dropout are functions of (seed, epoch, step).
@@ -77,18 +85,24 @@ impl TrainState {
     }
 }
 
-/// Writes `tensors` to `run_dir/name` through a synced temporary file. The temporary name
-/// keeps the `.safetensors` extension because tch picks the format from it.
+/// Writes `tensors` to `run_dir/name` through a synced temporary file, with `metadata` in the
+/// file's header.
 pub fn write_tensors(
     run_dir: &Path,
     name: &str,
     tensors: &[(String, Tensor)],
+    metadata: Option<HashMap<String, String>>,
 ) -> Result<(), TrainError> {
     let path = run_dir.join(name);
     let temporary = run_dir.join(format!(".tmp-{}-{name}", std::process::id()));
     let result = (|| {
-        Tensor::write_safetensors(tensors, &temporary)
-            .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", temporary.display())))?;
+        let views = tensors
+            .iter()
+            .map(|(name, tensor)| Ok((name.as_str(), TensorBytes::of(tensor)?)))
+            .collect::<Result<Vec<_>, String>>()
+            .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", path.display())))?;
+        safetensors::serialize_to_file(views, &metadata, &temporary)
+            .map_err(|e| TrainError::Checkpoint(format!("{}: {e:?}", temporary.display())))?;
         File::open(&temporary)
             .and_then(|f| f.sync_all())
             .map_err(|e| TrainError::io(&temporary, e))?;
@@ -99,6 +113,58 @@ pub fn write_tensors(
         let _ = fs::remove_file(&temporary);
     }
     result
+}
+
+/// Writes the network's variables to `run_dir/name`, recording its config in the header.
+pub fn write_weights(
+    run_dir: &Path,
+    name: &str,
+    vs: &nn::VarStore,
+    model: &SlowFastConfig,
+) -> Result<(), TrainError> {
+    let config = serde_json::to_string(model).expect("a SlowFastConfig serializes");
+    let metadata = HashMap::from([(MODEL_METADATA_KEY.to_string(), config)]);
+    write_tensors(run_dir, name, &model_tensors(vs), Some(metadata))
+}
+
+/// A CPU tensor's bytes as safetensors writes them.
+struct TensorBytes {
+    dtype: Dtype,
+    shape: Vec<usize>,
+    bytes: Vec<u8>,
+}
+
+impl TensorBytes {
+    fn of(tensor: &Tensor) -> Result<Self, String> {
+        let tensor = tensor.contiguous();
+        let dtype = Dtype::try_from(tensor.kind()).map_err(|e| e.to_string())?;
+        let numel = tensor.numel();
+        let mut bytes = vec![0u8; numel * tensor.kind().elt_size_in_bytes()];
+        tensor
+            .f_copy_data_u8(&mut bytes, numel)
+            .map_err(|e| e.to_string())?;
+        let shape = tensor.size().iter().map(|&d| d as usize).collect();
+        Ok(Self {
+            dtype,
+            shape,
+            bytes,
+        })
+    }
+}
+
+impl View for TensorBytes {
+    fn dtype(&self) -> Dtype {
+        self.dtype
+    }
+    fn shape(&self) -> &[usize] {
+        &self.shape
+    }
+    fn data(&self) -> Cow<'_, [u8]> {
+        Cow::Borrowed(&self.bytes)
+    }
+    fn data_len(&self) -> usize {
+        self.bytes.len()
+    }
 }
 
 /// The model's variables (weights and BatchNorm statistics) by name, on the CPU.
@@ -265,17 +331,18 @@ pub fn save(
     run_dir: &Path,
     state: &mut TrainState,
     vs: &nn::VarStore,
+    model: &SlowFastConfig,
     optimizer: &Sgd,
 ) -> Result<(), TrainError> {
     let model_file = format!("model-s{}.safetensors", state.step);
     let optimizer_file = format!("optimizer-s{}.safetensors", state.step);
-    write_tensors(run_dir, &model_file, &model_tensors(vs))?;
+    write_weights(run_dir, &model_file, vs, model)?;
     let momentum: Vec<(String, Tensor)> = optimizer
         .state()
         .into_iter()
         .map(|(n, t)| (n, t.to_device(tch::Device::Cpu)))
         .collect();
-    write_tensors(run_dir, &optimizer_file, &momentum)?;
+    write_tensors(run_dir, &optimizer_file, &momentum, None)?;
     state.model_file = Some(model_file);
     state.optimizer_file = Some(optimizer_file);
     commit(run_dir, state)
@@ -336,7 +403,7 @@ mod tests {
         sgd.step(0.1);
         let mut state = TrainState::new(EarlyStopping::new(3, 0.0), None);
         state.step = 1;
-        save(dir.path(), &mut state, &vs, &sgd).unwrap();
+        save(dir.path(), &mut state, &vs, &SlowFastConfig::tiny(2), &sgd).unwrap();
 
         // A later save that died after writing its tensors but before committing, plus a
         // temporary file from a write interrupted half-way.
@@ -344,6 +411,7 @@ mod tests {
             dir.path(),
             "model-s2.safetensors",
             &model_tensors(&store(9.0)),
+            None,
         )
         .unwrap();
         std::fs::write(dir.path().join(".tmp-1-model-s3.safetensors"), b"half").unwrap();
@@ -361,7 +429,7 @@ mod tests {
 
         // The next commit removes the uncommitted tensors.
         state.step = 4;
-        save(dir.path(), &mut state, &vs, &sgd).unwrap();
+        save(dir.path(), &mut state, &vs, &SlowFastConfig::tiny(2), &sgd).unwrap();
         assert!(!dir.path().join("model-s2.safetensors").exists());
         assert!(!dir.path().join("model-s1.safetensors").exists());
         assert!(dir.path().join("model-s4.safetensors").exists());
@@ -373,7 +441,13 @@ mod tests {
     fn a_wrong_weights_file_is_named_with_what_is_wrong() {
         let dir = tempfile::tempdir().unwrap();
         let good = dir.path().join("good.safetensors");
-        write_tensors(dir.path(), "good.safetensors", &model_tensors(&store(1.0))).unwrap();
+        write_tensors(
+            dir.path(),
+            "good.safetensors",
+            &model_tensors(&store(1.0)),
+            None,
+        )
+        .unwrap();
         assert!(read_tensors(&good).is_ok());
         let bytes = fs::read(&good).unwrap();
         let cases: Vec<(&str, Vec<u8>, &str)> = vec![

@@ -4,13 +4,14 @@ use tch::{Device, Kind, Tensor, nn};
 
 use super::config::TrainConfig;
 use super::loader::Batch;
-use super::model::SlowFast;
+use super::model::{SlowFast, SlowFastConfig};
 
 /// The network and the variables it lives in.
 pub struct Net {
     pub vs: nn::VarStore,
     pub model: SlowFast,
-    pub alpha: i64,
+    /// The network's shape, recorded in every weights file it writes.
+    pub config: SlowFastConfig,
 }
 
 impl Net {
@@ -24,7 +25,7 @@ impl Net {
         Self {
             vs,
             model,
-            alpha: cfg.alpha,
+            config: cfg,
         }
     }
 
@@ -34,7 +35,7 @@ impl Net {
         let clips = Tensor::from_slice(&batch.clips)
             .view(batch.shape)
             .to_device(device);
-        let (slow, fast) = super::model::pack_pathways(&clips, self.alpha);
+        let (slow, fast) = super::model::pack_pathways(&clips, self.config.alpha);
         let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
         let boxes = Tensor::from_slice(&flat).view([-1, 5]).to_device(device);
         tch::autocast(autocast, || {

@@ -209,7 +209,13 @@ impl Session<'_> {
         while self.state.epoch < last {
             let started = Instant::now();
             if let EpochEnd::Cancelled = self.run_epoch()? {
-                checkpoint::save(self.run_dir, &mut self.state, &self.net.vs, &self.sgd)?;
+                checkpoint::save(
+                    self.run_dir,
+                    &mut self.state,
+                    &self.net.vs,
+                    &self.net.config,
+                    &self.sgd,
+                )?;
                 return Ok(StopReason::Cancelled {
                     epoch: self.state.epoch,
                     step: self.state.step,
@@ -218,7 +224,13 @@ impl Session<'_> {
             self.end_epoch(started)?;
             // Saved before evaluating, so a failed evaluation loses no training.
             self.state.pending_evaluation = true;
-            checkpoint::save(self.run_dir, &mut self.state, &self.net.vs, &self.sgd)?;
+            checkpoint::save(
+                self.run_dir,
+                &mut self.state,
+                &self.net.vs,
+                &self.net.config,
+                &self.sgd,
+            )?;
             if let Some(stop) = self.evaluate_epoch()? {
                 return Ok(stop);
             }
@@ -355,7 +367,13 @@ impl Session<'_> {
     fn evaluate_epoch(&mut self) -> Result<Option<StopReason>, TrainError> {
         let verdict = self.maybe_evaluate()?;
         self.state.pending_evaluation = false;
-        checkpoint::save(self.run_dir, &mut self.state, &self.net.vs, &self.sgd)?;
+        checkpoint::save(
+            self.run_dir,
+            &mut self.state,
+            &self.net.vs,
+            &self.net.config,
+            &self.sgd,
+        )?;
         (self.progress)(TrainEvent::CheckpointSaved {
             epoch: self.state.epoch,
             step: self.state.step,
@@ -394,11 +412,7 @@ impl Session<'_> {
             .update(map.unwrap_or(f64::NAN), epoch);
         if verdict == Verdict::Improved {
             let name = format!("best-s{}.safetensors", self.state.step);
-            checkpoint::write_tensors(
-                self.run_dir,
-                &name,
-                &checkpoint::model_tensors(&self.net.vs),
-            )?;
+            checkpoint::write_weights(self.run_dir, &name, &self.net.vs, &self.net.config)?;
             self.state.best_file = Some(name);
         }
         let ap = report.classes.iter().map(|c| (c.id.0, c.ap)).collect();

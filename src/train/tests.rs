@@ -562,7 +562,7 @@ fn predictions_are_written_through_links_devices_and_fifos() {
     let classes = Dataset::open(data()).unwrap().classes.len();
     let net = super::net::Net::new(&config, classes, tch::Device::Cpu);
     let weights = "initial.safetensors";
-    checkpoint::write_tensors(dir.path(), weights, &checkpoint::model_tensors(&net.vs)).unwrap();
+    checkpoint::write_weights(dir.path(), weights, &net.vs, &net.config).unwrap();
     let weights = dir.path().join(weights);
     let cancel = AtomicBool::new(false);
     let run = |out: &Path| predict(&config, data(), &weights, "val", out, &cancel).unwrap();

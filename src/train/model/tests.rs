@@ -276,6 +276,96 @@ fn converter_reads_pytorchvideo_and_pyslowfast_checkpoints() {
     init_skips_a_head_of_another_size(&dir.path().join("pytorchvideo.safetensors"), &expected);
 }
 
+/// The weights avaprep writes leave for PySlowFast, pytorchvideo and TorchScript through
+/// `scripts/export_checkpoint.py`: both checkpoints come back through `convert_checkpoint.py`
+/// bit for bit, and pytorchvideo's model with the exported state dict and the TorchScript module
+/// give avaprep's probabilities on the same clip and boxes.
+#[test]
+fn exported_weights_come_back_and_give_avaprep_outputs() {
+    let _rng = crate::train::torch_rng_lock();
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    if run_reference(&["model", "--depth", "18"], dir).is_none() {
+        return;
+    }
+    let io = read_tensors(&dir.join("io.safetensors"));
+    // avaprep's network with non-trivial weights (the reference's calibrated BatchNorms),
+    // written as the trainer writes its weights: the file records the network.
+    let config = SlowFastConfig::r18_ava();
+    let mut vs = nn::VarStore::new(Device::Cpu);
+    let model = SlowFast::new(&vs.root(), &config);
+    vs.load(dir.join("weights.safetensors")).unwrap();
+    crate::train::checkpoint::write_weights(dir, "avaprep.safetensors", &vs, &config).unwrap();
+    let weights = dir.join("avaprep.safetensors");
+    let ours = tch::no_grad(|| {
+        model
+            .forward_t(&io["slow"], &io["fast"], &io["boxes"], false)
+            .sigmoid()
+    });
+
+    let python = crate::train::reference_python();
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
+    let exported = |to: &str| {
+        let out = dir.join(format!("exported.{to}"));
+        let status = Command::new(&python)
+            .arg(scripts.join("export_checkpoint.py"))
+            .arg(&weights)
+            .arg(&out)
+            .args(["--to", to])
+            .status()
+            .unwrap();
+        assert!(status.success(), "export_checkpoint.py --to {to} failed");
+        out
+    };
+    let saved = read_tensors(&weights);
+    for to in ["pyslowfast", "pytorchvideo"] {
+        let back = dir.join(format!("back-{to}.safetensors"));
+        let status = Command::new(&python)
+            .arg(scripts.join("convert_checkpoint.py"))
+            .arg(exported(to))
+            .arg(&back)
+            .status()
+            .unwrap();
+        assert!(
+            status.success(),
+            "convert_checkpoint.py failed on the {to} export"
+        );
+        let back = read_tensors(&back);
+        let names: BTreeSet<&String> = back.keys().collect();
+        assert_eq!(names, saved.keys().collect(), "{to}");
+        for (name, tensor) in &back {
+            assert!(tensor.equal(&saved[name]), "{to}: {name} differs");
+        }
+    }
+
+    let (pytorchvideo, torchscript) = (exported("pytorchvideo"), exported("torchscript"));
+    let status = Command::new(&python)
+        .arg(scripts.join("reference_model.py"))
+        .arg("exported")
+        .arg("--io")
+        .arg(dir.join("io.safetensors"))
+        .arg("--weights")
+        .arg(&weights)
+        .arg("--pytorchvideo")
+        .arg(pytorchvideo)
+        .arg("--torchscript")
+        .arg(torchscript)
+        .arg("--out")
+        .arg(dir)
+        .status()
+        .unwrap();
+    assert!(status.success(), "reference_model.py exported failed");
+    let theirs = read_tensors(&dir.join("exported.safetensors"));
+    for key in ["pytorchvideo", "torchscript"] {
+        let (abs, rel) = errors(&ours, &theirs[key]);
+        println!("export to {key}: max abs {abs:.3e}, relative {rel:.3e}");
+        assert!(
+            rel < 1e-5,
+            "{key} differs from avaprep: abs {abs}, rel {rel}"
+        );
+    }
+}
+
 /// `--init` with pytorchvideo's 80-class weights into a 5-class model: all but the head loads.
 fn init_skips_a_head_of_another_size(file: &Path, expected: &HashMap<String, Tensor>) {
     use crate::train::checkpoint::load_initial;

@@ -1,0 +1,203 @@
+#!/usr/bin/env python3
+"""Export avaprep's SlowFast weights for PySlowFast, pytorchvideo or TorchScript.
+
+The reverse of convert_checkpoint.py. The weights file avaprep writes (a run's best-s*.safetensors
+or model-s*.safetensors) records its network in its header (`avaprep.model`, the trainer's
+SlowFastConfig as JSON); weights without it (converted ones) take `--depth 18|50`, avaprep's
+ava-r18 / ava-r50 networks.
+
+    export_checkpoint.py WEIGHTS.safetensors OUT --to pyslowfast|pytorchvideo|torchscript [--depth N]
+
+  pyslowfast    a checkpoint PySlowFast's load_checkpoint reads (TRAIN.CHECKPOINT_FILE_PATH or
+                TEST.CHECKPOINT_FILE_PATH): {"model_state": ...} under PySlowFast's keys, which are
+                avaprep's, with BatchNorm's num_batches_tracked. No epoch, so PySlowFast starts a
+                fresh schedule from it.
+  pytorchvideo  the state dict of pytorchvideo's create_slowfast_with_roi_head built with the
+                arguments printed on stderr (model.load_state_dict(torch.load(OUT))).
+  torchscript   that pytorchvideo model with the weights, traced in eval mode:
+                torch.jit.load(OUT)([slow, fast], boxes) gives per-box action probabilities
+                (sigmoid of avaprep's logits); slow is (B, 3, T/alpha, H, W), fast (B, 3, T, H, W),
+                boxes (K, 5) rows of (clip index, x1, y1, x2, y2) in input pixels.
+"""
+
+import argparse
+import json
+import os
+import sys
+
+import torch
+from safetensors import safe_open
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from convert_checkpoint import _rename_pytorchvideo  # noqa: E402
+
+METADATA_KEY = "avaprep.model"
+
+# avaprep's presets (src/train/model/config.rs) for weights that do not name their network.
+_R50 = {
+    "stage_depths": [3, 4, 6, 3],
+    "width_per_group": 64,
+    "alpha": 4,
+    "beta_inv": 8,
+    "fusion_kernel": 7,
+    "fusion_conv_channel_ratio": 2,
+    "num_frames": 32,
+    "stem_temporal_kernel": [1, 5],
+    "stage_temporal_kernels": [[1, 3], [1, 3], [3, 3], [3, 3]],
+    "spatial_strides": [1, 2, 2, 1],
+    "spatial_dilations": [1, 1, 1, 2],
+    "num_classes": 80,
+    "dropout": 0.5,
+    "roi_output_size": 7,
+    "roi_spatial_scale": 1.0 / 16.0,
+    "roi_sampling_ratio": 0,
+    "roi_aligned": True,
+}
+PRESETS = {50: _R50, 18: dict(_R50, stage_depths=[1, 1, 1, 1])}
+_DEPTHS = {(1, 1, 1, 1): 18, (3, 4, 6, 3): 50, (3, 4, 23, 3): 101, (3, 8, 36, 3): 152}
+
+
+class ExportError(Exception):
+    pass
+
+
+def read_weights(path, depth=None):
+    """The tensors and the network config of an avaprep weights file."""
+    try:
+        with safe_open(path, framework="pt") as weights:
+            metadata = weights.metadata() or {}
+            tensors = {name: weights.get_tensor(name) for name in weights.keys()}
+    except Exception as error:  # safetensors raises its own types for a bad header
+        raise ExportError(f"{path}: not a safetensors weights file ({error})") from None
+    if METADATA_KEY in metadata:
+        return tensors, json.loads(metadata[METADATA_KEY])
+    if depth is None:
+        raise ExportError(
+            f"{path}: records no network (weights avaprep wrote before, or converted ones); "
+            "name it with --depth 18 or --depth 50 (avaprep's ava-r18 / ava-r50)"
+        )
+    if "head.projection.weight" not in tensors:
+        raise ExportError(f"{path}: no head.projection.weight: not the weights of avaprep's detector")
+    config = dict(PRESETS[depth])
+    config["num_classes"] = tensors["head.projection.weight"].shape[0]
+    return tensors, config
+
+
+def pytorchvideo_arguments(config):
+    """create_slowfast_with_roi_head's arguments for avaprep's SlowFastConfig."""
+    depth = _DEPTHS.get(tuple(config["stage_depths"]))
+    if depth is None:
+        raise ExportError(f"pytorchvideo has no SlowFast with {config['stage_depths']} blocks per stage")
+    alpha, frames = config["alpha"], config["num_frames"]
+    width = config["width_per_group"]
+    kernels = config["stage_temporal_kernels"]
+    dilations = config["spatial_dilations"]
+    pathway = lambda values: tuple(tuple(v) for v in values)  # noqa: E731
+    return dict(
+        model_depth=depth,
+        model_num_class=config["num_classes"],
+        dropout_rate=config["dropout"],
+        slowfast_channel_reduction_ratio=(config["beta_inv"],),
+        slowfast_conv_channel_fusion_ratio=config["fusion_conv_channel_ratio"],
+        slowfast_fusion_conv_kernel_size=(config["fusion_kernel"], 1, 1),
+        slowfast_fusion_conv_stride=(alpha, 1, 1),
+        stem_dim_outs=(width, width // config["beta_inv"]),
+        stem_conv_kernel_sizes=tuple((t, 7, 7) for t in config["stem_temporal_kernel"]),
+        stage_conv_a_kernel_sizes=pathway([[(k[p], 1, 1) for k in kernels] for p in (0, 1)]),
+        stage_conv_b_dilations=pathway([[(1, d, d) for d in dilations]] * 2),
+        stage_spatial_strides=(tuple(config["spatial_strides"]),) * 2,
+        head_pool_kernel_sizes=((frames // alpha, 1, 1), (frames, 1, 1)),
+        head_spatial_resolution=(config["roi_output_size"],) * 2,
+        head_spatial_scale=config["roi_spatial_scale"],
+        head_sampling_ratio=config["roi_sampling_ratio"],
+    )
+
+
+def pytorchvideo_model(config):
+    from pytorchvideo.models.slowfast import create_slowfast_with_roi_head
+
+    model = create_slowfast_with_roi_head(**pytorchvideo_arguments(config))
+    model.detection_head.roi_layer.aligned = config["roi_aligned"]
+    return model
+
+
+def pytorchvideo_state_dict(tensors, config):
+    """avaprep's tensors under pytorchvideo's keys; every key of the model filled."""
+    model = pytorchvideo_model(config)
+    out, missing = {}, []
+    for key, reference in model.state_dict().items():
+        if key.endswith("num_batches_tracked"):
+            out[key] = torch.zeros_like(reference)
+            continue
+        name = _rename_pytorchvideo(key)
+        if name not in tensors:
+            missing.append(name or key)
+            continue
+        if tensors[name].shape != reference.shape:
+            raise ExportError(
+                f"{name}: shape {list(tensors[name].shape)} in the weights, {list(reference.shape)} "
+                "in the network they record"
+            )
+        out[key] = tensors[name]
+    if missing:
+        raise ExportError(f"the weights lack {len(missing)} tensors of the network, e.g. {missing[:3]}")
+    return out, model
+
+
+def pyslowfast_checkpoint(tensors):
+    """PySlowFast's checkpoint layout: its keys are avaprep's, plus BatchNorm's step counters."""
+    state = dict(tensors)
+    for name in tensors:
+        if name.endswith(".running_mean"):
+            state[name[: -len("running_mean")] + "num_batches_tracked"] = torch.tensor(0)
+    return {"model_state": state}
+
+
+def traced_detector(tensors, config):
+    state, model = pytorchvideo_state_dict(tensors, config)
+    model.load_state_dict(state)
+    model.eval()
+    slow_frames = config["num_frames"] // config["alpha"]
+    side = 64
+    slow = torch.zeros(1, 3, slow_frames, side, side)
+    fast = torch.zeros(1, 3, config["num_frames"], side, side)
+    boxes = torch.tensor([[0.0, 4.0, 4.0, side - 4.0, side - 4.0]])
+    with torch.no_grad():
+        return torch.jit.trace(model, ([slow, fast], boxes), check_trace=False)
+
+
+def export(weights_path, out_path, to, depth=None):
+    tensors, config = read_weights(weights_path, depth)
+    partial = f"{out_path}.partial"
+    if to == "pyslowfast":
+        torch.save(pyslowfast_checkpoint(tensors), partial)
+    elif to == "pytorchvideo":
+        torch.save(pytorchvideo_state_dict(tensors, config)[0], partial)
+    else:
+        traced_detector(tensors, config).save(partial)
+    os.replace(partial, out_path)
+    return config
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("weights", help="avaprep weights (.safetensors)")
+    parser.add_argument("out", help="file to write")
+    parser.add_argument("--to", required=True, choices=["pyslowfast", "pytorchvideo", "torchscript"])
+    parser.add_argument("--depth", type=int, choices=sorted(PRESETS), help="for weights that record no network")
+    args = parser.parse_args(argv)
+    try:
+        config = export(args.weights, args.out, args.to, args.depth)
+    except ExportError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    if args.to != "pyslowfast":
+        arguments = ", ".join(f"{k}={v!r}" for k, v in pytorchvideo_arguments(config).items())
+        print(f"pytorchvideo network: create_slowfast_with_roi_head({arguments}); "
+              f"detection_head.roi_layer.aligned={config['roi_aligned']}", file=sys.stderr)
+    print(f"wrote {args.out} ({args.to})", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
