@@ -102,7 +102,7 @@ pub fn write_tensors(
             .collect::<Result<Vec<_>, String>>()
             .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", path.display())))?;
         safetensors::serialize_to_file(views, &metadata, &temporary)
-            .map_err(|e| TrainError::Checkpoint(format!("{}: {e:?}", temporary.display())))?;
+            .map_err(|e| TrainError::Checkpoint(format!("{}: {e}", path.display())))?;
         File::open(&temporary)
             .and_then(|f| f.sync_all())
             .map_err(|e| TrainError::io(&temporary, e))?;

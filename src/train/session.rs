@@ -209,13 +209,7 @@ impl Session<'_> {
         while self.state.epoch < last {
             let started = Instant::now();
             if let EpochEnd::Cancelled = self.run_epoch()? {
-                checkpoint::save(
-                    self.run_dir,
-                    &mut self.state,
-                    &self.net.vs,
-                    &self.net.config,
-                    &self.sgd,
-                )?;
+                self.save_checkpoint()?;
                 return Ok(StopReason::Cancelled {
                     epoch: self.state.epoch,
                     step: self.state.step,
@@ -224,13 +218,7 @@ impl Session<'_> {
             self.end_epoch(started)?;
             // Saved before evaluating, so a failed evaluation loses no training.
             self.state.pending_evaluation = true;
-            checkpoint::save(
-                self.run_dir,
-                &mut self.state,
-                &self.net.vs,
-                &self.net.config,
-                &self.sgd,
-            )?;
+            self.save_checkpoint()?;
             if let Some(stop) = self.evaluate_epoch()? {
                 return Ok(stop);
             }
@@ -364,16 +352,22 @@ impl Session<'_> {
 
     /// The evaluation after an epoch, then its checkpoint: the stop reason when early stopping
     /// ends the run.
-    fn evaluate_epoch(&mut self) -> Result<Option<StopReason>, TrainError> {
-        let verdict = self.maybe_evaluate()?;
-        self.state.pending_evaluation = false;
+    /// Saves the model, the optimizer and `self.state` as the run's current checkpoint.
+    fn save_checkpoint(&mut self) -> Result<(), TrainError> {
+        let net = &self.net;
         checkpoint::save(
             self.run_dir,
             &mut self.state,
-            &self.net.vs,
-            &self.net.config,
+            &net.vs,
+            &net.config,
             &self.sgd,
-        )?;
+        )
+    }
+
+    fn evaluate_epoch(&mut self) -> Result<Option<StopReason>, TrainError> {
+        let verdict = self.maybe_evaluate()?;
+        self.state.pending_evaluation = false;
+        self.save_checkpoint()?;
         (self.progress)(TrainEvent::CheckpointSaved {
             epoch: self.state.epoch,
             step: self.state.step,

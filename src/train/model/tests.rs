@@ -366,6 +366,34 @@ fn exported_weights_come_back_and_give_avaprep_outputs() {
     }
 }
 
+/// The networks `export_checkpoint.py --depth` assumes for weights that record none are the ones
+/// the trainer builds.
+#[test]
+fn exporter_fallback_networks_are_the_trainers() {
+    use crate::train::config::ModelPreset;
+    let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
+    let output = Command::new(crate::train::reference_python())
+        .arg("-c")
+        .arg(
+            "import json, sys; sys.path.insert(0, sys.argv[1]); import export_checkpoint as e; \
+             print(json.dumps({str(k): v for k, v in e.PRESETS.items()}))",
+        )
+        .arg(&scripts)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let theirs: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+    let frames = crate::frame_index::DEFAULT_CLIP_FRAMES as i64;
+    for (depth, preset) in [("50", ModelPreset::R50_8x8), ("18", ModelPreset::R18)] {
+        let ours = serde_json::to_value(preset.build(80, frames)).unwrap();
+        assert_eq!(theirs[depth], ours, "--depth {depth}");
+    }
+}
+
 /// `--init` with pytorchvideo's 80-class weights into a 5-class model: all but the head loads.
 fn init_skips_a_head_of_another_size(file: &Path, expected: &HashMap<String, Tensor>) {
     use crate::train::checkpoint::load_initial;
