@@ -5,8 +5,8 @@
 #     benchmarks only), util-linux (unshare, for the no-space test), curl and GNU time (benchmarks);
 #     with --browser also Chromium (the report's browser tests).
 #   - .venv/ in the repository: torch==2.11.0 (the libtorch that tch 0.24 links) and the Python packages
-#     that tests use as references (pytorchvideo, torchvision, mmaction2's AVA evaluator, tensorboard's
-#     event reader).
+#     that tests use as references (pytorchvideo, torchvision, PySlowFast, mmaction2 1.2.0 with
+#     mmengine and mmcv-lite, which needs no compiled ops, tensorboard's event reader).
 # Prints the environment the build needs as `export` lines on stdout (`eval "$(scripts/setup.sh)"`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -48,8 +48,9 @@ fi
 # compiles the few it imports on first use.
 pip=("$venv/bin/python" -m pip install --disable-pip-version-check --no-compile -q)
 # The stamp holds this list: changing the list re-runs the install.
-python_packages="torch==2.11.0 torchvision==0.26.0 safetensors numpy av parameterized yacs portalocker tabulate termcolor tqdm pyyaml opencv-python-headless simplejson tensorboard==2.21.0"
-python_nodeps="pytorchvideo==0.1.5 fvcore iopath mmaction2==1.2.0 slowfast==1.0"
+python_packages="torch==2.11.0 torchvision==0.26.0 safetensors numpy av parameterized yacs portalocker tabulate termcolor tqdm pyyaml opencv-python-headless simplejson tensorboard==2.21.0 addict yapf rich"
+# mmaction2 1.2.0 asserts mmcv < 2.2.0; mmcv-lite would pull opencv-python beside the headless one.
+python_nodeps="pytorchvideo==0.1.5 fvcore iopath mmaction2==1.2.0 mmengine==0.10.7 mmcv-lite==2.1.0 slowfast==1.0"
 stamp="$venv/.avaprep-packages"
 wanted="$python_packages | $python_nodeps"
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then

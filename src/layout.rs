@@ -12,6 +12,8 @@
 //!                                             PySlowFast's dataset config
 //!   pytorchvideo/frames/<id>/, frame_lists/   the 30 fps view of links pytorchvideo reads
 //!                                             (`lists --pytorchvideo`)
+//!   mmaction2/rawframes/<id>/, annotations/,  the view of links, proposals and config
+//!     ava.py                                  mmaction2's AVADataset reads (`lists --mmaction2`)
 //!   videos/<folder>/<file>                    downloaded videos (trainval/, test/)
 //!   downloads/                                downloaded archives
 //!   work/videos.json                          the videos this run uses, with their keyframes
@@ -104,6 +106,12 @@ impl DataLayout {
     /// The 30 fps view pytorchvideo's `Ava` reads: `frames/<id>/` of links and lists into it.
     pub fn pytorchvideo(&self) -> PathBuf {
         self.root.join("pytorchvideo")
+    }
+
+    /// The view mmaction2's `AVADataset` reads: `rawframes/<id>/` of links, its annotations and
+    /// proposals, and a config.
+    pub fn mmaction2(&self) -> PathBuf {
+        self.root.join("mmaction2")
     }
 
     pub fn frame_lists(&self) -> PathBuf {

@@ -1,7 +1,7 @@
 //! The records stages hand each other through files under the data directory. A stage reads
 //! what an earlier one wrote, never its in-memory state.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -138,5 +138,75 @@ impl VideoPlan {
 
     pub fn video(&self, id: &str) -> Option<&PlannedVideo> {
         self.videos.iter().find(|video| video.id.as_str() == id)
+    }
+}
+
+/// The timing of the mmaction2 view (`mmaction2/view.json`, written by `lists --mmaction2`, read
+/// by `validate`): the `AVADataset` arguments the view was named for and the clip its config
+/// samples.
+///
+/// mmaction2 1.x's `SampleAVAFrames` centres keyframe `t` on index
+/// `c = fps * (t - timestamp_start) + start_index`, takes `clip_len` indices `frame_interval`
+/// apart from `c - (clip_len / 2) * frame_interval`, clips them to
+/// `[0, (timestamp_end - timestamp_start) * fps)` and then adds `start_index` again, so with its
+/// default `start_index = 1` every clip is one frame late. The view's config sets
+/// `start_index = 0`: file `img_{k:05}.jpg` shows the instant `timestamp_start + k / fps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mmaction2View {
+    pub fps: u32,
+    pub timestamp_start: i64,
+    pub timestamp_end: i64,
+    pub clip_len: u32,
+    pub frame_interval: u32,
+}
+
+impl Mmaction2View {
+    /// `AVADataset`'s `filename_tmpl`.
+    pub const FILENAME_TEMPLATE: &'static str = "img_{:05}.jpg";
+
+    /// The record's file name in the view's folder.
+    pub const RECORD: &'static str = "view.json";
+
+    /// The file the loader opens for index `k`.
+    pub fn file_name(k: i64) -> String {
+        format!("img_{k:05}.jpg")
+    }
+
+    /// The instant index `k` is taken to show.
+    pub fn instant(&self, k: i64) -> f64 {
+        self.timestamp_start as f64 + k as f64 / f64::from(self.fps)
+    }
+
+    /// Indices the loader can read: `0 .. (timestamp_end - timestamp_start) * fps`.
+    pub fn index_count(&self) -> i64 {
+        (self.timestamp_end - self.timestamp_start) * i64::from(self.fps)
+    }
+
+    /// The indices of keyframe `second`'s clip, as `SampleAVAFrames` computes them in test mode
+    /// with `start_index = 0`; the clip's centre, index `clip_len / 2`, is the keyframe's.
+    pub fn clip_indices(&self, second: i64) -> Vec<i64> {
+        self.unclamped(second)
+            .map(|k| k.clamp(0, self.index_count() - 1))
+            .collect()
+    }
+
+    /// Every index a training clip of keyframe `second` can take: training adds its own jitter
+    /// to each index (`randint(-interval // 2, (interval + 1) // 2)`, 0 or -1 for an interval
+    /// of 1).
+    pub fn training_indices(&self, second: i64) -> BTreeSet<i64> {
+        let interval = i64::from(self.frame_interval.max(1));
+        let jitter = (-interval).div_euclid(2)..(interval + 1) / 2;
+        self.unclamped(second)
+            .flat_map(|k| jitter.clone().map(move |j| k + j))
+            .map(|k| k.clamp(0, self.index_count() - 1))
+            .collect()
+    }
+
+    fn unclamped(&self, second: i64) -> impl Iterator<Item = i64> {
+        let interval = i64::from(self.frame_interval.max(1));
+        let first = i64::from(self.fps) * (second - self.timestamp_start)
+            - i64::from(self.clip_len / 2) * interval;
+        (0..i64::from(self.clip_len)).map(move |i| first + i * interval)
     }
 }

@@ -15,6 +15,7 @@ use crate::annotations::parse_label_map;
 use crate::frame_index::FrameIndex;
 use crate::fsutil::{self, FileKind};
 use crate::progress::{Reporter, Unit};
+use crate::records::Mmaction2View;
 
 type Results = BTreeMap<CheckId, CheckResult>;
 
@@ -45,8 +46,17 @@ impl Split {
     }
 
     fn keyframes(&self) -> BTreeMap<&str, BTreeSet<i64>> {
+        self.keyframes_of(|_| true)
+    }
+
+    /// The keyframes of the ground truth alone: mmaction2's `AVADataset` reads no other.
+    fn ground_truth_keyframes(&self) -> BTreeMap<&str, BTreeSet<i64>> {
+        self.keyframes_of(|file| file.ground_truth)
+    }
+
+    fn keyframes_of(&self, read: impl Fn(&BoxFile) -> bool) -> BTreeMap<&str, BTreeSet<i64>> {
         let mut keyframes: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
-        for file in &self.box_files {
+        for file in self.box_files.iter().filter(|file| read(file)) {
             for row in &file.rows {
                 keyframes.entry(&*row.video).or_default().insert(row.second);
             }
@@ -862,5 +872,86 @@ pub fn check_checksums(request: &ValidateRequest, results: &mut Results) {
             }
             Err(error) => check.fail(format!("{name}: {error}")),
         }
+    }
+}
+
+/// The mmaction2 view: every index of each keyframe's clip (as `SampleAVAFrames` takes it in
+/// test mode) is a link into `frames/<video>/` whose frame shows the instant the loader assumes.
+pub fn check_mmaction2_view(request: &ValidateRequest, dataset: &Dataset, results: &mut Results) {
+    let check = result(results, CheckId::LoaderViews);
+    let Some(folder) = &request.mmaction2_view else {
+        check
+            .skip("the data directory has no loader view (`avaprep lists --mmaction2` writes one)");
+        return;
+    };
+    let record = folder.join(Mmaction2View::RECORD);
+    let view: Mmaction2View = match fsutil::read_regular(&record, FileKind::Config)
+        .map_err(|error| error.to_string())
+        .and_then(|bytes| serde_json::from_slice(&bytes).map_err(|error| error.to_string()))
+    {
+        Ok(view) => view,
+        Err(error) => {
+            check.fail(format!("{}: {error}", record.display()));
+            return;
+        }
+    };
+    for split in &dataset.splits {
+        for (video, seconds) in split.ground_truth_keyframes() {
+            let frames = folder.join("rawframes").join(video);
+            let index = dataset.indexes.get(video);
+            for &second in &seconds {
+                let problem = view
+                    .clip_indices(second)
+                    .into_iter()
+                    .find_map(|k| view_link_problem(&frames, video, k, &view, index));
+                match problem {
+                    Some(problem) => check.fail(format!(
+                        "mmaction2 view, {video} keyframe {second}: {problem}"
+                    )),
+                    None => check.pass(1),
+                }
+            }
+        }
+    }
+}
+
+fn view_link_problem(
+    frames: &Path,
+    video: &str,
+    k: i64,
+    view: &Mmaction2View,
+    index: Option<&FrameIndex>,
+) -> Option<String> {
+    let name = Mmaction2View::file_name(k);
+    let link = frames.join(&name);
+    let Ok(target) = std::fs::read_link(&link) else {
+        return Some(format!("{name} is missing or not a link"));
+    };
+    if target.parent() != Some(&Path::new("../../../frames").join(video)) {
+        return Some(format!(
+            "{name} points at {}, not into frames/{video}/",
+            target.display()
+        ));
+    }
+    if !link.is_file() {
+        return Some(format!(
+            "{name} points at {}, which is missing",
+            target.display()
+        ));
+    }
+    let index = index?;
+    let at = view.instant(k);
+    let shown = tables::frame_number(&target.to_string_lossy())
+        .and_then(|frame| index.frames.binary_search(&frame).ok())
+        .map(|i| index.times[i]);
+    match shown {
+        Some(time) if (time - at).abs() <= index.period / 2.0 + 1e-6 => None,
+        Some(time) => Some(format!(
+            "{name} is taken to show {at:.3} s but its frame shows {time:.3} s; run `avaprep lists --mmaction2` again"
+        )),
+        None => Some(format!(
+            "{name} points at {}, which the frame index does not hold",
+            target.display()
+        )),
     }
 }

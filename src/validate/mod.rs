@@ -25,6 +25,7 @@ pub use config::{DatasetNames, SlowFastConfig};
 
 use crate::layout::DataLayout;
 use crate::progress::Reporter;
+use crate::records::Mmaction2View;
 
 /// Most examples kept per check; the count is always complete.
 pub const MAX_EXAMPLES: usize = 10;
@@ -51,10 +52,11 @@ pub enum CheckId {
     ListTiming,
     FrameTiming,
     Checksums,
+    LoaderViews,
 }
 
 impl CheckId {
-    pub const ALL: [CheckId; 18] = [
+    pub const ALL: [CheckId; 19] = [
         CheckId::FilesPresent,
         CheckId::ListFormat,
         CheckId::ListOrder,
@@ -73,6 +75,7 @@ impl CheckId {
         CheckId::ListTiming,
         CheckId::FrameTiming,
         CheckId::Checksums,
+        CheckId::LoaderViews,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -95,6 +98,7 @@ impl CheckId {
             CheckId::ListTiming => "list-timing",
             CheckId::FrameTiming => "frame-timing",
             CheckId::Checksums => "checksums",
+            CheckId::LoaderViews => "loader-views",
         }
     }
 
@@ -146,6 +150,9 @@ impl CheckId {
             }
             CheckId::Checksums => {
                 "annotation files equal their recorded sha256 (SHA256SUMS beside them, the manifest)"
+            }
+            CheckId::LoaderViews => {
+                "every index of every keyframe's clip mmaction2's AVADataset takes from the mmaction2 view is a link into the video's frames showing the instant the loader assumes"
             }
         }
     }
@@ -278,6 +285,8 @@ pub struct ValidateRequest {
     /// sha256 of annotation files known from elsewhere (a dataset manifest), by path.
     pub known_sha256: BTreeMap<PathBuf, String>,
     pub depth: Depth,
+    /// The data directory's mmaction2 view (`lists --mmaction2`), when it has one.
+    pub mmaction2_view: Option<PathBuf>,
 }
 
 /// The file beside `slowfast/ava.yaml` that holds the lists' timing.
@@ -326,12 +335,14 @@ impl ValidateRequest {
             height: None,
             known_sha256: BTreeMap::new(),
             depth,
+            mmaction2_view: Some(layout.mmaction2())
+                .filter(|view| view.join(Mmaction2View::RECORD).exists()),
         })
     }
 
     /// A config `avaprep lists` wrote, named by path (`--config DATA/slowfast/ava.yaml`): the
-    /// timing it recorded beside it (`lists.json`), and the data directory's frame index when
-    /// the config's frames are that directory's. A config without `lists.json` beside it keeps
+    /// timing it recorded beside it (`lists.json`), and the data directory's frame index and
+    /// mmaction2 view when the config's frames are that directory's. A config without `lists.json` beside it keeps
     /// PySlowFast's timing.
     pub fn with_records_beside(mut self, config_path: &Path) -> Result<Self, ValidateError> {
         let folder = config_path.parent().unwrap_or(Path::new("."));
@@ -347,8 +358,11 @@ impl ValidateRequest {
             _ => false,
         };
         let index = data_dir.join("frame_index");
-        if index.is_dir() && same(&self.frame_dir, &DataLayout::new(data_dir).frames()) {
+        let layout = DataLayout::new(data_dir);
+        if index.is_dir() && same(&self.frame_dir, &layout.frames()) {
             self.frame_index_dir = Some(index);
+            self.mmaction2_view =
+                Some(layout.mmaction2()).filter(|view| view.join(Mmaction2View::RECORD).exists());
         }
         Ok(self)
     }
@@ -375,6 +389,7 @@ impl ValidateRequest {
             height: None,
             known_sha256: BTreeMap::new(),
             depth,
+            mmaction2_view: None,
         })
     }
 }
@@ -504,6 +519,7 @@ pub fn validate(
     checks::check_tables(request, &dataset, &mut results);
     let frames = checks::check_frames(request, &dataset, &mut results, reporter);
     checks::check_checksums(request, &mut results);
+    checks::check_mmaction2_view(request, &dataset, &mut results);
     let checks: Vec<CheckResult> = results.into_values().collect();
     Ok(ValidationReport {
         passed: checks

@@ -77,6 +77,8 @@ pub struct BoxFile {
     pub rows: Vec<BoxRow>,
     /// Lines (1-based) whose text repeats an earlier line.
     pub duplicates: Vec<usize>,
+    /// Ground truth (not a detector's boxes).
+    pub ground_truth: bool,
 }
 
 /// What kind of box file: a detector's boxes need their score column.
@@ -195,6 +197,7 @@ fn check_plain_id(id: &str) -> Result<(), String> {
 pub fn read_box_file(name: &str, text: &str, kind: BoxKind, format: &mut CheckResult) -> BoxFile {
     let mut file = BoxFile {
         name: name.to_string(),
+        ground_truth: kind == BoxKind::GroundTruth,
         ..BoxFile::default()
     };
     let mut seen = std::collections::HashSet::new();

@@ -333,22 +333,33 @@ fn videos_on_disk_are_checked_again_on_every_run() {
     );
 }
 
-/// A view no longer asked for goes: after a run with the pytorchvideo view, a run without it
-/// (and at another rate) leaves no `pytorchvideo/` pointing at the old frames.
+/// A view no longer asked for goes: after a run with the pytorchvideo and mmaction2 views, a run
+/// without them (and at another rate) leaves no `pytorchvideo/` or `mmaction2/` pointing at the
+/// old frames.
 #[test]
 fn a_view_no_longer_asked_for_is_removed() {
     let workspace = workspace();
     let data = tempfile::tempdir().unwrap();
-    let with_view = workspace.run(data.path(), &["--set", "lists.pytorchvideo=true"]);
+    let with_view = workspace.run(
+        data.path(),
+        &[
+            "--set",
+            "lists.pytorchvideo=true",
+            "--set",
+            "lists.mmaction2=true",
+        ],
+    );
     assert_ran(&with_view);
     assert!(
         data.path()
             .join("pytorchvideo/frame_lists/train.csv")
             .is_file()
     );
+    assert!(data.path().join("mmaction2/ava.py").is_file());
     let without = workspace.run(data.path(), &["--set", "extract.fps=4"]);
     assert_ran(&without);
     assert!(!data.path().join("pytorchvideo").exists());
+    assert!(!data.path().join("mmaction2").exists());
 }
 
 /// A single command builds on nothing stale: after an annotation file is edited, `extract` and

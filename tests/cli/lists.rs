@@ -298,3 +298,170 @@ fn pyslowfast_s_ava_reads_clips_centred_on_their_keyframes() {
         .collect();
     assert!(train_clips >= keyframes.len() as u64, "{train_clips}");
 }
+
+/// mmaction2 1.2.0's own `AVADataset`, built from the config `lists --mmaction2` wrote with that
+/// config's `SampleAVAFrames` and `RawFrameDecode`: for every ground-truth keyframe of train and
+/// val, the frame at the centre of its clip shows the extracted frame nearest the keyframe (in
+/// training, the instant of the index mmaction2's own jitter drew), and its proposals are the
+/// detector's boxes. The view holds links only, at the extracted rate, and `validate` checks it:
+/// a link repointed one frame on fails, naming it.
+#[test]
+fn mmaction2_s_ava_dataset_reads_clips_centred_on_their_keyframes() {
+    let data = fetched_data();
+    extract(data.path(), &[]);
+    let output = lists(data.path(), &["--mmaction2"]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let view = data.path().join("mmaction2/rawframes");
+    for video in planned_videos(data.path()) {
+        let frames = fs::read_dir(data.path().join("frames").join(&video))
+            .unwrap()
+            .count();
+        let links: Vec<_> = fs::read_dir(view.join(&video))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        // One link per extracted frame (5 a second, no 30 fps copies).
+        assert_eq!(links.len(), frames, "{video}");
+        for link in &links {
+            let target = fs::read_link(link).unwrap();
+            assert!(
+                target.starts_with(Path::new("../../../frames").join(&video)) && link.is_file(),
+                "{link:?} -> {target:?}"
+            );
+        }
+    }
+    let python = crate::support::repo_root().join(".venv/bin/python");
+    let script = crate::support::repo_root().join("tests/support/mmaction2_ava.py");
+    for split in ["train", "val"] {
+        let output = std::process::Command::new(&python)
+            .arg(&script)
+            .arg(data.path())
+            .arg(split)
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{split}: {}", stderr(&output)));
+        assert!(output.status.success(), "{split}: {report}");
+        let annotations = data.path().join("slowfast/annotations");
+        let keys = |name: &str| -> BTreeSet<String> {
+            fs::read_to_string(annotations.join(name))
+                .unwrap()
+                .lines()
+                .map(|line| line.splitn(3, ',').take(2).collect::<Vec<_>>().join(","))
+                .collect()
+        };
+        let keyframes = keys(&format!("ava_{split}_v2.2.csv"));
+        let excluded = keys(&format!("ava_{split}_excluded_timestamps_v2.2.csv"));
+        let clips = keyframes.difference(&excluded).count() as u64;
+        assert_eq!(report["clips"].as_u64(), Some(clips), "{split}: {report}");
+        assert_eq!(
+            report["frames_per_clip"],
+            serde_json::json!([16]),
+            "{split}"
+        );
+        let exact = report["exact_centres"].as_u64().unwrap();
+        // Val is sampled in test mode; training's own jitter leaves about half the clips exact.
+        let least = if split == "val" { clips } else { clips / 4 };
+        assert!(exact >= least, "{split}: {report}");
+        assert!(
+            report["proposal_keys"].as_u64().unwrap() > 0,
+            "{split}: {report}"
+        );
+    }
+    let validated = avaprep(data.path()).arg("validate").output().unwrap();
+    assert!(validated.status.success(), "{}", stderr(&validated));
+    let video = planned_videos(data.path()).remove(0);
+    let links = view.join(&video);
+    let mut names: Vec<_> = fs::read_dir(&links)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name())
+        .collect();
+    names.sort();
+    let (moved, next) = (links.join(&names[10]), links.join(&names[11]));
+    fs::remove_file(&moved).unwrap();
+    std::os::unix::fs::symlink(fs::read_link(&next).unwrap(), &moved).unwrap();
+    let failed = avaprep(data.path())
+        .args(["validate", "--json"])
+        .output()
+        .unwrap();
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    let report: serde_json::Value = serde_json::from_slice(&failed.stdout).unwrap();
+    let check = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|check| check["name"] == "loader-views")
+        .unwrap();
+    assert!(
+        check["examples"][0]
+            .as_str()
+            .unwrap()
+            .contains(&*names[10].to_string_lossy()),
+        "{check}"
+    );
+}
+
+/// `slowfast/train.yaml` is PySlowFast's training config for the trainer's ava-r50 recipe:
+/// PySlowFast's config takes it whole (an unknown key fails), its `Ava` loads from it with the
+/// recipe's clip (16 frames 6 rows apart at 30 rows a second: 3.2 s) centred on every keyframe,
+/// and the network it builds takes avaprep's R50 weights strictly and gives the same
+/// probabilities. At a rate whose frames are no whole number of rows apart, no file is written
+/// and the summary says why.
+#[test]
+fn pyslowfast_trains_from_the_config_lists_writes() {
+    let data = fetched_data();
+    extract(data.path(), &[]);
+    let output = lists(data.path(), &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let python = crate::support::repo_root().join(".venv/bin/python");
+    let support = crate::support::repo_root().join("tests/support");
+    for split in ["train", "val"] {
+        let output = std::process::Command::new(&python)
+            .arg(support.join("pyslowfast_ava.py"))
+            .arg(data.path())
+            .args([split, "train.yaml"])
+            .output()
+            .unwrap();
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+            .unwrap_or_else(|_| panic!("{split}: {}", stderr(&output)));
+        assert!(output.status.success(), "{split}: {report}");
+        assert!(report["clips"].as_u64().unwrap() > 0, "{split}: {report}");
+        assert_eq!(report["frames_per_clip"], serde_json::json!([16]));
+    }
+    let output = std::process::Command::new(&python)
+        .arg(support.join("pyslowfast_train.py"))
+        .arg(data.path())
+        .output()
+        .unwrap();
+    let report: serde_json::Value =
+        serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{}", stderr(&output)));
+    assert!(output.status.success(), "{report}");
+    let config = &report["config"];
+    assert_eq!(config["SAMPLING_RATE"], 6, "{report}");
+    assert_eq!(config["BATCH_SIZE"], 8, "{report}");
+    assert_eq!(config["NUM_GPUS"], 1, "{report}");
+    assert_eq!(config["HEAD_ACT"], "sigmoid", "{report}");
+    // The recipe's 0.1 at 64 clips, linearly scaled to one GPU's 8; steps at 10 and 15 of 20.
+    assert!((config["BASE_LR"].as_f64().unwrap() - 0.0125).abs() < 1e-12);
+    assert!((config["WARMUP_START_LR"].as_f64().unwrap() - 1.5625e-5).abs() < 1e-15);
+    assert_eq!(config["STEPS"], serde_json::json!([0, 10, 15]));
+    assert_eq!(config["MAX_EPOCH"], 20);
+    assert!(
+        report["max_relative_error"].as_f64().unwrap() < 1e-5,
+        "{report}"
+    );
+
+    let output = avaprep(data.path())
+        .args(["extract", "--fps", "4", "--height", "240"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let output = lists(data.path(), &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!data.path().join("slowfast/train.yaml").exists());
+    assert!(
+        crate::support::stdout(&output).contains("no slowfast/train.yaml"),
+        "{}",
+        crate::support::stdout(&output)
+    );
+}

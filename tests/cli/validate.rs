@@ -1,12 +1,13 @@
 //! `avaprep validate` on data the pipeline prepared from the synthetic mirror: it passes clean
 //! (with `--json` and `--junit` a script and a CI system can read), fails naming a planted
-//! defect with exit 1, reads the same folder as a foreign PySlowFast layout through a config,
+//! defect with exit 1 (the mmaction2 view's checked too), reads the same folder as a foreign PySlowFast layout through a config,
 //! and runs as the `validate` stage.
 
 use std::fs;
 use std::path::Path;
 
 use avaprep::serve::{self, ServeConfig};
+use avaprep::validate::CheckId;
 
 use crate::extract::fetched_data;
 use crate::nothing_lost::{completed, run_pipeline_with};
@@ -15,7 +16,7 @@ use crate::support::{avaprep, mirror, stderr, stdout};
 fn prepare(data: &Path) {
     for args in [
         &["extract", "--fps", "5", "--height", "240"][..],
-        &["lists"][..],
+        &["lists", "--mmaction2"][..],
     ] {
         let output = avaprep(data).args(args).output().unwrap();
         assert!(output.status.success(), "{args:?}: {}", stderr(&output));
@@ -173,7 +174,7 @@ fn a_pyslowfast_config_describes_a_foreign_layout() {
         .filter(|check| check["status"] == "skipped")
         .map(|check| check["name"].as_str().unwrap())
         .collect();
-    assert_eq!(skipped, ["list-timing", "frame-timing"]);
+    assert_eq!(skipped, ["list-timing", "frame-timing", "loader-views"]);
 
     // A name in the config that leaves its folder is a usage error.
     let config = data.path().join("hostile.yaml");
@@ -253,7 +254,7 @@ fn junit_output_is_written_through_links_fifos_and_devices() {
     );
     assert_eq!(
         junit_cases(&fs::read(results.join("junit.xml")).unwrap()),
-        18
+        CheckId::ALL.len()
     );
 
     let fifo = dir.path().join("pipe");
@@ -265,7 +266,7 @@ fn junit_output_is_written_through_links_fifos_and_devices() {
     };
     let output = validate(&fifo);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    assert_eq!(junit_cases(&reader.join().unwrap()), 18);
+    assert_eq!(junit_cases(&reader.join().unwrap()), CheckId::ALL.len());
     assert!(fs::metadata(&fifo).unwrap().file_type().is_fifo());
 
     // The null device's numbers in a folder of our own (root, as CI runs); else /dev/null.

@@ -8,7 +8,8 @@ PySlowFast hard-codes AVA's clock (row p shows 900 + p/30 s, keyframes 902..1798
 miniature's segment starts elsewhere, so its annotation seconds are moved by the same offset into
 a copy of the annotation folder. The loader's code runs unchanged.
 
-usage: pyslowfast_ava.py DATA_DIR SPLIT   (SPLIT: train or val)
+usage: pyslowfast_ava.py DATA_DIR SPLIT [CONFIG]   (SPLIT: train or val; CONFIG: a file in
+DATA_DIR/slowfast/, ava.yaml unless named)
 prints one JSON object: {"clips": N, "frames_per_clip": [...], "mismatches": [...]}; exit 1 on a
 mismatch.
 """
@@ -22,7 +23,7 @@ import numpy as np
 from PIL import Image
 
 import slowfast.datasets.utils as sf_utils
-from slowfast.config.defaults import get_cfg
+from slowfast.config.defaults import _assert_and_infer_cfg, get_cfg
 from slowfast.datasets.ava_dataset import Ava
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -45,12 +46,26 @@ def shifted_annotations(source, target, offset):
         (target / path.name).write_text(text)
 
 
+def pyslowfast_config(path):
+    """PySlowFast's defaults merged with `path` (an unknown key or a value of the wrong type
+    fails), then its config assertions. The `slowfast` package on PyPI is PySlowFast as of 2019;
+    its GitHub main, which a multi-GPU user runs, has since added MODEL.MODEL_NAME and
+    MODEL.HEAD_ACT (defaults "SlowFast" and "softmax") and made SOLVER.WARMUP_EPOCHS a float
+    (0.0). A training config for main meets those three: only they are brought up to main."""
+    cfg = get_cfg()
+    cfg.MODEL.MODEL_NAME = "SlowFast"
+    cfg.MODEL.HEAD_ACT = "softmax"
+    cfg.SOLVER.WARMUP_EPOCHS = 0.0
+    cfg.merge_from_file(str(path))
+    return _assert_and_infer_cfg(cfg)
+
+
 def main():
     data, split = Path(sys.argv[1]), sys.argv[2]
+    config = sys.argv[3] if len(sys.argv) > 3 else "ava.yaml"
     timing = json.loads((data / "slowfast" / "lists.json").read_text())
     offset = AVA_START - int(timing["segment_start"])
-    cfg = get_cfg()
-    cfg.merge_from_file(str(data / "slowfast" / "ava.yaml"))
+    cfg = pyslowfast_config(data / "slowfast" / config)
     cfg.MODEL.NUM_CLASSES = 80
     # The synthetic detector's scores are low; keep every box (a PySlowFast key).
     cfg.AVA.DETECTION_SCORE_THRESH = 0.0

@@ -28,6 +28,11 @@ pub struct ListsArgs {
     /// into it. No bytes are copied; it costs one inode a link.
     #[arg(long)]
     pub pytorchvideo: bool,
+    /// Also write the view mmaction2 1.x's AVADataset reads (mmaction2/): per video a folder of
+    /// links named as its filename_tmpl expects at the extracted rate, the annotations, the
+    /// detector's boxes as its proposals pickle, and a config (mmaction2/ava.py).
+    #[arg(long)]
+    pub mmaction2: bool,
 }
 
 pub fn run(
@@ -41,6 +46,7 @@ pub fn run(
         num_frames: args.num_frames,
         sampling_rate: args.sampling_rate,
         pytorchvideo: args.pytorchvideo,
+        mmaction2: args.mmaction2,
     };
     params.validate().map_err(UsageError)?;
     let stage = ListsStage { params };

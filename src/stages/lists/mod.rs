@@ -14,6 +14,14 @@
 //!   `slowfast/lists.json`, the lists' timing (rows a second, segment start, keyframe range) that
 //!   PySlowFast's config has no keys for, read by `validate`. `slowfast/annotations/SHA256SUMS`
 //!   records what was written.
+//! - `slowfast/train.yaml`: PySlowFast's training config for SlowFast R50 on these files, the
+//!   trainer's `ava-r50` recipe (see [`pyslowfast_train`]), when the extracted frames hold its clip.
+//! - With `pytorchvideo`, `pytorchvideo/`: the 30 fps view of links pytorchvideo's `Ava` reads.
+//! - With `mmaction2`, `mmaction2/`: what mmaction2's `AVADataset` reads (see [`mmaction2`]).
+
+mod mmaction2;
+mod pickle;
+pub mod pyslowfast_train;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -30,7 +38,7 @@ use crate::layout::{DataLayout, frame_file_name};
 use crate::pipeline::{
     Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
 };
-use crate::records::{PlannedVideo, VideoPlan};
+use crate::records::{Mmaction2View, PlannedVideo, VideoPlan};
 use crate::validate::WrittenTiming;
 
 /// The header PySlowFast skips (its typo is the original's).
@@ -50,6 +58,9 @@ pub struct ListsParams {
     /// file in a video's folder, sorted, as 30 fps frames, so each video gets a folder of links
     /// named as a full 30 fps extraction would be, each pointing at the nearest extracted frame.
     pub pytorchvideo: bool,
+    /// Also write the view mmaction2 1.x's `AVADataset` reads (`mmaction2/`): links named as its
+    /// `filename_tmpl` expects at the extracted rate, the proposals pickle and a config.
+    pub mmaction2: bool,
 }
 
 impl Default for ListsParams {
@@ -60,6 +71,7 @@ impl Default for ListsParams {
             num_frames: 32,
             sampling_rate: 2,
             pytorchvideo: false,
+            mmaction2: false,
         }
     }
 }
@@ -91,6 +103,8 @@ pub struct ListCounts {
     pub videos_listed: u64,
     pub rows: u64,
     pub videos_dropped: u64,
+    /// 1 when `slowfast/train.yaml` was written.
+    pub train_config: u64,
 }
 
 pub struct ListsStage {
@@ -112,7 +126,7 @@ impl Stage for ListsStage {
     }
 
     fn params(&self) -> serde_json::Value {
-        serde_json::json!({ "version": 2, "params": self.params })
+        serde_json::json!({ "version": 3, "params": self.params })
     }
 
     fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
@@ -172,7 +186,15 @@ impl Stage for ListsStage {
             )
             .expect("a string");
         }
-        vec![line]
+        let mut lines = vec![line];
+        if counts.train_config == 0 {
+            let recipe = &pyslowfast_train::AVA_R50;
+            lines.push(format!(
+                "no slowfast/train.yaml: the extracted frames do not hold the ava-r50 clip ({} frames {} apart, a whole number of rows each); extract with `--fps 5 --margin 2`",
+                recipe.clip_frames, recipe.clip_stride
+            ));
+        }
+        lines
     }
 }
 
@@ -209,6 +231,9 @@ fn write_all(
     let mut kept: BTreeSet<VideoId> = BTreeSet::new();
     let mut dropped: BTreeMap<VideoId, String> = BTreeMap::new();
     let mut number = 0;
+    let mut mmaction2_view: Option<Mmaction2View> = None;
+    let mut period: Option<f64> = None;
+    let mut train_clip_fits = true;
     for split in split_order(plan) {
         let mut text = format!("{FRAME_LIST_HEADER}\n");
         let mut view_text = format!("{FRAME_LIST_HEADER}\n");
@@ -220,9 +245,25 @@ fn write_all(
             }
             let index = FrameIndex::read(&index_path).map_err(item_error)?;
             check_clips(video, &index, plan.segment, params)?;
+            let recipe = &pyslowfast_train::AVA_R50;
+            let train_clip = recipe
+                .sampling_rate(params.list_fps, *period.get_or_insert(index.period))
+                .map(|rate| recipe.list_clip(params, rate));
+            train_clip_fits &= train_clip
+                .is_some_and(|clip| check_clips(video, &index, plan.segment, &clip).is_ok());
             counts.rows += write_rows(&mut text, video, &index, plan.segment, params, number);
             if params.pytorchvideo {
                 write_view(layout, video, &index, plan.segment, number, &mut view_text)?;
+            }
+            if params.mmaction2 {
+                let view = mmaction2::view_for(plan.segment, index.period)?;
+                if *mmaction2_view.get_or_insert(view) != view {
+                    return Err(ItemError::new(format!(
+                        "video {}: its frames were extracted at another rate than the other videos'; run `avaprep extract` again",
+                        video.id
+                    )));
+                }
+                mmaction2::write_video(layout, video, &index, &view)?;
             }
             kept.insert(video.id);
             number += 1;
@@ -241,14 +282,22 @@ fn write_all(
     }
     remove_unplanned_lists(layout, plan)?;
     if params.pytorchvideo {
-        remove_stale_views(layout, &kept)?;
+        remove_stale_folders(&layout.pytorchvideo().join("frames"), &kept)?;
         files.push(layout.pytorchvideo().join("frames"));
     } else {
-        remove_view(layout)?;
+        remove_view(&layout.pytorchvideo())?;
     }
     counts.videos_listed = kept.len() as u64;
     counts.videos_dropped = dropped.len() as u64;
     files.extend(write_annotations(layout, plan, &kept)?);
+    match mmaction2_view {
+        Some(view) => {
+            remove_stale_folders(&layout.mmaction2().join("rawframes"), &kept)?;
+            files.push(layout.mmaction2().join("rawframes"));
+            files.extend(mmaction2::write_files(layout, plan, &view)?);
+        }
+        None => remove_view(&layout.mmaction2())?,
+    }
     let mut dropped_text = String::new();
     for (video, reason) in &dropped {
         writeln!(dropped_text, "{video}: {reason}").expect("a string");
@@ -259,6 +308,28 @@ fn write_all(
     let config = layout.slowfast().join("ava.yaml");
     write_file(&config, config_yaml(layout, plan, params).as_bytes())?;
     files.push(config);
+    let train_config = layout.slowfast().join("train.yaml");
+    match period.filter(|_| train_clip_fits) {
+        Some(period) => {
+            let recipe = &pyslowfast_train::AVA_R50;
+            let rate = recipe
+                .sampling_rate(params.list_fps, period)
+                .expect("checked with the clips");
+            let root =
+                std::path::absolute(layout.root()).unwrap_or_else(|_| layout.root().to_path_buf());
+            let text = pyslowfast_train::train_yaml(
+                recipe,
+                rate,
+                params.list_fps,
+                largest_action_id(layout, plan)?,
+                &root.join("runs").join("pyslowfast"),
+            );
+            write_file(&train_config, text.as_bytes())?;
+            files.push(train_config);
+            counts.train_config = 1;
+        }
+        None => remove_file(&train_config)?,
+    }
     // What the config cannot say (PySlowFast rejects unknown keys): the lists' timing.
     let timing = WrittenTiming {
         list_fps: params.list_fps,
@@ -322,29 +393,45 @@ fn write_view(
     list: &mut String,
 ) -> Result<(), ItemError> {
     let id = video.id.as_str();
-    let frames = layout.pytorchvideo().join("frames");
-    let folder = frames.join(id);
-    let staging = frames.join(format!(".{id}.partial"));
+    let folder = layout.pytorchvideo().join("frames").join(id);
+    replace_folder(&folder, |staging| {
+        for row in 0..row_count(segment, PYTORCHVIDEO_FPS) {
+            let frame = index.nearest(segment[0] + row as f64 / PYTORCHVIDEO_FPS);
+            let name = frame_file_name(id, row as u32 + 1);
+            let target = Path::new("../../../frames")
+                .join(id)
+                .join(frame_file_name(id, frame));
+            let link = staging.join(&name);
+            std::os::unix::fs::symlink(&target, &link)
+                .map_err(|e| ItemError::new(format!("{}: {e}", link.display())))?;
+            writeln!(list, "{id} {number} {row} {id}/{name} \"\"").expect("a string");
+        }
+        Ok(())
+    })
+}
+
+/// Fills a staging folder beside `folder` and renames it over `folder`: a reader never sees
+/// half a folder.
+fn replace_folder(
+    folder: &Path,
+    fill: impl FnOnce(&Path) -> Result<(), ItemError>,
+) -> Result<(), ItemError> {
     let io =
         |path: &Path, error: std::io::Error| ItemError::new(format!("{}: {error}", path.display()));
+    let name = folder
+        .file_name()
+        .expect("a view folder has a name")
+        .to_string_lossy();
+    let staging = folder.with_file_name(format!(".{name}.partial"));
     if staging.exists() {
         std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
     }
     std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
-    for row in 0..row_count(segment, PYTORCHVIDEO_FPS) {
-        let frame = index.nearest(segment[0] + row as f64 / PYTORCHVIDEO_FPS);
-        let name = frame_file_name(id, row as u32 + 1);
-        let target = Path::new("../../../frames")
-            .join(id)
-            .join(frame_file_name(id, frame));
-        let link = staging.join(&name);
-        std::os::unix::fs::symlink(&target, &link).map_err(|e| io(&link, e))?;
-        writeln!(list, "{id} {number} {row} {id}/{name} \"\"").expect("a string");
-    }
+    fill(&staging)?;
     if folder.exists() {
-        std::fs::remove_dir_all(&folder).map_err(|e| io(&folder, e))?;
+        std::fs::remove_dir_all(folder).map_err(|e| io(folder, e))?;
     }
-    std::fs::rename(&staging, &folder).map_err(|e| io(&folder, e))
+    std::fs::rename(&staging, folder).map_err(|e| io(folder, e))
 }
 
 /// The list of a split that no longer has a video (its last one left the plan) would go on
@@ -375,21 +462,19 @@ fn remove_unplanned_lists(layout: &DataLayout, plan: &VideoPlan) -> Result<(), I
 
 /// A view no longer asked for would go on pointing at frames of another rate or run: it goes
 /// (the lists stage made all of it).
-fn remove_view(layout: &DataLayout) -> Result<(), ItemError> {
-    let view = layout.pytorchvideo();
-    match std::fs::remove_dir_all(&view) {
+fn remove_view(view: &Path) -> Result<(), ItemError> {
+    match std::fs::remove_dir_all(view) {
         Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(ItemError::new(format!(
-            "{}: {error} (the pytorchvideo view, no longer asked for)",
+            "{}: {error} (a loader view no longer asked for)",
             view.display()
         ))),
         _ => Ok(()),
     }
 }
 
-/// Folders of videos no longer listed would make the view disagree with its lists.
-fn remove_stale_views(layout: &DataLayout, kept: &BTreeSet<VideoId>) -> Result<(), ItemError> {
-    let frames = layout.pytorchvideo().join("frames");
-    let Ok(entries) = std::fs::read_dir(&frames) else {
+/// Folders of videos no longer listed would make a view disagree with its lists.
+fn remove_stale_folders(frames: &Path, kept: &BTreeSet<VideoId>) -> Result<(), ItemError> {
+    let Ok(entries) = std::fs::read_dir(frames) else {
         return Ok(());
     };
     for entry in entries.flatten() {
@@ -596,6 +681,28 @@ fn config_yaml(layout: &DataLayout, plan: &VideoPlan, params: &ListsParams) -> S
 /// A YAML double-quoted string (JSON's escaping is valid YAML).
 fn yaml_string(text: &str) -> String {
     serde_json::to_string(text).expect("a string serialises")
+}
+
+/// The largest action id of the full label map: PySlowFast's `MODEL.NUM_CLASSES` (it takes
+/// class `a` to index `a - 1`).
+fn largest_action_id(layout: &DataLayout, plan: &VideoPlan) -> Result<u32, ItemError> {
+    let path = layout
+        .slowfast()
+        .join("annotations")
+        .join(base_name(&plan.files.label_map));
+    let map = crate::annotations::parse_label_map(&read(&path)?, &path.display().to_string())
+        .map_err(item_error)?;
+    let largest = map.labels().iter().map(|label| label.id.0).max();
+    Ok(u32::from(largest.unwrap_or(0)))
+}
+
+fn remove_file(path: &Path) -> Result<(), ItemError> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            Err(ItemError::new(format!("{}: {error}", path.display())))
+        }
+        _ => Ok(()),
+    }
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, ItemError> {
