@@ -33,7 +33,7 @@ pub use lists::{
 };
 pub use types::{
     ActionId, BoxError, BoxLabel, Detection, FrameKey, GroundTruthBox, GroundTruthRow,
-    KeyframeRange, NormBox, PredictedBox, ReadOptions,
+    KeyframeRange, NormBox, PredictedBox, ReadOptions, iou,
 };
 pub use video::{
     VIDEO_ID_LEN, VideoExtension, VideoFileName, VideoFileNameError, VideoId, VideoIdError,

@@ -165,6 +165,31 @@ impl NormBox {
     pub fn area(&self) -> f32 {
         (self.x2 - self.x1) * (self.y2 - self.y1)
     }
+
+    /// [`iou`] of two boxes.
+    pub fn iou(&self, other: &NormBox) -> f64 {
+        iou(
+            &self.to_array().map(f64::from),
+            &other.to_array().map(f64::from),
+        )
+    }
+}
+
+/// Intersection over union of `[x1, y1, x2, y2]` boxes, the one avaprep uses everywhere (training
+/// labels, evaluation, the synthetic detector), with the official evaluator's operations in its
+/// order (`np_box_ops.iou`: heights, widths, then the union) so it agrees with the evaluator to
+/// the last bit. Normalised coordinates: no `+1` on widths. 0 for two empty boxes.
+pub fn iou(a: &[f64; 4], b: &[f64; 4]) -> f64 {
+    let heights = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
+    let widths = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
+    let intersection = heights * widths;
+    let area = |r: &[f64; 4]| (r[3] - r[1]) * (r[2] - r[0]);
+    let union = (area(a) + area(b)) - intersection;
+    if union > 0.0 {
+        intersection / union
+    } else {
+        0.0
+    }
 }
 
 fn check_order(

@@ -1,6 +1,6 @@
 //! Per keyframe and class: which detections are true positives.
 
-use crate::annotations::NormBox;
+use crate::annotations::{NormBox, iou};
 
 use super::frames::{Bbox, ClassIndex, Grouped, GtBox, decimal_box};
 
@@ -107,21 +107,6 @@ fn best_overlap(det: &Bbox, gt: &[GtBox]) -> Option<(usize, f64)> {
         }
     }
     best
-}
-
-/// IoU of `[x1, y1, x2, y2]` boxes with the official evaluator's operations
-/// in its order (`np_box_ops.iou`), so that results agree to the last bit.
-/// Normalised coordinates: no `+1` on widths.
-pub(super) fn iou(det: &Bbox, gt: &Bbox) -> f64 {
-    let heights = (det[3].min(gt[3]) - det[1].max(gt[1])).max(0.0);
-    let widths = (det[2].min(gt[2]) - det[0].max(gt[0])).max(0.0);
-    let intersection = heights * widths;
-    let union = (area(det) + area(gt)) - intersection;
-    intersection / union
-}
-
-fn area(b: &Bbox) -> f64 {
-    (b[3] - b[1]) * (b[2] - b[0])
 }
 
 #[cfg(test)]

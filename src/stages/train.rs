@@ -334,6 +334,14 @@ fn trained_run(layout: &DataLayout, run_dir: &Path) -> Result<TrainedRun, ItemEr
     })
 }
 
+/// What to do when the trainer executable is absent: the data tool is built without libtorch.
+pub fn missing_trainer(trainer: &Path) -> String {
+    format!(
+        "the trainer {} is not installed: training needs libtorch, which the data tool leaves out. Build it with `eval \"$(scripts/setup.sh)\" && cargo build --release --bin {TRAINER}` (or set AVAPREP_TRAINER to its path)",
+        trainer.display()
+    )
+}
+
 /// Runs the trainer with `args` (its `--json` events on stdout go to `follow`); fails with the
 /// end of its error output. The trainer dies with this process (so a killed `run` never leaves
 /// a trainer writing into a run directory the next `run` resumes) and shares its Ctrl-C, on
@@ -345,10 +353,7 @@ pub fn run_trainer<T: serde::de::DeserializeOwned>(
     follow: &dyn Fn(T),
 ) -> Result<(), ItemError> {
     if !trainer.is_file() {
-        return Err(ItemError::new(format!(
-            "the trainer {} is not installed: build it with `eval \"$(scripts/setup.sh)\" && cargo build --release --bin {TRAINER}` (or set AVAPREP_TRAINER to its path)",
-            trainer.display()
-        )));
+        return Err(ItemError::new(missing_trainer(trainer)));
     }
     let mut command = Command::new(trainer);
     command

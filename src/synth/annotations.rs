@@ -226,7 +226,7 @@ fn detect_keyframe(rng: &mut ChaCha20Rng, gts: &[GtBox]) -> Vec<Detection> {
             |v: f64, scale: f64| (v + rng.random_range(-0.04..0.04) * scale).clamp(0.0, 1.0);
         let b = [j(gt.x1, w), j(gt.y1, h), j(gt.x2, w), j(gt.y2, h)];
         let b = rounded(b);
-        let iou = iou(b, rounded([gt.x1, gt.y1, gt.x2, gt.y2]));
+        let iou = crate::annotations::iou(&b, &rounded([gt.x1, gt.y1, gt.x2, gt.y2]));
         out.push(Detection {
             text: box_text(b[0], b[1], b[2], b[3]),
             score: rng.random_range(0.55..1.0),
@@ -251,13 +251,4 @@ fn detect_keyframe(rng: &mut ChaCha20Rng, gts: &[GtBox]) -> Vec<Detection> {
 /// The box as a reader sees it after the 3-decimal text round trip.
 fn rounded(b: [f64; 4]) -> [f64; 4] {
     b.map(|v| (v * 1000.0).round() / 1000.0)
-}
-
-pub fn iou(a: [f64; 4], b: [f64; 4]) -> f64 {
-    let iw = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
-    let ih = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
-    let inter = iw * ih;
-    let area = |r: [f64; 4]| (r[2] - r[0]) * (r[3] - r[1]);
-    let union = area(a) + area(b) - inter;
-    if union > 0.0 { inter / union } else { 0.0 }
 }

@@ -272,7 +272,7 @@ pub fn training_boxes(
         }
         let mut classes: Vec<usize> = truth
             .iter()
-            .filter(|t| iou(&t.bbox, &bbox) >= min_iou)
+            .filter(|t| t.bbox.iou(&bbox) >= f64::from(min_iou))
             .flat_map(|t| t.classes.iter().copied())
             .collect();
         classes.sort_unstable();
@@ -295,15 +295,6 @@ pub fn shuffle_labels(clips: &mut [ClipSample], seed: u64) {
     for b in clips.iter_mut().flat_map(|c| c.boxes.iter_mut()) {
         b.classes = labels.next().expect("one label set per box");
     }
-}
-
-/// Intersection over union of two normalised boxes (0 when both are empty).
-pub fn iou(a: &NormBox, b: &NormBox) -> f32 {
-    let w = (a.x2().min(b.x2()) - a.x1().max(b.x1())).max(0.0);
-    let h = (a.y2().min(b.y2()) - a.y1().max(b.y1())).max(0.0);
-    let inter = w * h;
-    let union = a.area() + b.area() - inter;
-    if union > 0.0 { inter / union } else { 0.0 }
 }
 
 /// Data the run reads once: the plan, the label maps, the keyframe range.
@@ -367,9 +358,9 @@ mod tests {
 
     #[test]
     fn iou_of_known_boxes() {
-        assert_eq!(iou(&nb(0.0, 0.0, 0.5, 0.5), &nb(0.0, 0.0, 0.5, 0.5)), 1.0);
-        assert_eq!(iou(&nb(0.0, 0.0, 0.2, 0.2), &nb(0.5, 0.5, 0.7, 0.7)), 0.0);
-        let half = iou(&nb(0.0, 0.0, 0.4, 0.2), &nb(0.2, 0.0, 0.6, 0.2));
+        assert_eq!(nb(0.0, 0.0, 0.5, 0.5).iou(&nb(0.0, 0.0, 0.5, 0.5)), 1.0);
+        assert_eq!(nb(0.0, 0.0, 0.2, 0.2).iou(&nb(0.5, 0.5, 0.7, 0.7)), 0.0);
+        let half = nb(0.0, 0.0, 0.4, 0.2).iou(&nb(0.2, 0.0, 0.6, 0.2));
         assert!((half - 1.0 / 3.0).abs() < 1e-6);
     }
 

@@ -55,7 +55,7 @@ impl DatasetNames {
 
 /// The keys of a PySlowFast config that validation reads; everything else is ignored.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct SlowFastConfig {
+pub struct PySlowFastYaml {
     pub frame_dir: Option<PathBuf>,
     pub frame_list_dir: Option<PathBuf>,
     pub annotation_dir: Option<PathBuf>,
@@ -100,10 +100,10 @@ struct DataKeys {
 /// The most configs one `_BASE_` chain may hold (PySlowFast's own configs use two or three).
 const MAX_BASE_DEPTH: usize = 16;
 
-impl SlowFastConfig {
+impl PySlowFastYaml {
     /// PySlowFast's defaults: what a config that names nothing means.
     pub fn defaults() -> Self {
-        SlowFastConfig {
+        PySlowFastYaml {
             frame_dir: None,
             frame_list_dir: None,
             annotation_dir: None,
@@ -269,7 +269,7 @@ mod tests {
             "_BASE_: base.yaml\nAVA:\n  TRAIN_LISTS: [b.csv, c.csv]\n  TEST_PREDICT_BOX_LISTS: []\nDATA:\n  SAMPLING_RATE: 2\n",
         )
         .unwrap();
-        let config = SlowFastConfig::load(&dir.path().join("run.yaml")).unwrap();
+        let config = PySlowFastYaml::load(&dir.path().join("run.yaml")).unwrap();
         assert_eq!(config.frame_dir, Some(PathBuf::from("/data/frames")));
         assert_eq!(config.names.train_lists, ["b.csv", "c.csv"]);
         assert!(config.names.test_predict_box_lists.is_empty());
@@ -282,10 +282,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("loop.yaml");
         std::fs::write(&path, "_BASE_: loop.yaml\n").unwrap();
-        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        let error = PySlowFastYaml::load(&path).unwrap_err().to_string();
         assert!(error.contains("cycle"), "{error}");
         std::fs::write(&path, "AVA: [unclosed\n").unwrap();
-        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        let error = PySlowFastYaml::load(&path).unwrap_err().to_string();
         assert!(error.contains("loop.yaml"), "{error}");
     }
 
@@ -295,7 +295,7 @@ mod tests {
         std::fs::write(dir.path().join("a.yaml"), "_BASE_: b.yaml\n").unwrap();
         std::fs::write(dir.path().join("b.yaml"), "_BASE_: c.yaml\n").unwrap();
         std::fs::write(dir.path().join("c.yaml"), "_BASE_: b.yaml\n").unwrap();
-        let error = SlowFastConfig::load(&dir.path().join("a.yaml"))
+        let error = PySlowFastYaml::load(&dir.path().join("a.yaml"))
             .unwrap_err()
             .to_string();
         assert!(error.contains("c.yaml: _BASE_ `b.yaml`"), "{error}");
@@ -310,7 +310,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("run.yaml");
         std::fs::write(&path, "_BASE_: missing/base.yaml\n").unwrap();
-        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        let error = PySlowFastYaml::load(&path).unwrap_err().to_string();
         assert!(error.starts_with(&path.display().to_string()), "{error}");
         assert!(error.contains("_BASE_ `missing/base.yaml`"), "{error}");
         assert!(error.contains("No such file"), "{error}");
@@ -324,19 +324,19 @@ mod tests {
         let path = dir.path().join("text.yaml");
         let long = "x".repeat(1 << 20);
         std::fs::write(&path, &long).unwrap();
-        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        let error = PySlowFastYaml::load(&path).unwrap_err().to_string();
         assert!(error.contains("is a string, not a YAML mapping"), "{error}");
         assert!(error.len() < 400, "{} bytes", error.len());
 
         let secret = "root:x:0:0:root:/root:/bin/bash\ndaemon:x:1:1::/usr/sbin:/usr/sbin/nologin\n";
         std::fs::write(dir.path().join("passwd"), secret).unwrap();
         std::fs::write(&path, "_BASE_: passwd\n").unwrap();
-        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        let error = PySlowFastYaml::load(&path).unwrap_err().to_string();
         assert!(!error.contains("root:x"), "{error}");
         assert!(error.contains("passwd"), "{error}");
 
         std::fs::write(&path, format!("AVA:\n  FRAME_DIR: [{long}]\n")).unwrap();
-        let error = SlowFastConfig::load(&path).unwrap_err().to_string();
+        let error = PySlowFastYaml::load(&path).unwrap_err().to_string();
         assert!(error.len() < 400 && !error.contains('\n'), "{error}");
     }
 }

@@ -21,7 +21,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-pub use config::{DatasetNames, SlowFastConfig};
+pub use config::{DatasetNames, PySlowFastYaml};
 
 use crate::layout::DataLayout;
 use crate::progress::Reporter;
@@ -323,7 +323,7 @@ impl ValidateRequest {
         if !config_path.exists() {
             return Err(ValidateError::NotPrepared { path: config_path });
         }
-        let config = SlowFastConfig::load(&config_path)?;
+        let config = PySlowFastYaml::load(&config_path)?;
         let written: WrittenTiming = read_json(&layout.slowfast().join(WRITTEN_TIMING))?;
         Ok(ValidateRequest {
             frame_dir: layout.frames(),
@@ -369,7 +369,7 @@ impl ValidateRequest {
 
     /// Any folder in PySlowFast's layout, described by a PySlowFast config: its roots, its file
     /// names, PySlowFast's own timing (30 rows a second from 900 s).
-    pub fn for_config(config: &SlowFastConfig, depth: Depth) -> Result<Self, ValidateError> {
+    pub fn for_config(config: &PySlowFastYaml, depth: Depth) -> Result<Self, ValidateError> {
         let root = |dir: &Option<PathBuf>, key: &'static str| {
             dir.clone().ok_or(ValidateError::MissingRoot { key })
         };

@@ -9,7 +9,7 @@ use anyhow::anyhow;
 use clap::Args;
 
 use crate::frame::ExitStatus;
-use avaprep::stages::train::{TRAINER, trainer_path};
+use avaprep::stages::train::{missing_trainer, trainer_path};
 
 /// The trainer's own flags, passed on unread (`avaprep train --help` shows them).
 #[derive(Debug, Args)]
@@ -23,12 +23,7 @@ pub struct Passthrough {
 pub fn exec_trainer() -> anyhow::Result<ExitStatus> {
     let trainer = trainer_path();
     if !trainer.is_file() {
-        return Err(anyhow!(
-            "the trainer {} is not installed: training needs libtorch, which the data tool leaves \
-             out. Build it with `eval \"$(scripts/setup.sh)\" && cargo build --release --bin {TRAINER}` \
-             (or set AVAPREP_TRAINER to its path)",
-            trainer.display()
-        ));
+        return Err(anyhow!(missing_trainer(&trainer)));
     }
     let error = std::process::Command::new(&trainer)
         .arg0("avaprep")

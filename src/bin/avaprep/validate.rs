@@ -8,7 +8,7 @@ use clap::Args;
 use avaprep::annotations::KeyframeRange;
 use avaprep::manifest::DatasetManifest;
 use avaprep::validate::{
-    CheckStatus, Depth, SlowFastConfig, ValidateError, ValidateRequest, ValidationReport,
+    CheckStatus, Depth, PySlowFastYaml, ValidateError, ValidateRequest, ValidationReport,
     junit::to_junit, validate,
 };
 
@@ -99,8 +99,8 @@ fn request(global: &GlobalArgs, args: &ValidateArgs) -> Result<ValidateRequest, 
         || args.annotation_dir.is_some();
     let mut request = if foreign {
         let mut config = match &args.config {
-            Some(path) => SlowFastConfig::load(path)?,
-            None => SlowFastConfig::defaults(),
+            Some(path) => PySlowFastYaml::load(path)?,
+            None => PySlowFastYaml::defaults(),
         };
         let over = |dir: &Option<PathBuf>, slot: &mut Option<PathBuf>| {
             if dir.is_some() {
