@@ -29,4 +29,5 @@ pub mod stages;
 pub mod synth;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod trainer_settings;
 pub mod validate;

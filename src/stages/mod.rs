@@ -143,6 +143,34 @@ impl ConfigError {
     }
 }
 
+/// The splits `[train]` trains and validates on and `[eval]` scores are splits the pipeline
+/// fetches: a typo is found before the hours of work that come before training.
+fn check_splits(
+    spec: &PipelineSpec,
+    eval: &eval::EvalParams,
+    settings: &crate::trainer_settings::TrainConfig,
+) -> Result<(), SpecError> {
+    let named = [
+        ("[train] settings.train_split", &settings.train_split),
+        ("[train] settings.val_split", &settings.val_split),
+    ];
+    let asked = named
+        .into_iter()
+        .chain(eval.splits.iter().map(|split| ("[eval] splits", split)));
+    for (key, split) in asked {
+        if !spec.splits.contains(split) {
+            return Err(SpecError::Invalid {
+                path: spec.path.clone(),
+                message: format!(
+                    "{key}: {split:?} is not one of the pipeline's splits ({})",
+                    spec.splits.join(", ")
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
 impl ProductConfig {
     /// What the `fetch` command builds its stages from: the later stages keep their defaults,
     /// which it never runs.
@@ -189,6 +217,12 @@ impl ProductConfig {
             path: spec.path.clone(),
             message: format!("[eval] {message}"),
         })?;
+        let train: train::TrainParams = spec.stage_params(StageId::Train.table())?;
+        let settings = train.train_config().map_err(|message| SpecError::Invalid {
+            path: spec.path.clone(),
+            message: format!("[train] {message}"),
+        })?;
+        check_splits(spec, &eval, &settings)?;
         let mut fetch: FetchParams = spec.stage_params(StageId::FetchVideos.table())?;
         fetch.validate().map_err(|message| SpecError::Invalid {
             path: spec.path.clone(),
@@ -207,7 +241,7 @@ impl ProductConfig {
             extract,
             lists,
             validate: spec.stage_params(StageId::Validate.table())?,
-            train: spec.stage_params(StageId::Train.table())?,
+            train,
             eval,
             trainer: train::trainer_path(),
         };

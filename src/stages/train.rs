@@ -46,6 +46,15 @@ impl TrainParams {
         overrides
     }
 
+    /// The settings the trainer will run with, checked whole (the trainer resolves them the same
+    /// way from [`Self::settings_args`]).
+    pub fn train_config(&self) -> Result<crate::trainer_settings::TrainConfig, String> {
+        let preset = crate::trainer_settings::Preset::from_name(&self.preset)
+            .map_err(|message| format!("preset: {message}"))?;
+        crate::trainer_settings::resolve(preset, None, &self.overrides())
+            .map_err(|message| format!("settings: {}", message.replace('\n', " ")))
+    }
+
     /// The trainer arguments that choose the settings, shared by `train` and `predict`.
     pub fn settings_args(&self) -> Vec<String> {
         let mut args = vec!["--preset".to_string(), self.preset.clone()];

@@ -10,12 +10,12 @@ use serde::Serialize;
 use tch::Device;
 
 use super::TrainError;
-use super::config::{ModelPreset, TrainConfig};
 use super::dataset::Dataset;
 use super::loader::{Augment, Batch, Loader, LoaderSpec, train_batches};
 use super::net::Net;
 use super::optim::Sgd;
 use super::session::batch_loss;
+use avaprep::trainer_settings::{ModelPreset, TrainConfig};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LoaderThroughput {

@@ -15,10 +15,10 @@ use crate::annotations::{
 };
 use crate::records::VideoPlan;
 
-use super::config::TrainConfig;
 use super::{DataError, TrainError};
 use crate::frame_index::FrameIndex;
 use crate::layout::DataLayout;
+use avaprep::trainer_settings::TrainConfig;
 
 pub const LABELS_FULL: &str = "ava_action_list_v2.2.pbtxt";
 pub const LABELS_SCORED: &str = "ava_action_list_v2.2_for_activitynet_2019.pbtxt";

@@ -4,7 +4,7 @@ use tch::Device;
 
 use super::TrainError;
 use super::amp::{AutocastDtype, set_cuda_autocast_dtype};
-use super::config::{Precision, TrainConfig};
+use avaprep::trainer_settings::{Precision, TrainConfig};
 
 /// The device and the precision actually used, with libtorch's autocast dtype set to match.
 /// Mixed precision is CUDA-only; `auto` picks fp16 with the loss scaler there, which every CUDA

@@ -25,8 +25,8 @@ use zune_jpeg::zune_core::options::DecoderOptions;
 
 use super::DataError;
 use super::augment::{Geometry, eval_geometry, eval_short_side, train_geometry};
-use super::config::TrainConfig;
 use super::dataset::ClipSample;
+use avaprep::trainer_settings::TrainConfig;
 
 /// PySlowFast's `DATA.MEAN` / `DATA.STD`, applied to RGB in [0, 1].
 const MEAN: f32 = 0.45;

@@ -21,7 +21,6 @@ mod amp;
 pub mod augment;
 pub mod bench;
 mod checkpoint;
-pub mod config;
 pub mod dataset;
 mod device;
 pub mod early_stop;
@@ -32,7 +31,6 @@ pub mod model;
 mod net;
 pub mod optim;
 mod predict;
-pub mod schedule;
 mod session;
 pub mod tensorboard;
 #[cfg(all(test, feature = "extract"))]
@@ -69,7 +67,7 @@ pub(crate) fn reference_python() -> std::path::PathBuf {
     python
 }
 
-pub use config::{ModelPreset, Precision, Preset, TrainConfig};
+pub use avaprep::trainer_settings::{ModelPreset, Precision, Preset, TrainConfig};
 pub use error::{DataError, TrainError};
 pub use predict::predict;
 

@@ -2,9 +2,9 @@
 
 use tch::{Device, Kind, Tensor, nn};
 
-use super::config::TrainConfig;
 use super::loader::Batch;
 use super::model::{SlowFast, SlowFastConfig};
+use avaprep::trainer_settings::TrainConfig;
 
 /// The network and the variables it lives in.
 pub struct Net {

@@ -10,7 +10,6 @@ use tch::Device;
 
 use super::TrainError;
 use super::checkpoint::{check_safetensors, load_model};
-use super::config::{Precision, TrainConfig};
 use super::dataset::{Classes, ClipSample, Dataset};
 use super::device::resolve_device;
 use super::loader::{Augment, Loader, LoaderSpec, eval_batches};
@@ -19,6 +18,7 @@ use super::net::Net;
 use crate::annotations::{ActionId, Detection};
 use crate::eval::{EvalReport, evaluate};
 use crate::fsutil::write_output;
+use avaprep::trainer_settings::{Precision, TrainConfig};
 
 /// Scores every detector box of `clips` for every scored class, in eval mode without autograd.
 pub(crate) fn infer(

@@ -8,7 +8,6 @@ use std::time::Instant;
 use tch::Tensor;
 
 use super::checkpoint::{self, TrainState};
-use super::config::{Precision, TrainConfig};
 use super::dataset::{ClipSample, Dataset};
 use super::device::resolve_device;
 use super::early_stop::{EarlyStopping, Verdict};
@@ -21,6 +20,7 @@ use super::{StopReason, TrainError, TrainEvent, TrainSummary};
 use crate::annotations::{FrameKey, GroundTruthRow};
 use crate::eval::{EvalReport, evaluate};
 use crate::fsutil::write_atomic;
+use avaprep::trainer_settings::{Precision, TrainConfig};
 
 /// Validation data: clips over the detector boxes, and what the evaluator needs.
 struct Validation {

@@ -180,6 +180,65 @@ fn a_pipeline_file_with_an_invalid_extract_value_is_refused_before_any_work() {
     );
 }
 
+/// `[train]` and `[eval]` are checked whole when the pipeline file is read, by `run` and
+/// `status` alike: a typo in a key, a value of the wrong type or range, an unknown preset or a
+/// split the pipeline does not fetch is a usage error naming it, before anything is written
+/// (it used to surface when the train stage started, after the downloads and the extraction).
+#[test]
+fn a_train_or_eval_typo_is_refused_before_any_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = crate::support::mirror().join("manifest.toml");
+    let cases = [
+        (
+            "train.settings.epochz=3",
+            "[train] settings: unknown field `epochz`",
+        ),
+        ("train.settings.epochs=-3", "`epochs`"),
+        ("train.settings.epochs=\"two\"", "`epochs`"),
+        (
+            "train.settings.crop_size=100",
+            "crop_size must be a multiple of 16",
+        ),
+        (
+            "train.preset=\"synthetic-tinyy\"",
+            "unknown preset \"synthetic-tinyy\"",
+        ),
+        (
+            "eval.splits=[\"vall\"]",
+            "[eval] splits: \"vall\" is not one of the pipeline's splits",
+        ),
+        (
+            "train.settings.val_split=\"vall\"",
+            "settings.val_split: \"vall\"",
+        ),
+    ];
+    for command in ["run", "status"] {
+        for (assignment, said) in cases {
+            let output = avaprep(dir.path())
+                .args([command, "pipelines/demo.toml", "--set"])
+                .arg(format!("dataset=\"{}\"", manifest.display()))
+                .args(["--set", assignment])
+                .output()
+                .unwrap();
+            let message = stderr(&output);
+            assert_eq!(
+                output.status.code(),
+                Some(2),
+                "{command} {assignment}: {message}"
+            );
+            assert!(
+                message.contains(said) && message.contains("demo.toml"),
+                "{command} {assignment}: {message}"
+            );
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
 /// Mirrors that are not HTTP(S) URLs, and a video start past the segment, are usage errors
 /// naming the key, before anything is downloaded or written.
 #[test]

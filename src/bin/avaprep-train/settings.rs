@@ -36,27 +36,16 @@ fn train_config(
     file: Option<&Path>,
     overrides: &[String],
 ) -> anyhow::Result<TrainConfig> {
-    let mut table: toml::Table = toml::Table::try_from(preset.config())?;
-    if let Some(path) = file {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading training settings {}", path.display()))?;
-        let file: toml::Table = text
-            .parse()
-            .map_err(|error| UsageError(format!("{}: not valid TOML: {error}", path.display())))?;
-        table.extend(file);
-    }
-    for assignment in overrides {
-        avaprep::overrides::apply_override(&mut table, assignment)
-            .map_err(|error| UsageError(error.to_string()))?;
-    }
-    let config: TrainConfig = table.try_into().map_err(|error: toml::de::Error| {
-        UsageError(format!(
-            "training settings: {}",
-            error.to_string().trim_end()
-        ))
-    })?;
-    config
-        .validate()
-        .map_err(|message| UsageError(format!("training settings: {message}")))?;
-    Ok(config)
+    let file = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading training settings {}", path.display()))?;
+            Some(text.parse::<toml::Table>().map_err(|error| {
+                UsageError(format!("{}: not valid TOML: {error}", path.display()))
+            })?)
+        }
+        None => None,
+    };
+    avaprep::trainer_settings::resolve(preset, file, overrides)
+        .map_err(|message| UsageError(format!("training settings: {message}")).into())
 }

@@ -6,7 +6,7 @@
 use tch::Tensor;
 use tch::nn;
 
-use super::config::SlowFastConfig;
+use avaprep::trainer_settings::network::SlowFastConfig;
 
 /// BatchNorm momentum and epsilon of PySlowFast and pytorchvideo.
 const BN_EPS: f64 = 1e-5;

@@ -3,8 +3,8 @@
 use tch::nn;
 use tch::{Kind, Tensor};
 
-use super::config::SlowFastConfig;
 use super::roi_align::{RoiAlignSpec, roi_align};
+use avaprep::trainer_settings::network::SlowFastConfig;
 
 /// PySlowFast's `ResNetRoIHead`: per pathway, average over time, RoIAlign each box, max-pool the
 /// bins; concatenate both pathways, dropout, and a linear layer to one logit per class.

@@ -24,14 +24,13 @@
 //! pytorchvideo's keys carry a `model.` prefix inside its detection wrapper.
 
 mod blocks;
-mod config;
 mod head;
 mod roi_align;
 #[cfg(test)]
 mod tests;
 
+pub use avaprep::trainer_settings::network::SlowFastConfig;
 pub use blocks::{FuseFastToSlow, Pathway, ResStage, Stem};
-pub use config::SlowFastConfig;
 pub use head::{RoiHead, probabilities};
 #[cfg(test)]
 pub use roi_align::{RoiAlignSpec, roi_align};

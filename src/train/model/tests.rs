@@ -370,7 +370,7 @@ fn exported_weights_come_back_and_give_avaprep_outputs() {
 /// the trainer builds.
 #[test]
 fn exporter_fallback_networks_are_the_trainers() {
-    use crate::train::config::ModelPreset;
+    use avaprep::trainer_settings::ModelPreset;
     let scripts = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts");
     let output = Command::new(crate::train::reference_python())
         .arg("-c")

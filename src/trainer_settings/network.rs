@@ -105,29 +105,29 @@ impl SlowFastConfig {
     }
 
     /// Output channels of the stem, `[slow, fast]`, before fusion.
-    pub(crate) fn stem_channels(&self) -> [i64; 2] {
+    pub fn stem_channels(&self) -> [i64; 2] {
         [self.width_per_group, self.width_per_group / self.beta_inv]
     }
 
     /// Output channels of stage `s` (0 = res2), `[slow, fast]`: 4x the inner width, doubling per stage.
-    pub(crate) fn stage_out_channels(&self, s: usize) -> [i64; 2] {
+    pub fn stage_out_channels(&self, s: usize) -> [i64; 2] {
         let slow = (self.width_per_group * 4) << s;
         [slow, slow / self.beta_inv]
     }
 
     /// Inner (bottleneck) width of stage `s`, `[slow, fast]`.
-    pub(crate) fn stage_inner_channels(&self, s: usize) -> [i64; 2] {
+    pub fn stage_inner_channels(&self, s: usize) -> [i64; 2] {
         let slow = self.width_per_group << s;
         [slow, slow / self.beta_inv]
     }
 
     /// Channels the fusion after a layer with `fast_channels` Fast channels concatenates onto Slow.
-    pub(crate) fn fused_channels(&self, fast_channels: i64) -> i64 {
+    pub fn fused_channels(&self, fast_channels: i64) -> i64 {
         fast_channels * self.fusion_conv_channel_ratio
     }
 
     /// Input channels of stage `s`, `[slow, fast]`, after the preceding fusion.
-    pub(crate) fn stage_in_channels(&self, s: usize) -> [i64; 2] {
+    pub fn stage_in_channels(&self, s: usize) -> [i64; 2] {
         let [slow, fast] = if s == 0 {
             self.stem_channels()
         } else {
@@ -137,7 +137,7 @@ impl SlowFastConfig {
     }
 
     /// Channels entering the classifier: res5 Slow + res5 Fast.
-    pub(crate) fn head_in_channels(&self) -> i64 {
+    pub fn head_in_channels(&self) -> i64 {
         let [slow, fast] = self.stage_out_channels(3);
         slow + fast
     }

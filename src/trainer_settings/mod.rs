@@ -1,11 +1,16 @@
-//! The trainer's settings: one serde struct, written into the run directory, with presets.
+//! The trainer's settings: one serde struct, written into the run directory, with presets, the
+//! LR schedule and the network's config. No libtorch: the data tool checks a pipeline's `[train]`
+//! with them before any work, and the trainer builds from them.
+
+pub mod network;
+pub mod schedule;
 
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::model::SlowFastConfig;
-use super::schedule::{LrSchedule, ScheduleKind};
+use network::SlowFastConfig;
+use schedule::{LrSchedule, ScheduleKind};
 
 /// The starting recipes of `avaprep train --preset`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -17,6 +22,19 @@ pub enum Preset {
 }
 
 impl Preset {
+    pub const ALL: [Preset; 2] = [Preset::AvaR50, Preset::SyntheticTiny];
+
+    /// The preset of a name as the command line spells it (`ava-r50`).
+    pub fn from_name(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|preset| preset.name() == name)
+            .ok_or_else(|| {
+                let names: Vec<&str> = Self::ALL.iter().map(|preset| preset.name()).collect();
+                format!("unknown preset {name:?}: one of {}", names.join(", "))
+            })
+    }
+
     pub fn config(self) -> TrainConfig {
         match self {
             Preset::AvaR50 => TrainConfig::ava_r50(),
@@ -31,6 +49,29 @@ impl Preset {
             Preset::SyntheticTiny => "synthetic-tiny",
         }
     }
+}
+
+/// A preset, then a settings file's table over it (its top-level keys replace the preset's), then
+/// `KEY=VALUE` overrides (dotted keys reach nested tables: `schedule.gamma=0.5`), checked whole:
+/// an unknown key or an invalid value is an error naming it.
+pub fn resolve(
+    preset: Preset,
+    file: Option<toml::Table>,
+    overrides: &[String],
+) -> Result<TrainConfig, String> {
+    let mut table = toml::Table::try_from(preset.config()).expect("a preset serialises");
+    if let Some(file) = file {
+        table.extend(file);
+    }
+    for assignment in overrides {
+        crate::overrides::apply_override(&mut table, assignment)
+            .map_err(|error| error.to_string())?;
+    }
+    let config: TrainConfig = table
+        .try_into()
+        .map_err(|error: toml::de::Error| error.to_string().trim_end().to_string())?;
+    config.validate()?;
+    Ok(config)
 }
 
 /// Which SlowFast to build; the class count comes from the label map.
@@ -288,7 +329,7 @@ mod tests {
     /// (the data tool links no trainer): it must be this preset and its network.
     #[test]
     fn pyslowfast_s_training_config_states_the_ava_r50_recipe() {
-        let recipe = &avaprep::stages::lists::pyslowfast_train::AVA_R50;
+        let recipe = &crate::stages::lists::pyslowfast_train::AVA_R50;
         let trainer = TrainConfig::ava_r50();
         let network = ModelPreset::R50_8x8.build(80, trainer.clip_frames);
         assert_eq!(i64::from(recipe.clip_frames), trainer.clip_frames);
