@@ -178,7 +178,11 @@ impl EvalStage {
             "--out".into(),
             detections.to_string_lossy().into_owned(),
         ];
-        args.extend(self.train.settings_args());
+        let run_config = layout
+            .root()
+            .join(&trained.run_dir)
+            .join(super::train::RUN_CONFIG);
+        args.extend(self.train.trainer_args(&run_config));
         run_trainer::<serde_json::Value>(&self.trainer, &args, context, &|_| {})?;
         let mut result = SplitResult {
             split: split.to_string(),

@@ -25,7 +25,8 @@ pub struct TrainParams {
     /// The trainer's starting recipe, as `avaprep train --preset`.
     pub preset: String,
     /// Settings over the preset, keys as in a run's `config.toml` (`max_epochs = 10`,
-    /// `schedule.kind = "step"`); each is passed as the trainer's `--set KEY=VALUE`.
+    /// `schedule.kind = "step"`), resolved with the preset into the run folder's `config.toml`,
+    /// which the trainer is given.
     pub settings: toml::Table,
 }
 
@@ -39,15 +40,14 @@ impl Default for TrainParams {
 }
 
 impl TrainParams {
-    /// The settings as the trainer's `--set` arguments, nested tables as dotted keys.
+    /// The settings as `KEY=VALUE` overrides, nested tables as dotted keys.
     pub fn overrides(&self) -> Vec<String> {
         let mut overrides = Vec::new();
         flatten("", &self.settings, &mut overrides);
         overrides
     }
 
-    /// The settings the trainer will run with, checked whole (the trainer resolves them the same
-    /// way from [`Self::settings_args`]).
+    /// The settings the trainer will run with, checked whole when the pipeline file is read.
     pub fn train_config(&self) -> Result<crate::trainer_settings::TrainConfig, String> {
         let preset = crate::trainer_settings::Preset::from_name(&self.preset)
             .map_err(|message| format!("preset: {message}"))?;
@@ -55,15 +55,35 @@ impl TrainParams {
             .map_err(|message| format!("settings: {}", message.replace('\n', " ")))
     }
 
-    /// The trainer arguments that choose the settings, shared by `train` and `predict`.
-    pub fn settings_args(&self) -> Vec<String> {
-        let mut args = vec!["--preset".to_string(), self.preset.clone()];
-        for assignment in self.overrides() {
-            args.push("--set".into());
-            args.push(assignment);
-        }
-        args
+    /// The trainer arguments that give it the settings of `config_file` (a whole `TrainConfig`,
+    /// written by the train stage into the run folder), shared by `train` and `predict`. The
+    /// preset is named too: a setting the file omits is one TOML cannot hold (an unset
+    /// option), which the preset leaves unset as well.
+    pub fn trainer_args(&self, config_file: &Path) -> Vec<String> {
+        vec![
+            "--preset".to_string(),
+            self.preset.clone(),
+            "--config".into(),
+            config_file.to_string_lossy().into_owned(),
+        ]
     }
+}
+
+/// The file in a run folder that holds the run's whole configuration.
+pub const RUN_CONFIG: &str = "config.toml";
+
+/// Writes the resolved settings into the run folder, where the trainer reads them (and writes
+/// them again, with what it adds, when it starts).
+fn write_run_config(params: &TrainParams, run_dir: &Path) -> Result<PathBuf, ItemError> {
+    let config = params
+        .train_config()
+        .map_err(|message| ItemError::new(format!("[train] {message}")))?;
+    let text = toml::to_string(&config).expect("a training config serialises");
+    let path = run_dir.join(RUN_CONFIG);
+    std::fs::create_dir_all(run_dir).map_err(item_error)?;
+    crate::fsutil::write_atomic(&path, text.as_bytes())
+        .map_err(|error| ItemError::new(format!("{}: {error}", path.display())))?;
+    Ok(path)
 }
 
 fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
@@ -221,7 +241,10 @@ impl Stage for TrainStage {
             run_dir.to_string_lossy().into_owned(),
             "--resume".into(),
         ];
-        args.extend(self.params.settings_args());
+        args.extend(
+            self.params
+                .trainer_args(&write_run_config(&self.params, &run_dir)?),
+        );
         let resumed_at_step = std::cell::Cell::new(0);
         let follow = |line: TrainerLine| match line {
             TrainerLine::Started {
