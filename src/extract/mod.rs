@@ -32,6 +32,35 @@ pub use jpeg::output_size;
 pub use ranges::{DEFAULT_MARGIN_S, TimeRange, frame_numbers, ranges_around, segment_range};
 pub use rotation::Rotation;
 
+/// The defaults of the `extract` command, the `[extract]` table and the extractor: 5 fps, 480
+/// pixels high, ffmpeg's best JPEG quantiser.
+pub const DEFAULT_FPS: f64 = 5.0;
+pub const DEFAULT_HEIGHT: u32 = 480;
+pub const DEFAULT_QUALITY: u8 = 2;
+/// The highest output rate: above it a frame period is shorter than any source's.
+pub const MAX_FPS: f64 = 1000.0;
+
+/// The output a video can be extracted to, checked alike by the command, the pipeline file and
+/// the extractor; messages name the setting as the `[extract]` keys and the flags spell it.
+pub fn check_output(fps: f64, height: u32, quality: u8) -> Result<(), String> {
+    if !(fps.is_finite() && fps > 0.0 && fps <= MAX_FPS) {
+        return Err(format!(
+            "fps {fps}: must be a rate above 0 and at most {MAX_FPS} frames a second"
+        ));
+    }
+    if !(2..=31).contains(&quality) {
+        return Err(format!(
+            "quality {quality}: must lie in 2..=31, as ffmpeg's -q:v"
+        ));
+    }
+    if height % 2 == 1 {
+        return Err(format!(
+            "height {height}: must be even (4:2:0 frames), or 0 for the native size"
+        ));
+    }
+    Ok(())
+}
+
 /// How frames are produced; `fps` and `height` are free parameters.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ExtractSpec {
@@ -54,9 +83,9 @@ pub struct ExtractSpec {
 impl Default for ExtractSpec {
     fn default() -> Self {
         ExtractSpec {
-            fps: 5.0,
-            height: 480,
-            quality: 2,
+            fps: DEFAULT_FPS,
+            height: DEFAULT_HEIGHT,
+            quality: DEFAULT_QUALITY,
             upscale: false,
             threads: 1,
             skip_unneeded: true,
@@ -66,20 +95,7 @@ impl Default for ExtractSpec {
 
 impl ExtractSpec {
     fn validate(&self) -> Result<(), ExtractError> {
-        let invalid = |what: String| Err(ExtractError::InvalidSpec(what));
-        if !(self.fps > 0.0 && self.fps <= 1000.0) {
-            return invalid(format!("fps {} must be in (0, 1000]", self.fps));
-        }
-        if !(2..=31).contains(&self.quality) {
-            return invalid(format!(
-                "quality {} must be in 2..=31 (as ffmpeg -q:v)",
-                self.quality
-            ));
-        }
-        if self.height % 2 == 1 {
-            return invalid(format!("height {} must be even (JPEG 4:2:0)", self.height));
-        }
-        Ok(())
+        check_output(self.fps, self.height, self.quality).map_err(ExtractError::InvalidSpec)
     }
 }
 

@@ -50,31 +50,13 @@ pub struct ExtractParams {
 }
 
 impl ExtractParams {
-    /// Refuses values no video could honour, naming the flag (the `[extract]` key of the same
-    /// name in a pipeline file).
+    /// Refuses values no video could honour (the extractor's own checks), naming the setting.
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.fps.is_finite() && self.fps > 0.0) {
-            return Err(format!(
-                "--fps {}: must be a positive number of frames per second",
-                self.fps
-            ));
-        }
-        if !(2..=31).contains(&self.quality) {
-            return Err(format!(
-                "--quality {}: must lie in 2..=31, as ffmpeg's -q:v",
-                self.quality
-            ));
-        }
+        crate::extract::check_output(self.fps, self.height, self.quality)?;
         if !(self.margin.is_finite() && self.margin >= 0.0) {
             return Err(format!(
-                "--margin {}: must be a finite number of seconds, 0 or more (0 keeps the frame nearest each keyframe)",
+                "margin {}: must be a finite number of seconds, 0 or more (0 keeps the frame nearest each keyframe)",
                 self.margin
-            ));
-        }
-        if self.height % 2 == 1 {
-            return Err(format!(
-                "--height {}: must be even (4:2:0 frames), or 0 for the native size",
-                self.height
             ));
         }
         Ok(())
@@ -84,9 +66,9 @@ impl ExtractParams {
 impl Default for ExtractParams {
     fn default() -> Self {
         ExtractParams {
-            fps: 5.0,
-            height: 480,
-            quality: 2,
+            fps: crate::extract::DEFAULT_FPS,
+            height: crate::extract::DEFAULT_HEIGHT,
+            quality: crate::extract::DEFAULT_QUALITY,
             upscale: false,
             ranges: Ranges::Annotated,
             margin: DEFAULT_MARGIN_S,

@@ -134,6 +134,8 @@ fn invalid_extract_options_are_usage_errors_before_any_work() {
     for flags in [
         ["--fps", "0"],
         ["--fps", "nan"],
+        // The extractor's own limit, refused by the command before any work.
+        ["--fps", "2000"],
         ["--quality", "32"],
         ["--margin", "-1"],
         ["--margin", "inf"],
@@ -172,7 +174,7 @@ fn a_pipeline_file_with_an_invalid_extract_value_is_refused_before_any_work() {
     // A configuration value is a usage error, as the same value given as a flag is.
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
     let message = stderr(&output);
-    assert!(message.contains("[extract] --margin -1"), "{message}");
+    assert!(message.contains("[extract] margin -1"), "{message}");
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         0,

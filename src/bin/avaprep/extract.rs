@@ -20,14 +20,14 @@ use crate::render::{exit_status, lock, run_stages};
 pub struct ExtractArgs {
     /// Frames per second of video time. Frame k shows the source frame nearest to
     /// segment_start + (k-1)/fps.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = ExtractParams::default().fps)]
     pub fps: f64,
     /// Output height in pixels (width keeps the aspect ratio, rounded to even); 0 keeps the
     /// native size. Smaller sources are not upscaled unless --upscale.
-    #[arg(long, default_value_t = 480)]
+    #[arg(long, default_value_t = ExtractParams::default().height)]
     pub height: u32,
     /// JPEG quantiser, as ffmpeg's -q:v: 2 (best, about JPEG quality 86) to 31.
-    #[arg(long, default_value_t = 2)]
+    #[arg(long, default_value_t = ExtractParams::default().quality)]
     pub quality: u8,
     /// Scale sources smaller than --height up to it.
     #[arg(long)]
@@ -38,7 +38,7 @@ pub struct ExtractArgs {
     pub ranges: Ranges,
     /// Seconds kept on each side of a keyframe (covers AVA's +-1.5 s label context and a
     /// 16-frame clip at 5 fps); 0 keeps the one frame nearest each keyframe.
-    #[arg(long, default_value_t = avaprep::extract::DEFAULT_MARGIN_S, allow_negative_numbers = true)]
+    #[arg(long, default_value_t = ExtractParams::default().margin, allow_negative_numbers = true)]
     pub margin: f64,
     /// Videos extracted at once, one decoder thread each. Default: the number of cores.
     #[arg(long)]
@@ -101,7 +101,9 @@ pub fn run(
         params.jobs = jobs;
     }
     // Values no video could honour are usage errors, before any work.
-    params.validate().map_err(UsageError)?;
+    params
+        .validate()
+        .map_err(|message| UsageError(crate::flags::as_flags(&message)))?;
     let scrutiny = Scrutiny::verify(args.verify);
     if args.videos.is_none() {
         let stage = ExtractStage { params };

@@ -48,7 +48,9 @@ pub fn run(
         pytorchvideo: args.pytorchvideo,
         mmaction2: args.mmaction2,
     };
-    params.validate().map_err(UsageError)?;
+    params
+        .validate()
+        .map_err(|message| UsageError(crate::flags::as_flags(&message)))?;
     let stage = ListsStage { params };
     let lock = lock(global, None)?;
     let report = run_stages(

@@ -8,6 +8,7 @@ mod eval;
 #[cfg(feature = "extract")]
 mod extract;
 mod fetch;
+mod flags;
 mod lists;
 mod pipeline;
 mod render;

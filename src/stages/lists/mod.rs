@@ -80,12 +80,15 @@ impl ListsParams {
     pub fn validate(&self) -> Result<(), String> {
         if !(self.list_fps.is_finite() && self.list_fps > 0.0 && self.list_fps <= 240.0) {
             return Err(format!(
-                "--list-fps {} must be a rate above 0 and at most 240",
+                "list_fps {}: must be a rate above 0 and at most 240",
                 self.list_fps
             ));
         }
         if self.num_frames == 0 || self.sampling_rate == 0 {
-            return Err("--num-frames and --sampling-rate must be at least 1".into());
+            return Err(format!(
+                "num_frames {} and sampling_rate {}: must be at least 1",
+                self.num_frames, self.sampling_rate
+            ));
         }
         Ok(())
     }
