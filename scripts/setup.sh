@@ -48,7 +48,7 @@ fi
 # compiles the few it imports on first use.
 pip=("$venv/bin/python" -m pip install --disable-pip-version-check --no-compile -q)
 # The stamp holds this list: changing the list re-runs the install.
-python_packages="torch==2.11.0 torchvision==0.26.0 safetensors numpy av parameterized yacs portalocker tabulate termcolor tqdm pyyaml opencv-python-headless simplejson tensorboard==2.21.0 addict yapf rich"
+python_packages="torch==2.11.0 torchvision==0.26.0 safetensors numpy av parameterized yacs portalocker tabulate termcolor tqdm pyyaml opencv-python-headless simplejson tensorboard==2.21.0 addict yapf rich scipy"
 # mmaction2 1.2.0 asserts mmcv < 2.2.0; mmcv-lite would pull opencv-python beside the headless one.
 python_nodeps="pytorchvideo==0.1.5 fvcore iopath mmaction2==1.2.0 mmengine==0.10.7 mmcv-lite==2.1.0 slowfast==1.0"
 stamp="$venv/.avaprep-packages"

@@ -143,32 +143,49 @@ impl ConfigError {
     }
 }
 
-/// The splits `[train]` trains and validates on and `[eval]` scores are splits the pipeline
-/// fetches: a typo is found before the hours of work that come before training.
-fn check_splits(
-    spec: &PipelineSpec,
-    eval: &eval::EvalParams,
-    settings: &crate::trainer_settings::TrainConfig,
-) -> Result<(), SpecError> {
-    let named = [
-        ("[train] settings.train_split", &settings.train_split),
-        ("[train] settings.val_split", &settings.val_split),
-    ];
-    let asked = named
-        .into_iter()
-        .chain(eval.splits.iter().map(|split| ("[eval] splits", split)));
-    for (key, split) in asked {
-        if !spec.splits.contains(split) {
-            return Err(SpecError::Invalid {
-                path: spec.path.clone(),
-                message: format!(
-                    "{key}: {split:?} is not one of the pipeline's splits ({})",
-                    spec.splits.join(", ")
-                ),
-            });
+impl ProductConfig {
+    /// The splits `[train]` trains and validates on and `[eval]` scores, where those stages run
+    /// (through `until`), are splits the pipeline fetches: a typo is found before the hours of
+    /// work that come before training.
+    pub fn check_splits(
+        &self,
+        spec: &PipelineSpec,
+        until: Option<StageId>,
+    ) -> Result<(), SpecError> {
+        let runs = |stage: StageId| until.is_none_or(|last| stage <= last);
+        let mut asked: Vec<(&str, String)> = Vec::new();
+        if runs(StageId::Train) {
+            let settings = self
+                .train
+                .train_config()
+                .map_err(|message| SpecError::Invalid {
+                    path: spec.path.clone(),
+                    message: format!("[train] {message}"),
+                })?;
+            asked.push(("[train] settings.train_split", settings.train_split));
+            asked.push(("[train] settings.val_split", settings.val_split));
         }
+        if runs(StageId::Eval) {
+            asked.extend(
+                self.eval
+                    .splits
+                    .iter()
+                    .map(|split| ("[eval] splits", split.clone())),
+            );
+        }
+        for (key, split) in asked {
+            if !spec.splits.contains(&split) {
+                return Err(SpecError::Invalid {
+                    path: spec.path.clone(),
+                    message: format!(
+                        "{key}: {split:?} is not one of the pipeline's splits ({})",
+                        spec.splits.join(", ")
+                    ),
+                });
+            }
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 impl ProductConfig {
@@ -218,11 +235,10 @@ impl ProductConfig {
             message: format!("[eval] {message}"),
         })?;
         let train: train::TrainParams = spec.stage_params(StageId::Train.table())?;
-        let settings = train.train_config().map_err(|message| SpecError::Invalid {
+        train.train_config().map_err(|message| SpecError::Invalid {
             path: spec.path.clone(),
             message: format!("[train] {message}"),
         })?;
-        check_splits(spec, &eval, &settings)?;
         let mut fetch: FetchParams = spec.stage_params(StageId::FetchVideos.table())?;
         fetch.validate().map_err(|message| SpecError::Invalid {
             path: spec.path.clone(),

@@ -65,9 +65,14 @@ pub struct StatusArgs {
     pub shard: Option<Shard>,
 }
 
-/// The stages a pipeline file describes, with its `--set` overrides applied.
-/// The stages a pipeline file describes; an invalid value in it is a usage error (exit 2).
-fn load(pipeline: &std::path::Path, overrides: &[String]) -> anyhow::Result<ProductStages> {
+/// The stages a pipeline file describes, with its `--set` overrides applied; an invalid value in
+/// it is a usage error (exit 2).
+/// `until`: the last stage that will run; the splits of the stages after it are not checked.
+fn load(
+    pipeline: &std::path::Path,
+    overrides: &[String],
+    until: Option<StageId>,
+) -> anyhow::Result<ProductStages> {
     let spec =
         PipelineSpec::load(pipeline, overrides, &StageId::tables()).map_err(|error| match error
             .is_usage()
@@ -79,6 +84,9 @@ fn load(pipeline: &std::path::Path, overrides: &[String]) -> anyhow::Result<Prod
         true => anyhow::Error::new(UsageError(error.to_string())),
         false => anyhow::Error::new(error),
     })?;
+    config
+        .check_splits(&spec, until)
+        .map_err(|error| UsageError(error.to_string()))?;
     stages::build(&config)
 }
 
@@ -88,7 +96,7 @@ pub fn run(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
-    let mut built = load(&args.pipeline, &args.overrides)?;
+    let mut built = load(&args.pipeline, &args.overrides, args.until)?;
     if let Some(last) = args.until {
         built = built.through(last);
     }
@@ -114,7 +122,7 @@ pub fn status(
     args: &StatusArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
-    let built = load(&args.pipeline, &args.overrides)?;
+    let built = load(&args.pipeline, &args.overrides, None)?;
     let cancel = AtomicBool::new(false);
     let runner = Runner {
         stages: built.as_refs(),
