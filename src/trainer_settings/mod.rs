@@ -325,68 +325,6 @@ impl Default for TrainConfig {
 mod tests {
     use super::*;
 
-    /// `avaprep lists` writes `slowfast/train.yaml` from the data tool's statement of this recipe
-    /// (the data tool links no trainer): it must be this preset and its network.
-    #[test]
-    fn pyslowfast_s_training_config_states_the_ava_r50_recipe() {
-        let recipe = &crate::stages::lists::pyslowfast_train::AVA_R50;
-        let trainer = TrainConfig::ava_r50();
-        let network = ModelPreset::R50_8x8.build(80, trainer.clip_frames);
-        assert_eq!(i64::from(recipe.clip_frames), trainer.clip_frames);
-        assert_eq!(recipe.clip_stride, trainer.clip_stride);
-        assert_eq!(recipe.crop_size, trainer.crop_size);
-        assert_eq!(recipe.batch_per_gpu as usize, trainer.batch_size);
-        assert_eq!(
-            recipe.reference_batch as usize,
-            trainer.batch_size * trainer.accumulate
-        );
-        assert_eq!(
-            (recipe.lr, recipe.warmup_start_lr, recipe.warmup_epochs),
-            (trainer.lr, trainer.warmup_start_lr, trainer.warmup_epochs)
-        );
-        assert_eq!(
-            trainer.schedule,
-            ScheduleKind::Steps {
-                milestones: recipe.milestones.map(f64::from).to_vec(),
-                gamma: recipe.gamma,
-            }
-        );
-        assert_eq!(
-            (recipe.momentum, recipe.weight_decay, recipe.epochs as usize),
-            (trainer.momentum, trainer.weight_decay, trainer.epochs)
-        );
-        assert_eq!(recipe.box_threshold as f32, trainer.box_threshold);
-        assert_eq!(
-            Some(recipe.dropout),
-            trainer.dropout.or(Some(network.dropout))
-        );
-        assert_eq!(
-            recipe.stage_depths.map(|d| d as usize),
-            network.stage_depths
-        );
-        assert_eq!(
-            [recipe.width_per_group, recipe.alpha, recipe.beta_inv].map(i64::from),
-            [network.width_per_group, network.alpha, network.beta_inv]
-        );
-        assert_eq!(
-            [recipe.fusion_kernel, recipe.fusion_conv_channel_ratio].map(i64::from),
-            [network.fusion_kernel, network.fusion_conv_channel_ratio]
-        );
-        assert_eq!(
-            recipe.spatial_strides.map(i64::from),
-            network.spatial_strides
-        );
-        assert_eq!(
-            recipe.spatial_dilations.map(i64::from),
-            network.spatial_dilations
-        );
-        assert_eq!(i64::from(recipe.roi_output_size), network.roi_output_size);
-        assert_eq!(
-            1.0 / f64::from(recipe.roi_spatial_scale_inv),
-            network.roi_spatial_scale
-        );
-    }
-
     #[test]
     fn presets_are_valid_and_round_trip_through_toml() {
         for config in [TrainConfig::ava_r50(), TrainConfig::synthetic_tiny()] {

@@ -191,7 +191,7 @@ impl Stage for ListsStage {
         }
         let mut lines = vec![line];
         if counts.train_config == 0 {
-            let recipe = &pyslowfast_train::AVA_R50;
+            let recipe = &pyslowfast_train::Recipe::ava_r50();
             lines.push(format!(
                 "no slowfast/train.yaml: the extracted frames do not hold the ava-r50 clip ({} frames {} apart, a whole number of rows each); extract with `--fps 5 --margin 2`",
                 recipe.clip_frames, recipe.clip_stride
@@ -237,6 +237,7 @@ fn write_all(
     let mut mmaction2_view: Option<Mmaction2View> = None;
     let mut period: Option<f64> = None;
     let mut train_clip_fits = true;
+    let recipe = pyslowfast_train::Recipe::ava_r50();
     for split in split_order(plan) {
         let mut text = format!("{FRAME_LIST_HEADER}\n");
         let mut view_text = format!("{FRAME_LIST_HEADER}\n");
@@ -248,7 +249,6 @@ fn write_all(
             }
             let index = FrameIndex::read(&index_path).map_err(item_error)?;
             check_clips(video, &index, plan.segment, params)?;
-            let recipe = &pyslowfast_train::AVA_R50;
             let train_clip = recipe
                 .sampling_rate(params.list_fps, *period.get_or_insert(index.period))
                 .map(|rate| recipe.list_clip(params, rate));
@@ -314,14 +314,13 @@ fn write_all(
     let train_config = layout.slowfast().join("train.yaml");
     match period.filter(|_| train_clip_fits) {
         Some(period) => {
-            let recipe = &pyslowfast_train::AVA_R50;
             let rate = recipe
                 .sampling_rate(params.list_fps, period)
                 .expect("checked with the clips");
             let root =
                 std::path::absolute(layout.root()).unwrap_or_else(|_| layout.root().to_path_buf());
             let text = pyslowfast_train::train_yaml(
-                recipe,
+                &recipe,
                 rate,
                 params.list_fps,
                 largest_action_id(layout, plan)?,

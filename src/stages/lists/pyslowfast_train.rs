@@ -6,9 +6,11 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use super::ListsParams;
+use crate::trainer_settings::TrainConfig;
+use crate::trainer_settings::schedule::ScheduleKind;
 
-/// avaprep's `ava-r50` recipe (the trainer's `TrainConfig::ava_r50` and its R50 network; a trainer
-/// test compares them) as PySlowFast's config states it.
+/// avaprep's `ava-r50` recipe (the trainer's `TrainConfig::ava_r50` and its R50 network) as
+/// PySlowFast's config states it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Recipe {
     /// Fast-pathway frames per clip and their distance, in frames of the extracted rate.
@@ -45,36 +47,49 @@ pub struct Recipe {
     pub roi_spatial_scale_inv: u32,
 }
 
-pub const AVA_R50: Recipe = Recipe {
-    clip_frames: 16,
-    clip_stride: 1,
-    crop_size: 224,
-    batch_per_gpu: 8,
-    lr: 0.1,
-    warmup_start_lr: 1.25e-4,
-    reference_batch: 64,
-    warmup_epochs: 5.0,
-    milestones: [10, 15],
-    gamma: 0.1,
-    momentum: 0.9,
-    weight_decay: 1e-7,
-    epochs: 20,
-    box_threshold: 0.8,
-    dropout: 0.5,
-    depth: 50,
-    stage_depths: [3, 4, 6, 3],
-    width_per_group: 64,
-    alpha: 4,
-    beta_inv: 8,
-    fusion_kernel: 7,
-    fusion_conv_channel_ratio: 2,
-    spatial_strides: [1, 2, 2, 1],
-    spatial_dilations: [1, 1, 1, 2],
-    roi_output_size: 7,
-    roi_spatial_scale_inv: 16,
-};
-
 impl Recipe {
+    /// The trainer's `ava-r50` preset and the network it builds, in PySlowFast's terms.
+    pub fn ava_r50() -> Self {
+        let train = TrainConfig::ava_r50();
+        let network = train.model.build(80, train.clip_frames);
+        let ScheduleKind::Steps { milestones, gamma } = &train.schedule else {
+            panic!("ava-r50 decays its LR in steps");
+        };
+        let whole = |values: [i64; 4]| values.map(|v| v as u32);
+        Recipe {
+            clip_frames: train.clip_frames as u32,
+            clip_stride: train.clip_stride,
+            crop_size: train.crop_size,
+            batch_per_gpu: train.batch_size as u32,
+            lr: train.lr,
+            warmup_start_lr: train.warmup_start_lr,
+            reference_batch: (train.batch_size * train.accumulate) as u32,
+            warmup_epochs: train.warmup_epochs,
+            milestones: [milestones[0] as u32, milestones[1] as u32],
+            gamma: *gamma,
+            momentum: train.momentum,
+            weight_decay: train.weight_decay,
+            epochs: train.epochs as u32,
+            // Through its decimal text: 0.8f32 widened is 0.800000011920929.
+            box_threshold: train.box_threshold.to_string().parse().expect("a number"),
+            dropout: train.dropout.unwrap_or(network.dropout),
+            depth: match network.stage_depths {
+                [3, 4, 6, 3] => 50,
+                other => panic!("ava-r50 is a ResNet-50, not {other:?}"),
+            },
+            stage_depths: network.stage_depths.map(|d| d as u32),
+            width_per_group: network.width_per_group as u32,
+            alpha: network.alpha as u32,
+            beta_inv: network.beta_inv as u32,
+            fusion_kernel: network.fusion_kernel as u32,
+            fusion_conv_channel_ratio: network.fusion_conv_channel_ratio as u32,
+            spatial_strides: whole(network.spatial_strides),
+            spatial_dilations: whole(network.spatial_dilations),
+            roi_output_size: network.roi_output_size as u32,
+            roi_spatial_scale_inv: (1.0 / network.roi_spatial_scale).round() as u32,
+        }
+    }
+
     /// The LR for `batch` clips a step, by the linear scaling rule.
     pub fn lr_at(&self, batch: u32) -> f64 {
         self.lr * f64::from(batch) / f64::from(self.reference_batch)
@@ -277,9 +292,21 @@ mod tests {
     }
 
     #[test]
+    fn the_recipe_is_the_trainer_s_ava_r50() {
+        let recipe = Recipe::ava_r50();
+        assert_eq!((recipe.clip_frames, recipe.clip_stride), (16, 1));
+        assert_eq!((recipe.reference_batch, recipe.lr_at(8)), (64, 0.0125));
+        assert_eq!(
+            (recipe.depth, recipe.alpha, recipe.box_threshold),
+            (50, 4, 0.8)
+        );
+        assert_eq!(recipe.roi_spatial_scale_inv, 16);
+    }
+
+    #[test]
     fn the_clip_stride_is_whole_rows_or_nothing() {
-        assert_eq!(AVA_R50.sampling_rate(30.0, 0.2), Some(6));
-        assert_eq!(AVA_R50.sampling_rate(5.0, 0.2), Some(1));
-        assert_eq!(AVA_R50.sampling_rate(30.0, 0.25), None);
+        assert_eq!(Recipe::ava_r50().sampling_rate(30.0, 0.2), Some(6));
+        assert_eq!(Recipe::ava_r50().sampling_rate(5.0, 0.2), Some(1));
+        assert_eq!(Recipe::ava_r50().sampling_rate(30.0, 0.25), None);
     }
 }
