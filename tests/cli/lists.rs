@@ -22,6 +22,22 @@ fn extract(data: &Path, extra: &[&str]) {
     assert!(output.status.success(), "{}", stderr(&output));
 }
 
+/// Runs a reference loader's check (`tests/support/SCRIPT DATA ARGS...`) with the repository's
+/// venv and returns its JSON report, once it has exited 0 (the report says what mismatched).
+fn reference_report(script: &str, data: &Path, args: &[&str]) -> serde_json::Value {
+    let root = crate::support::repo_root();
+    let output = std::process::Command::new(root.join(".venv/bin/python"))
+        .arg(root.join("tests/support").join(script))
+        .arg(data)
+        .args(args)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{script} {args:?}: {}", stderr(&output)));
+    assert!(output.status.success(), "{script} {args:?}: {report}");
+    report
+}
+
 fn lists(data: &Path, extra: &[&str]) -> std::process::Output {
     avaprep(data).arg("lists").args(extra).output().unwrap()
 }
@@ -217,18 +233,8 @@ fn pytorchvideo_s_ava_reads_clips_centred_on_their_keyframes() {
             assert!(entry.path().is_file(), "{:?} dangles", entry.path());
         }
     }
-    let python = crate::support::repo_root().join(".venv/bin/python");
-    let script = crate::support::repo_root().join("tests/support/pytorchvideo_ava.py");
     for split in ["train", "val"] {
-        let output = std::process::Command::new(&python)
-            .arg(&script)
-            .arg(data.path())
-            .args([split, "32"])
-            .output()
-            .unwrap();
-        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|_| panic!("{split}: {}", stderr(&output)));
-        assert!(output.status.success(), "{split}: {report}");
+        let report = reference_report("pytorchvideo_ava.py", data.path(), &[split, "32"]);
         let table = fs::read_to_string(
             data.path()
                 .join(format!("slowfast/annotations/ava_{split}_v2.2.csv")),
@@ -266,19 +272,9 @@ fn pyslowfast_s_ava_reads_clips_centred_on_their_keyframes() {
     extract(data.path(), &[]);
     let output = lists(data.path(), &[]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let python = crate::support::repo_root().join(".venv/bin/python");
-    let script = crate::support::repo_root().join("tests/support/pyslowfast_ava.py");
     let mut train_clips = 0;
     for split in ["train", "val"] {
-        let output = std::process::Command::new(&python)
-            .arg(&script)
-            .arg(data.path())
-            .arg(split)
-            .output()
-            .unwrap();
-        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|_| panic!("{split}: {}", stderr(&output)));
-        assert!(output.status.success(), "{split}: {report}");
+        let report = reference_report("pyslowfast_ava.py", data.path(), &[split]);
         assert!(report["clips"].as_u64().unwrap() > 0, "{split}: {report}");
         assert_eq!(
             report["frames_per_clip"],
@@ -330,18 +326,8 @@ fn mmaction2_s_ava_dataset_reads_clips_centred_on_their_keyframes() {
             );
         }
     }
-    let python = crate::support::repo_root().join(".venv/bin/python");
-    let script = crate::support::repo_root().join("tests/support/mmaction2_ava.py");
     for split in ["train", "val"] {
-        let output = std::process::Command::new(&python)
-            .arg(&script)
-            .arg(data.path())
-            .arg(split)
-            .output()
-            .unwrap();
-        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|_| panic!("{split}: {}", stderr(&output)));
-        assert!(output.status.success(), "{split}: {report}");
+        let report = reference_report("mmaction2_ava.py", data.path(), &[split]);
         let annotations = data.path().join("slowfast/annotations");
         let keys = |name: &str| -> BTreeSet<String> {
             fs::read_to_string(annotations.join(name))
@@ -413,29 +399,12 @@ fn pyslowfast_trains_from_the_config_lists_writes() {
     extract(data.path(), &[]);
     let output = lists(data.path(), &[]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let python = crate::support::repo_root().join(".venv/bin/python");
-    let support = crate::support::repo_root().join("tests/support");
     for split in ["train", "val"] {
-        let output = std::process::Command::new(&python)
-            .arg(support.join("pyslowfast_ava.py"))
-            .arg(data.path())
-            .args([split, "train.yaml"])
-            .output()
-            .unwrap();
-        let report: serde_json::Value = serde_json::from_slice(&output.stdout)
-            .unwrap_or_else(|_| panic!("{split}: {}", stderr(&output)));
-        assert!(output.status.success(), "{split}: {report}");
+        let report = reference_report("pyslowfast_ava.py", data.path(), &[split, "train.yaml"]);
         assert!(report["clips"].as_u64().unwrap() > 0, "{split}: {report}");
         assert_eq!(report["frames_per_clip"], serde_json::json!([16]));
     }
-    let output = std::process::Command::new(&python)
-        .arg(support.join("pyslowfast_train.py"))
-        .arg(data.path())
-        .output()
-        .unwrap();
-    let report: serde_json::Value =
-        serde_json::from_slice(&output.stdout).unwrap_or_else(|_| panic!("{}", stderr(&output)));
-    assert!(output.status.success(), "{report}");
+    let report = reference_report("pyslowfast_train.py", data.path(), &[]);
     let config = &report["config"];
     assert_eq!(config["SAMPLING_RATE"], 6, "{report}");
     assert_eq!(config["BATCH_SIZE"], 8, "{report}");
