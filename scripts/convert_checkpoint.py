@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Convert a PySlowFast or pytorchvideo SlowFast checkpoint to safetensors with avaprep's names.
 
-avaprep's variable names are PySlowFast's state-dict keys (see src/train/model/mod.rs), so a
+avaprep's variable names are PySlowFast's state-dict keys (see crates/avaprep-train/src/train/model/mod.rs), so a
 PySlowFast checkpoint only loses its `num_batches_tracked` buffers. pytorchvideo keys are renamed:
 
     [model.]blocks.0.multipathway_blocks.P.{conv,norm}        -> s1.pathwayP_stem.{conv,bn}

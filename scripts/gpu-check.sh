@@ -20,7 +20,7 @@ else
   export LIBTORCH=$torch_dir LIBTORCH_CXX11_ABI=1 AVAPREP_TORCH_LIB=$torch_dir/lib
 fi
 export LD_LIBRARY_PATH=$AVAPREP_TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-cargo build --release --locked --no-default-features --features train
+cargo build --release --locked -p avaprep-train -p avaprep-cli --no-default-features
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 
 # One epoch in each mixed precision, each with its own peak-memory monitor.

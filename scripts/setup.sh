@@ -65,7 +65,7 @@ fi
 torch_dir=$("$venv/bin/python" -c 'import os, torch; assert torch.__version__.startswith("2.11.0"), torch.__version__; print(os.path.dirname(torch.__file__))')
 cxx11_abi=$("$venv/bin/python" -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
 # tch's build script finds libtorch through LIBTORCH (the wheel has include/ and lib/ like a libtorch
-# download); build.rs reads AVAPREP_TORCH_LIB for the rpath.
+# download); crates/avaprep-train/build.rs reads AVAPREP_TORCH_LIB for the rpath.
 echo "export LIBTORCH=$torch_dir"
 echo "export LIBTORCH_CXX11_ABI=$cxx11_abi"
 echo "export AVAPREP_TORCH_LIB=$torch_dir/lib"

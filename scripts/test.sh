@@ -1,22 +1,23 @@
 #!/usr/bin/env bash
-# Installs what is missing (scripts/setup.sh), builds the three feature sets, checks formatting and
-# lints, and runs every test. This is what CI runs (.ci/run).
+# Installs what is missing (scripts/setup.sh), builds the data tool without FFmpeg and then the whole
+# workspace, checks formatting and lints, and runs every test. This is what CI runs (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/setup.sh --browser)"
 
 step() { echo "== $*" >&2; }
 
-step "build: trainer only (no FFmpeg)"
-cargo build --release --locked --no-default-features --features train
-# The data tool of this build is the one a validating CI job installs: no FFmpeg.
+step "build: the data tool without FFmpeg (what a validating CI job installs)"
+cargo build --release --locked -p avaprep-cli --no-default-features
 if ldd target/release/avaprep | awk '{print $1}' | grep -E '^libav'; then
   echo "avaprep built without the extract feature links libav" >&2
   exit 1
 fi
-step "build: data stages only (no libtorch)"
-cargo build --release --locked --no-default-features --features extract
-step "build: default (both)"
+if cargo tree --locked -p avaprep-cli --all-features -e normal | grep -E ' (tch|torch-sys) '; then
+  echo "the data tool's crate depends on libtorch: only crates/avaprep-train may" >&2
+  exit 1
+fi
+step "build: the workspace (data tool with FFmpeg, trainer)"
 cargo build --release --locked
 
 step "both executables find their libraries without LD_LIBRARY_PATH; the data tool links no libtorch"
@@ -31,10 +32,14 @@ if ldd target/release/avaprep | awk '{print $1}' | grep -E '^lib(torch|c10|cuda|
   echo "target/release/avaprep links libtorch or CUDA: the data tool must not" >&2
   exit 1
 fi
+if grep -rn --include='*.rs' '#\[path' src crates tests; then
+  echo "modules are crates or folders, not #[path] includes" >&2
+  exit 1
+fi
 
 step "format and lints"
 cargo fmt --all -- --check
-cargo clippy --release --locked --all-targets -- -D warnings
+cargo clippy --release --locked --workspace --all-targets -- -D warnings
 
 step "tests"
-cargo test --release --locked
+cargo test --release --locked --workspace

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/../.."
 eval "$(scripts/setup.sh)" >/dev/null
 cargo build --release --locked -q --bin avaprep
 # The download tests' fault server (throttling, dropped transfers), built only for tests and benchmarks.
-cargo build --release --locked -q --features fault-injection --bin avaprep-fault-server
+cargo build --release --locked -q -p avaprep-cli --features fault-injection --bin avaprep-fault-server
 avaprep=$PWD/target/release/avaprep
 fault_server=$PWD/target/release/avaprep-fault-server
 work=$(mktemp -d "${TMPDIR:-/tmp}/avaprep-bench-fetch.XXXXXX")

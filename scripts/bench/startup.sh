@@ -23,7 +23,7 @@ trap 'rm -rf "$work"' EXIT
   cd "$ROOT" && eval "$(scripts/setup.sh)" >/dev/null
   cargo build --release --locked --quiet
   # Its own target folder, so the default build's binaries stay as they are.
-  cargo build --release --locked --quiet --no-default-features --bin avaprep --target-dir target/no-ffmpeg
+  cargo build --release --locked --quiet -p avaprep-cli --no-default-features --target-dir target/no-ffmpeg
 )
 BIN="$ROOT/target/release"
 LEAN="$ROOT/target/no-ffmpeg/release/avaprep"

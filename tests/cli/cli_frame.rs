@@ -83,7 +83,6 @@ fn missing_pipeline_file_is_named() {
     );
 }
 
-#[cfg(feature = "train")]
 #[test]
 fn train_runs_the_trainer_with_its_exit_codes_and_says_how_to_build_a_missing_one() {
     let dir = tempfile::tempdir().unwrap();
@@ -122,7 +121,7 @@ fn train_runs_the_trainer_with_its_exit_codes_and_says_how_to_build_a_missing_on
     let message = stderr(&output);
     assert!(
         message.contains("not installed")
-            && message.contains("cargo build --release --bin avaprep-train"),
+            && message.contains("cargo build --release -p avaprep-train"),
         "{message}"
     );
 }
@@ -295,7 +294,7 @@ fn bad_mirrors_and_video_starts_are_usage_errors_before_any_work() {
 
 /// A split the dataset does not have is a usage error before the model is built, and a
 /// directory named for the detections is refused before any work.
-#[cfg(all(feature = "train", feature = "extract"))]
+#[cfg(feature = "extract")]
 #[test]
 fn predict_refuses_an_unknown_split_and_a_directory_as_usage_errors() {
     let data = crate::extract::fetched_data();

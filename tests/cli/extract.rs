@@ -175,6 +175,15 @@ fn a_broken_video_is_named_and_the_others_go_on() {
     assert_eq!(output.status.code(), Some(1));
     let message = stderr(&output);
     assert!(message.contains(&format!("video {broken_id}")), "{message}");
+    // Recorded with its kind: the video is what to fix, not a setting or the network.
+    let state = data.path().join(".avaprep/state/extract.json");
+    let envelope: serde_json::Value = serde_json::from_slice(&fs::read(state).unwrap()).unwrap();
+    let failures = envelope["state"]["failures"].as_array().unwrap();
+    let failure = failures
+        .iter()
+        .find(|failure| failure["item"] == broken_id.as_str())
+        .unwrap();
+    assert_eq!(failure["kind"], "input", "{failure}");
     for video in videos.iter().filter(|video| **video != broken_id) {
         assert_complete(data.path(), video, 5.0);
     }

@@ -226,13 +226,28 @@ fn a_missing_video_is_reported_recorded_and_the_rest_finish() {
         .into_owned();
     let server = start(root, vec![rule(missing_url, Fault::NotFound, None)]);
     let data = tempfile::tempdir().unwrap();
-    let output = fetch(data.path(), root, &server, &[]);
+    let output = fetch(data.path(), root, &server, &["--json"]);
     assert_eq!(
         output.status.code(),
         Some(1),
         "finding a missing video fails the run"
     );
     assert!(stderr(&output).contains(&missing_id), "{}", stderr(&output));
+    // Its kind says it will not come: the source does not have it.
+    let missing: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|record| record["type"] == "stage")
+        .flat_map(|record| {
+            record["newly_missing"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .collect();
+    assert_eq!(missing.len(), 1, "{missing:?}");
+    assert_eq!(missing[0]["item"], missing_id.as_str());
+    assert_eq!(missing[0]["kind"], "missing");
     let marker = fs::read_to_string(data.path().join("work/missing").join(&missing_id)).unwrap();
     assert!(marker.contains("not found"), "{marker}");
     for (url, _) in &videos[1..] {

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use avaprep::fsutil::write_atomic;
 use avaprep::pipeline::{
-    Granularity, ItemError, ItemRecord, PlannedItem, RunReport, Runner, Shard, Stage, StageContext,
-    StageOutcome, StateStore,
+    AnyStage, Granularity, ItemError, ItemRecord, PlannedItem, RunReport, Runner, Shard, Stage,
+    StageContext, StageOutcome, StateStore,
 };
 use avaprep::progress::Silent;
 
@@ -57,7 +57,9 @@ fn append_line(path: &Path, line: &str) {
 }
 
 impl Stage for TestStage {
-    fn name(&self) -> &'static str {
+    type Id = &'static str;
+
+    fn id(&self) -> &'static str {
         self.name
     }
 
@@ -92,7 +94,7 @@ impl Stage for TestStage {
         append_line(&context.data_dir.join("not_started.log"), &not_started);
         std::thread::sleep(self.item_delay);
         if self.failing.iter().any(|failing| failing == item) {
-            return Err(ItemError::new(format!("{item}: test failure")));
+            return Err(ItemError::input(format!("{item}: test failure")));
         }
         if self.missing.iter().any(|missing| missing == item) {
             return Err(ItemError::missing(format!("{item}: 404 Not Found")));
@@ -151,7 +153,7 @@ fn stages(extract_value: u32, delay: Duration) -> Vec<TestStage> {
 fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport {
     let cancel = AtomicBool::new(false);
     let runner = Runner {
-        stages: stages.iter().map(|stage| stage as &dyn Stage).collect(),
+        stages: stages.iter().map(|stage| stage as &dyn AnyStage).collect(),
         store: StateStore::new(data_dir, shard),
         shard,
         context: StageContext {

@@ -22,7 +22,7 @@ BLOCKS, DATA_BITS = 20, 17
 
 
 def frame_code(luma):
-    """The synthetic frame code (see src/synth/code.rs): 20 blocks along the top edge, a white
+    """The synthetic frame code (see crates/avaprep/src/synth/code.rs): 20 blocks along the top edge, a white
     and a black marker, 17 bits MSB first, an even-parity bit; None if it does not read."""
     height, width = luma.shape
     bw = width // BLOCKS

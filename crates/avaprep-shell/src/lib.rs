@@ -1,0 +1,206 @@
+//! The command-line frame both executables share: the global flags, logging, Ctrl-C, and the
+//! mapping from a command's result to the exit code (0 ok, 1 failure, 2 usage error).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use clap::Args;
+
+pub mod eval_table;
+pub mod printer;
+
+pub use printer::{Printer, Verbosity};
+
+/// Flags every command takes, before or after its name.
+#[derive(Debug, Args)]
+pub struct GlobalArgs {
+    /// Where downloads, frames, lists, state and runs are kept.
+    #[arg(
+        long,
+        global = true,
+        default_value = "./data",
+        env = "AVAPREP_DATA_DIR"
+    )]
+    pub data_dir: PathBuf,
+
+    /// More log output (-v: debug, -vv: trace). Hides progress bars.
+    #[arg(short, long, global = true, action = clap::ArgAction::Count, conflicts_with = "quiet")]
+    pub verbose: u8,
+
+    /// Only errors on stderr.
+    #[arg(short, long, global = true)]
+    pub quiet: bool,
+
+    /// Machine-readable output: JSON Lines on stdout, each record with a `type` field.
+    #[arg(long, global = true)]
+    pub json: bool,
+}
+
+impl GlobalArgs {
+    pub fn verbosity(&self) -> Verbosity {
+        match (self.quiet, self.verbose) {
+            (true, _) => Verbosity::Quiet,
+            (false, 0) => Verbosity::Normal,
+            (false, 1) => Verbosity::Verbose,
+            (false, _) => Verbosity::Trace,
+        }
+    }
+
+    pub fn printer(&self) -> Printer {
+        Printer::new(self.verbosity(), self.json)
+    }
+}
+
+/// What a command hands back for the exit code; errors are reported by [`finish`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExitStatus {
+    Success,
+    /// Some items failed or the work could not be done. (The trainer's commands fail only
+    /// with errors.)
+    #[allow(dead_code, reason = "used by the data tool only")]
+    Failure,
+}
+
+/// A command's error that is the user's to fix in the command line or a configuration value.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct UsageError(pub String);
+
+/// A file the user names for output (`--junit`, `predict --out`): anything but a directory,
+/// refused while the arguments are read, before any work (exit 2).
+pub fn output_file(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    avaprep::fsutil::check_output_file(&path).map_err(|error| format!("{text} {error}"))?;
+    Ok(path)
+}
+
+/// A folder the user names for output (`report --out`): absent, or a folder.
+#[allow(dead_code, reason = "used by the data tool only")]
+pub fn output_folder(text: &str) -> Result<PathBuf, String> {
+    let path = PathBuf::from(text);
+    match std::fs::metadata(&path) {
+        Ok(meta) if !meta.is_dir() => Err(format!("{text} is not a folder: name a folder")),
+        _ => Ok(path),
+    }
+}
+
+/// Set by the first Ctrl-C: long work stops at a clean point.
+pub static CANCEL: AtomicBool = AtomicBool::new(false);
+
+/// Logging at the level of `-v`/`-q`, and the Ctrl-C handler: the first asks the work to stop at
+/// a clean point, a second one ends the process.
+pub fn start(global: &GlobalArgs) {
+    init_logging(global.verbosity());
+    let _ = ctrlc::set_handler(|| {
+        if CANCEL.swap(true, Ordering::SeqCst) {
+            std::process::exit(130);
+        }
+        eprintln!("interrupted: finishing the work in progress (Ctrl-C again to stop at once)");
+    });
+}
+
+/// The exit code of a command's result; an error is printed once, on stderr.
+pub fn finish(result: anyhow::Result<ExitStatus>) -> ExitCode {
+    match result {
+        Ok(ExitStatus::Success) => ExitCode::SUCCESS,
+        Ok(ExitStatus::Failure) => ExitCode::from(1),
+        Err(error) if is_broken_pipe(&error) => ExitCode::SUCCESS,
+        Err(error) => {
+            // libtorch appends its C++ stack to its messages; the first lines say what is wrong.
+            let message = error_text(&error);
+            let message = message
+                .split("\nException raised from")
+                .next()
+                .unwrap_or(&message);
+            eprintln!("error: {message}");
+            if error.downcast_ref::<UsageError>().is_some() {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}
+
+/// The error and its causes, each cause once: most of our errors already say their cause in
+/// their own message (`{path}: {source}`), which `{:#}` would repeat.
+fn error_text(error: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in error.chain() {
+        let part = cause.to_string();
+        if !text.contains(&part) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&part);
+        }
+    }
+    text
+}
+
+fn init_logging(verbosity: Verbosity) {
+    let default = match verbosity {
+        Verbosity::Quiet => "error",
+        Verbosity::Normal => "warn",
+        Verbosity::Verbose => "debug",
+        Verbosity::Trace => "trace",
+    };
+    let filter = tracing_subscriber::EnvFilter::try_from_env("AVAPREP_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .without_time()
+        .with_target(false)
+        .init();
+}
+
+fn is_broken_pipe(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause
+            .downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// The value parser of a flag that takes one of a library type's names (`--preset ava-r50`):
+/// clap lists the names in help and in its errors, and the type's `FromStr` makes the value.
+pub fn one_of<T>(names: &'static [&'static str]) -> impl clap::builder::TypedValueParser<Value = T>
+where
+    T: std::str::FromStr + Clone + Send + Sync + 'static,
+{
+    use clap::builder::TypedValueParser as _;
+    clap::builder::PossibleValuesParser::new(names).map(|name| match name.parse::<T>() {
+        Ok(value) => value,
+        Err(_) => unreachable!("{name:?} is one of the type's own names"),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Flags {
+        #[command(flatten)]
+        global: GlobalArgs,
+    }
+
+    fn verbosity(args: &[&str]) -> Verbosity {
+        let argv = std::iter::once("avaprep").chain(args.iter().copied());
+        Flags::parse_from(argv).global.verbosity()
+    }
+
+    #[test]
+    fn each_v_raises_the_log_level_as_the_help_says() {
+        assert_eq!(verbosity(&[]), Verbosity::Normal);
+        assert_eq!(verbosity(&["-q"]), Verbosity::Quiet);
+        assert_eq!(verbosity(&["-v"]), Verbosity::Verbose);
+        assert_eq!(verbosity(&["-vv"]), Verbosity::Trace);
+        assert_eq!(verbosity(&["-v", "-v", "-v"]), Verbosity::Trace);
+    }
+}

@@ -1,0 +1,71 @@
+//! `avaprep predict`.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use avaprep_shell::{Printer, UsageError};
+
+use crate::settings::SettingsArgs;
+use avaprep_shell::GlobalArgs;
+
+#[derive(Debug, Args)]
+pub struct PredictArgs {
+    /// The weights: a run's `best-*` or `model-*` file, or any safetensors with the model's names.
+    #[arg(long)]
+    pub weights: PathBuf,
+    /// The split whose keyframes and detector boxes to score (train, val or test).
+    #[arg(long, default_value = "val")]
+    pub split: String,
+    /// The detections file to write (video_id,second,x1,y1,x2,y2,action_id,score).
+    #[arg(long, value_parser = avaprep_shell::output_file)]
+    pub out: PathBuf,
+    #[command(flatten)]
+    pub settings: SettingsArgs,
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &PredictArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<()> {
+    let config = args.settings.train_config()?;
+    check_split(&global.data_dir, &args.split)?;
+    let summary = crate::train::predict(
+        &config,
+        &global.data_dir,
+        &args.weights,
+        &args.split,
+        &args.out,
+        cancel,
+    )?;
+    printer.record("predict", &summary);
+    printer.result(&format!(
+        "{} detections of {} clips written to {}",
+        summary.rows,
+        summary.clips,
+        summary.detections.display()
+    ));
+    if let Some(report) = &summary.report {
+        printer.result(&avaprep_shell::eval_table::eval_table(report));
+    }
+    Ok(())
+}
+
+/// A split the dataset does not have is a usage error, before the model is built.
+fn check_split(data_dir: &std::path::Path, split: &str) -> anyhow::Result<()> {
+    let plan = avaprep::records::VideoPlan::load(
+        &avaprep::layout::DataLayout::new(data_dir).video_plan(),
+    )?;
+    if plan.files.splits.contains_key(split) {
+        return Ok(());
+    }
+    let known: Vec<&str> = plan.files.splits.keys().map(String::as_str).collect();
+    Err(UsageError(format!(
+        "--split {split}: the dataset has no such split (it has: {})",
+        known.join(", ")
+    ))
+    .into())
+}

@@ -1,0 +1,51 @@
+//! Training settings from a preset, a settings file and `--set` overrides.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::Args;
+
+use crate::train::{Preset, TrainConfig};
+use avaprep_shell::UsageError;
+
+/// The flags that choose the training settings, shared by `train` and `predict`.
+#[derive(Debug, Args)]
+pub struct SettingsArgs {
+    /// The starting recipe (for predict: the one the weights were trained with).
+    #[arg(long, value_parser = avaprep_shell::one_of::<Preset>(&Preset::NAMES), default_value = "ava-r50")]
+    pub preset: Preset,
+    /// A TOML file of training settings (keys as in the run's config.toml) applied over the preset.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Override one setting, e.g. --set epochs=10 --set device=\"cuda:0\" --set
+    /// schedule.gamma=0.5. Repeatable.
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+}
+
+impl SettingsArgs {
+    pub fn train_config(&self) -> anyhow::Result<TrainConfig> {
+        train_config(self.preset, self.config.as_deref(), &self.overrides)
+    }
+}
+
+/// A preset, then a settings file over it, then `--set` overrides (dotted keys reach nested
+/// tables: `schedule.kind=step`). Every invalid value is a usage error, found before any work.
+fn train_config(
+    preset: Preset,
+    file: Option<&Path>,
+    overrides: &[String],
+) -> anyhow::Result<TrainConfig> {
+    let file = match file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading training settings {}", path.display()))?;
+            Some(text.parse::<toml::Table>().map_err(|error| {
+                UsageError(format!("{}: not valid TOML: {error}", path.display()))
+            })?)
+        }
+        None => None,
+    };
+    avaprep::trainer_settings::resolve(preset, file, overrides)
+        .map_err(|message| UsageError(format!("training settings: {message}")).into())
+}

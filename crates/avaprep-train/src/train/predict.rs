@@ -1,0 +1,129 @@
+//! Inference over a split's detector boxes, the AVA detections file, and [`predict`].
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde::{Deserialize, Serialize};
+use tch::Device;
+
+use super::TrainError;
+use super::checkpoint::{check_safetensors, load_model};
+use super::dataset::{Classes, ClipSample, Dataset};
+use super::device::resolve_device;
+use super::loader::{Augment, Loader, LoaderSpec, eval_batches};
+use super::model::probabilities;
+use super::net::Net;
+use avaprep::annotations::{ActionId, Detection};
+use avaprep::eval::{EvalReport, evaluate};
+use avaprep::fsutil::write_output;
+use avaprep::trainer_settings::{Precision, TrainConfig};
+
+/// Scores every detector box of `clips` for every scored class, in eval mode without autograd.
+pub(crate) fn infer(
+    net: &Net,
+    clips: &Arc<Vec<ClipSample>>,
+    config: &TrainConfig,
+    classes: &Classes,
+    autocast: bool,
+) -> Result<Vec<Detection>, TrainError> {
+    let spec = LoaderSpec::of(config, classes.len());
+    let scored: Vec<(usize, ActionId)> = classes
+        .scored
+        .ids()
+        .filter_map(|id| Some((classes.index(id)?, id)))
+        .collect();
+    let batches = eval_batches(clips.len(), config.batch_size);
+    let mut detections = Vec::new();
+    for batch in Loader::spawn(clips.clone(), batches, Augment::Eval, spec) {
+        let batch = batch?;
+        let probabilities = tch::no_grad(|| probabilities(&net.forward(&batch, false, autocast)));
+        let probabilities = Vec::<Vec<f32>>::try_from(probabilities.to_device(Device::Cpu))?;
+        for (&(sample, j), row) in batch.owners.iter().zip(&probabilities) {
+            let clip = &clips[sample];
+            for &(column, action) in &scored {
+                detections.push(Detection {
+                    key: clip.key,
+                    bbox: clip.boxes[j].bbox,
+                    action,
+                    score: row[column],
+                });
+            }
+        }
+    }
+    Ok(detections)
+}
+
+/// The official detections format, PySlowFast's precision: 3 decimals for coordinates, 4 for
+/// scores, the second as 4 digits.
+pub fn write_detections(path: &Path, detections: &[Detection]) -> Result<(), TrainError> {
+    let mut text = String::with_capacity(detections.len() * 56);
+    for d in detections {
+        let b = d.bbox;
+        let _ = writeln!(
+            text,
+            "{},{:.3},{:.3},{:.3},{:.3},{},{:.4}",
+            d.key,
+            b.x1(),
+            b.y1(),
+            b.x2(),
+            b.y2(),
+            d.action,
+            d.score
+        );
+    }
+    write_output(path, text.as_bytes()).map_err(|e| TrainError::io(path, e))
+}
+
+/// What [`predict`] wrote.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PredictSummary {
+    pub detections: PathBuf,
+    pub clips: usize,
+    pub rows: usize,
+    /// The official evaluation when the split has ground truth.
+    pub report: Option<EvalReport>,
+}
+
+/// Scores the detector boxes of `split` with `weights` (a `model-*` or `best-*` file, or any
+/// safetensors with these names) and writes `out` in the AVA format; evaluates it when the split
+/// has ground truth.
+pub fn predict(
+    config: &TrainConfig,
+    data_dir: &Path,
+    weights: &Path,
+    split: &str,
+    out: &Path,
+    cancel: &AtomicBool,
+) -> Result<PredictSummary, TrainError> {
+    // A wrong weights file is named before the data is read.
+    check_safetensors(weights)
+        .map_err(|problem| TrainError::Checkpoint(format!("{}: {problem}", weights.display())))?;
+    let (device, precision) = resolve_device(config)?;
+    let data = Dataset::open(data_dir)?;
+    let (clips, annotations, _) = data.clips(config, split, false)?;
+    let net = Net::new(config, data.classes.len(), device);
+    load_model(&net.vs, weights)?;
+    if cancel.load(Ordering::Relaxed) {
+        return Err(TrainError::Config("cancelled before inference".into()));
+    }
+    let clips = Arc::new(clips);
+    let autocast = precision != Precision::Fp32;
+    let detections = infer(&net, &clips, config, &data.classes, autocast)?;
+    write_detections(out, &detections)?;
+    let report = (!annotations.ground_truth.is_empty()).then(|| {
+        evaluate(
+            &annotations.ground_truth,
+            &detections,
+            &data.classes.scored,
+            &annotations.excluded,
+        )
+    });
+    Ok(PredictSummary {
+        detections: out.to_path_buf(),
+        clips: clips.len(),
+        rows: detections.len(),
+        report,
+    })
+}

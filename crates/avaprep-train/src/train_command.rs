@@ -1,0 +1,170 @@
+//! `avaprep train`.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use avaprep_shell::Printer;
+
+use crate::settings::SettingsArgs;
+use crate::train::{InitReport, TrainEvent};
+use avaprep_shell::GlobalArgs;
+
+#[derive(Debug, Args)]
+pub struct TrainArgs {
+    #[command(flatten)]
+    pub settings: SettingsArgs,
+    /// Where checkpoints, metrics, curves and detections go. Default: DATA_DIR/runs/<preset>.
+    #[arg(long)]
+    pub run_dir: Option<PathBuf>,
+    /// Continue from the run directory's last checkpoint.
+    #[arg(long)]
+    pub resume: bool,
+    /// Start from these weights (safetensors from scripts/convert_checkpoint.py); tensors of
+    /// another shape, such as a head for another class count, keep their fresh initialisation.
+    #[arg(long, value_name = "FILE")]
+    pub init: Option<PathBuf>,
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &TrainArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<()> {
+    let mut config = args.settings.train_config()?;
+    config.resume |= args.resume;
+    if let Some(init) = &args.init {
+        config.init_weights = Some(init.clone());
+    }
+    let run_dir = args.run_dir.clone().unwrap_or_else(|| {
+        global
+            .data_dir
+            .join("runs")
+            .join(args.settings.preset.name())
+    });
+    let progress = |event: TrainEvent| {
+        if printer.json
+            && let Some(line) = tagged_line(&event)
+        {
+            println!("{line}");
+        }
+        if let Some(text) = event_text(&event) {
+            printer.note(&text);
+        }
+    };
+    let summary = crate::train::train(&config, &global.data_dir, &run_dir, cancel, &progress)?;
+    printer.record("train_summary", &summary);
+    printer.result(&format!(
+        "{}; {} epochs, {} steps; best val mAP {}; run: {}",
+        summary.reason,
+        summary.epochs_run,
+        summary.steps,
+        summary.best.map_or("-".into(), |(map, epoch)| format!(
+            "{map:.4} (epoch {epoch})"
+        )),
+        run_dir.display()
+    ));
+    Ok(())
+}
+
+/// The line a person sees for an event; batches only move the progress.
+fn event_text(event: &TrainEvent) -> Option<String> {
+    Some(match event {
+        TrainEvent::Started {
+            device,
+            train_clips,
+            val_clips,
+            resumed_from,
+            ..
+        } => format!(
+            "training on {device}: {train_clips} train clips, {val_clips} val clips{}",
+            resumed_from.map_or(String::new(), |(epoch, step)| format!(
+                ", resumed at epoch {epoch} step {step}"
+            ))
+        ),
+        TrainEvent::EpochEnd {
+            epoch,
+            loss,
+            clips_per_s,
+        } => format!("epoch {epoch}: loss {loss:.4}, {clips_per_s:.1} clips/s"),
+        TrainEvent::Evaluated { epoch, map, best } => format!(
+            "epoch {epoch}: val mAP {}, best {}",
+            map.map_or("-".into(), |map| format!("{map:.4}")),
+            best.map_or("-".into(), |best| format!("{best:.4}"))
+        ),
+        TrainEvent::Initialised(report) => init_summary(report),
+        TrainEvent::Stopped { reason } => format!("stopped: {reason}"),
+        TrainEvent::Batch { .. } | TrainEvent::CheckpointSaved { .. } => return None,
+    })
+}
+
+fn init_summary(report: &InitReport) -> String {
+    let mut text = format!(
+        "initialised from {}: {} tensors loaded, {} kept fresh, {} in the file unused",
+        report.file.display(),
+        report.loaded,
+        report.skipped.len(),
+        report.unused.len()
+    );
+    for skipped in &report.skipped {
+        text.push_str(&format!(
+            "\n  kept fresh: {} ({})",
+            skipped.name, skipped.reason
+        ));
+    }
+    for name in &report.unused {
+        text.push_str(&format!("\n  unused: {name}"));
+    }
+    text
+}
+
+/// The JSON line of a value that names its own `type`; `None` for one that does not, so an
+/// untagged value can never pass for a tagged one.
+fn tagged_line<T: serde::Serialize>(value: &T) -> Option<String> {
+    let value = serde_json::to_value(value).ok()?;
+    value.get("type")?.as_str()?;
+    Some(value.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tagged_line;
+    use crate::train::TrainEvent;
+
+    /// `--json` once tagged every event `"type":"train"`, so a script could not tell a step from
+    /// an evaluation: each event keeps its own type.
+    #[test]
+    fn json_events_keep_their_own_type() {
+        let events = [
+            (
+                TrainEvent::Batch {
+                    epoch: 0,
+                    batch: 1,
+                    batches: 2,
+                    loss: 0.5,
+                    lr: 0.1,
+                },
+                "batch",
+            ),
+            (
+                TrainEvent::Evaluated {
+                    epoch: 2,
+                    map: Some(0.5),
+                    best: Some(0.5),
+                },
+                "evaluated",
+            ),
+            (
+                TrainEvent::CheckpointSaved { epoch: 2, step: 9 },
+                "checkpoint_saved",
+            ),
+        ];
+        for (event, kind) in events {
+            let line = tagged_line(&event).expect("a tagged event");
+            let parsed: serde_json::Value = serde_json::from_str(&line).unwrap();
+            assert_eq!(parsed["type"], kind, "{line}");
+        }
+    }
+}

@@ -1,0 +1,184 @@
+//! `avaprep status`: where each stage stands, read from the state files without changing them.
+
+use serde::Serialize;
+
+use super::PipelineError;
+use super::fingerprint::stage_key;
+use super::runner::{Runner, adopt_item, assess, topological_order};
+use super::stage::AnyStage;
+use super::state::{Peeked, STATE_FORMAT, StageStatus};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StageCondition {
+    /// Done with the current fingerprint.
+    Done,
+    /// Ran with other parameters or inputs: the next run redoes it.
+    Stale,
+    /// Never ran (or its state was set aside as corrupt).
+    Pending,
+    /// Finished with failed items.
+    Failed,
+    /// Started and not finished: interrupted, or running now in another process.
+    Interrupted,
+    /// The state file exists but cannot be trusted; the next run rebuilds the stage.
+    Corrupt,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StageStatusLine {
+    pub stage: String,
+    pub condition: StageCondition,
+    pub items_done: usize,
+    pub items_planned: usize,
+    pub failed: usize,
+    pub files: u64,
+    pub bytes: u64,
+    pub seconds: f64,
+    pub detail: Option<String>,
+}
+
+impl Runner<'_> {
+    /// Each stage as the next `run` would find it: the same keys, plans and checks of what
+    /// items made, so `status`, `run` and single commands agree.
+    pub fn status(&self) -> Result<Vec<StageStatusLine>, PipelineError> {
+        let order = topological_order(&self.stages)?;
+        let legacy = self.legacy_current(&order);
+        let mut lines: Vec<StageStatusLine> = Vec::new();
+        for stage in &order {
+            let line = self.status_line(*stage, legacy.contains(stage.name()), &lines)?;
+            lines.push(line);
+        }
+        Ok(lines)
+    }
+
+    fn status_line(
+        &self,
+        stage: &dyn AnyStage,
+        adopt: bool,
+        earlier: &[StageStatusLine],
+    ) -> Result<StageStatusLine, PipelineError> {
+        let mut line = StageStatusLine {
+            stage: stage.name().to_string(),
+            condition: StageCondition::Pending,
+            items_done: 0,
+            items_planned: 0,
+            failed: 0,
+            files: 0,
+            bytes: 0,
+            seconds: 0.0,
+            detail: None,
+        };
+        let mut state = match self.store_for(stage.name()).peek(stage.name())? {
+            Peeked::Missing => return Ok(line),
+            Peeked::Corrupt(reason) => {
+                line.condition = StageCondition::Corrupt;
+                line.detail = Some(reason);
+                return Ok(line);
+            }
+            Peeked::Valid(state) => state,
+        };
+        line.items_planned = state.planned_items;
+        line.items_done = state.planned_records().count();
+        line.failed = state.failures.len();
+        line.files = state.total_files();
+        line.bytes = state.total_bytes();
+        line.seconds = state.seconds;
+        line.detail = state
+            .failures
+            .first()
+            .map(|failure| format!("{}: {}", failure.item, failure.message));
+        let stale = |line: &mut StageStatusLine, detail: String| {
+            line.condition = StageCondition::Stale;
+            line.detail = Some(detail);
+        };
+        let current_format = state.fingerprint == stage_key(stage) && state.format == STATE_FORMAT;
+        if !current_format && !adopt {
+            line.items_done = 0;
+            stale(
+                &mut line,
+                "its parameters changed since it ran: every item is redone".into(),
+            );
+            return Ok(line);
+        }
+        let waiting: Vec<&str> = stage
+            .depends_on()
+            .iter()
+            .filter(|dependency| {
+                earlier.iter().any(|line| {
+                    line.stage == **dependency && line.condition != StageCondition::Done
+                })
+            })
+            .copied()
+            .collect();
+        if !waiting.is_empty() {
+            stale(
+                &mut line,
+                format!(
+                    "after {}: the next run does that first, then what it changes here",
+                    waiting.join(", ")
+                ),
+            );
+            return Ok(line);
+        }
+        let planned = match self.plan(stage) {
+            Ok(planned) => planned,
+            Err(error) => {
+                stale(&mut line, error.message);
+                return Ok(line);
+            }
+        };
+        let plan: Vec<String> = planned.iter().map(|item| item.name.clone()).collect();
+        let keys = self.item_keys(stage, planned);
+        if self.shard.is_none() {
+            // As the next run will: what the shards made counts.
+            let _ = self.merge_shards(&mut state, &keys, &[]);
+        }
+        if adopt {
+            for item in &plan {
+                let (key, upstream) = keys.of(&[], item);
+                adopt_item(&mut state, item, &key, &upstream);
+            }
+            state.planned = plan.clone();
+        }
+        let changed = self.changed_items(&state, &plan);
+        for (item, _) in &changed {
+            state.items.remove(item);
+        }
+        let (done, redo) = assess(&keys, &[], &state, &plan);
+        line.items_planned = plan.len();
+        line.items_done = done;
+        if let Some((item, change)) = changed.first() {
+            stale(
+                &mut line,
+                match changed.len() {
+                    1 => format!("changed since made: {item}: {change}"),
+                    n => format!("{n} items changed since made, first {item}: {change}"),
+                },
+            );
+        } else if let Some(item) = redo.first() {
+            stale(
+                &mut line,
+                format!(
+                    "{} of {} items to redo, their inputs changed (first {item})",
+                    redo.len(),
+                    plan.len()
+                ),
+            );
+        } else if done < plan.len() || state.planned != plan {
+            let new = plan.len() - done;
+            stale(
+                &mut line,
+                format!("{new} of {} items not made yet", plan.len()),
+            );
+        } else {
+            line.condition = match state.status {
+                StageStatus::Done => StageCondition::Done,
+                StageStatus::Failed => StageCondition::Failed,
+                StageStatus::Running => StageCondition::Interrupted,
+                StageStatus::Blocked => StageCondition::Stale,
+            };
+        }
+        Ok(line)
+    }
+}

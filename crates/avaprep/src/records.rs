@@ -1,0 +1,299 @@
+//! The records stages hand each other through files under the data directory. A stage reads
+//! what an earlier one wrote, never its in-memory state.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::annotations::{VideoFileName, VideoId};
+use crate::eval::EvalReport;
+use crate::fsutil;
+use crate::layout::{DataLayout, FolderName};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Invalid { path: PathBuf, message: String },
+    #[error(
+        "{path} does not exist yet: run `avaprep fetch` first (it parses the annotations into this plan of videos), or for videos already on disk `avaprep extract --videos DIR`"
+    )]
+    NoPlan { path: PathBuf },
+}
+
+/// The videos a run uses, written by `parse` and read by every later stage.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VideoPlan {
+    /// The annotated segment, seconds from the stream's first timestamp: [start, end).
+    pub segment: [f64; 2],
+    pub keyframes: [u32; 2],
+    pub videos: Vec<PlannedVideo>,
+    /// The annotation files the plan was made from, inside the annotations folder.
+    #[serde(default)]
+    pub files: PlanFiles,
+    /// Where the videos are when they were already on disk (not downloaded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub videos_on_disk: Option<VideosOnDisk>,
+}
+
+/// A folder of `<id>.<ext>` videos the user already has, read where they are and never deleted.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VideosOnDisk {
+    pub folder: PathBuf,
+    /// The dataset second at the files' time 0: 0 for whole videos, 900 for AVA's pre-cut
+    /// 15-minute clips (`videos_15min/`, seconds 900-1801).
+    pub start_seconds: f64,
+}
+
+/// Names of annotation files relative to the annotations folder (from the manifest), so later
+/// stages read the same files parse read without the manifest.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlanFiles {
+    /// Every action class (`label { ... }` form).
+    pub label_map: String,
+    /// The scored classes (`item { ... }` form).
+    pub scored_label_map: String,
+    pub splits: BTreeMap<String, SplitFiles>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct SplitFiles {
+    pub ground_truth: Option<String>,
+    pub excluded_timestamps: Option<String>,
+    pub detected_boxes: Option<String>,
+}
+
+impl PlanFiles {
+    fn names(&self) -> impl Iterator<Item = &String> {
+        [&self.label_map, &self.scored_label_map]
+            .into_iter()
+            .chain(self.splits.values().flat_map(|split| {
+                [
+                    &split.ground_truth,
+                    &split.excluded_timestamps,
+                    &split.detected_boxes,
+                ]
+                .into_iter()
+                .flatten()
+            }))
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlannedVideo {
+    pub id: VideoId,
+    pub file_name: VideoFileName,
+    /// The manifest's video folder (`trainval`, `test`) the file is downloaded from.
+    pub folder: FolderName,
+    pub split: String,
+    /// Annotated keyframe seconds, ascending (for test videos: the included timestamps).
+    pub keyframes: Vec<u32>,
+}
+
+impl VideoPlan {
+    pub fn load(path: &Path) -> Result<Self, RecordError> {
+        let bytes = crate::fsutil::read_regular(path, crate::fsutil::FileKind::Config).map_err(
+            |source| match source.kind() {
+                std::io::ErrorKind::NotFound => RecordError::NoPlan {
+                    path: path.to_path_buf(),
+                },
+                _ => RecordError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                },
+            },
+        )?;
+        let plan: VideoPlan =
+            serde_json::from_slice(&bytes).map_err(|error| RecordError::Invalid {
+                path: path.to_path_buf(),
+                message: error.to_string(),
+            })?;
+        // Names from a file are joined to the annotations folder: none may leave it.
+        for name in plan.files.names().filter(|name| !name.is_empty()) {
+            crate::layout::check_relative_name(name).map_err(|message| RecordError::Invalid {
+                path: path.to_path_buf(),
+                message,
+            })?;
+        }
+        Ok(plan)
+    }
+
+    /// Written atomically: a reader sees the previous plan or this one, never a part. A plan equal
+    /// to the one on disk leaves the file untouched, so what reads it is not made stale.
+    pub fn write(&self, path: &Path) -> Result<(), RecordError> {
+        let mut bytes = serde_json::to_vec_pretty(self).expect("a plan serialises");
+        bytes.push(b'\n');
+        if std::fs::read(path).is_ok_and(|existing| existing == bytes) {
+            return Ok(());
+        }
+        fsutil::write_atomic(path, &bytes).map_err(|source| RecordError::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    }
+
+    pub fn video(&self, id: &str) -> Option<&PlannedVideo> {
+        self.videos.iter().find(|video| video.id.as_str() == id)
+    }
+}
+
+/// The timing of the mmaction2 view (`mmaction2/view.json`, written by `lists --mmaction2`, read
+/// by `validate`): the `AVADataset` arguments the view was named for and the clip its config
+/// samples.
+///
+/// mmaction2 1.x's `SampleAVAFrames` centres keyframe `t` on index
+/// `c = fps * (t - timestamp_start) + start_index`, takes `clip_len` indices `frame_interval`
+/// apart from `c - (clip_len / 2) * frame_interval`, clips them to
+/// `[0, (timestamp_end - timestamp_start) * fps)` and then adds `start_index` again, so with its
+/// default `start_index = 1` every clip is one frame late. The view's config sets
+/// `start_index = 0`: file `img_{k:05}.jpg` shows the instant `timestamp_start + k / fps`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mmaction2View {
+    pub fps: u32,
+    pub timestamp_start: i64,
+    pub timestamp_end: i64,
+    pub clip_len: u32,
+    pub frame_interval: u32,
+}
+
+impl Mmaction2View {
+    /// `AVADataset`'s `filename_tmpl`.
+    pub const FILENAME_TEMPLATE: &'static str = "img_{:05}.jpg";
+
+    /// The record's file name in the view's folder.
+    pub const RECORD: &'static str = "view.json";
+
+    /// The file the loader opens for index `k`.
+    pub fn file_name(k: i64) -> String {
+        format!("img_{k:05}.jpg")
+    }
+
+    /// The instant index `k` is taken to show.
+    pub fn instant(&self, k: i64) -> f64 {
+        self.timestamp_start as f64 + k as f64 / f64::from(self.fps)
+    }
+
+    /// Indices the loader can read: `0 .. (timestamp_end - timestamp_start) * fps`.
+    pub fn index_count(&self) -> i64 {
+        (self.timestamp_end - self.timestamp_start) * i64::from(self.fps)
+    }
+
+    /// The indices of keyframe `second`'s clip, as `SampleAVAFrames` computes them in test mode
+    /// with `start_index = 0`; the clip's centre, index `clip_len / 2`, is the keyframe's.
+    pub fn clip_indices(&self, second: i64) -> Vec<i64> {
+        self.unclamped(second)
+            .map(|k| k.clamp(0, self.index_count() - 1))
+            .collect()
+    }
+
+    /// Every index a training clip of keyframe `second` can take: training adds its own jitter
+    /// to each index (`randint(-interval // 2, (interval + 1) // 2)`, 0 or -1 for an interval
+    /// of 1).
+    pub fn training_indices(&self, second: i64) -> BTreeSet<i64> {
+        let interval = i64::from(self.frame_interval.max(1));
+        let jitter = (-interval).div_euclid(2)..(interval + 1) / 2;
+        self.unclamped(second)
+            .flat_map(|k| jitter.clone().map(move |j| k + j))
+            .map(|k| k.clamp(0, self.index_count() - 1))
+            .collect()
+    }
+
+    fn unclamped(&self, second: i64) -> impl Iterator<Item = i64> {
+        let interval = i64::from(self.frame_interval.max(1));
+        let first = i64::from(self.fps) * (second - self.timestamp_start)
+            - i64::from(self.clip_len / 2) * interval;
+        (0..i64::from(self.clip_len)).map(move |i| first + i * interval)
+    }
+}
+
+/// The file beside `slowfast/ava.yaml` that holds the lists' timing.
+pub const WRITTEN_TIMING: &str = "lists.json";
+
+/// The timing `avaprep lists` wrote beside its config (`slowfast/lists.json`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WrittenTiming {
+    pub list_fps: f64,
+    pub segment_start: f64,
+    pub segment_end: f64,
+    pub keyframes: [u32; 2],
+}
+
+/// What `train` hands to `eval` and to the person reading the run's end: paths relative to the
+/// data directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainedRun {
+    pub run_dir: String,
+    /// Weights of the best validation mAP (the last checkpoint's when no evaluation scored).
+    pub weights: String,
+    pub curves: String,
+    pub stop: String,
+    pub epochs_run: u64,
+    pub steps: u64,
+    /// Best validation mAP during training and its epoch.
+    pub best: Option<(f64, u64)>,
+    /// The split training evaluated on (its `val_split`), whose mAP `best` is.
+    #[serde(default = "default_val_split")]
+    pub val_split: String,
+}
+
+fn default_val_split() -> String {
+    "val".into()
+}
+
+impl TrainedRun {
+    pub fn path(layout: &DataLayout) -> PathBuf {
+        layout.root().join("work").join("train.json")
+    }
+
+    pub fn load(layout: &DataLayout) -> Result<Self, RecordError> {
+        let path = Self::path(layout);
+        let bytes = std::fs::read(&path).map_err(|error| RecordError::Invalid {
+            message: format!("{error}; `avaprep run` trains first"),
+            path: path.clone(),
+        })?;
+        serde_json::from_slice(&bytes).map_err(|error| RecordError::Invalid {
+            path,
+            message: error.to_string(),
+        })
+    }
+}
+
+/// One split's detections and, where it has ground truth, their score; paths relative to the
+/// data directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SplitResult {
+    pub split: String,
+    pub detections: String,
+    pub report: Option<String>,
+    pub mean_ap: Option<f64>,
+}
+
+/// What `eval` made: `work/eval.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evaluation {
+    pub weights: String,
+    pub splits: Vec<SplitResult>,
+}
+
+impl Evaluation {
+    pub fn path(layout: &DataLayout) -> PathBuf {
+        layout.root().join("work").join("eval.json")
+    }
+
+    pub fn load(layout: &DataLayout) -> Option<Self> {
+        serde_json::from_slice(&std::fs::read(Self::path(layout)).ok()?).ok()
+    }
+
+    /// A split's report, read back.
+    pub fn report(&self, layout: &DataLayout, split: &str) -> Option<EvalReport> {
+        let result = self.splits.iter().find(|result| result.split == split)?;
+        let bytes = std::fs::read(layout.root().join(result.report.as_ref()?)).ok()?;
+        serde_json::from_slice(&bytes).ok()
+    }
+}

@@ -1,0 +1,187 @@
+//! `eval`: the trained weights' detections for each chosen split (`avaprep predict`, run in the
+//! trainer executable), in the official submission format, scored here with the official
+//! protocol where the split has ground truth. What it made is recorded in `work/eval.json`.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use super::StageId;
+use super::train::{TrainParams, run_trainer};
+use crate::annotations::KeyframeRange;
+use crate::eval::{EvalOptions, evaluate_files_with};
+use crate::layout::DataLayout;
+use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
+use crate::records::{Evaluation, SplitResult, TrainedRun, VideoPlan};
+
+/// The `[eval]` table of a pipeline file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct EvalParams {
+    /// The splits to write detections for; those with ground truth are scored. A split
+    /// without public labels (test) gets its submission file only.
+    pub splits: Vec<String>,
+}
+
+impl EvalParams {
+    /// Split names become file names: plain names only.
+    pub fn validate(&self) -> Result<(), String> {
+        for split in &self.splits {
+            let plain = !split.is_empty()
+                && split
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+            if !plain {
+                return Err(format!(
+                    "splits: `{split}` is not a split name (letters, digits, `_` and `-`)"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Default for EvalParams {
+    fn default() -> Self {
+        EvalParams {
+            splits: vec!["val".into()],
+        }
+    }
+}
+
+pub struct EvalStage {
+    pub params: EvalParams,
+    /// The settings the weights were trained with: predict builds the same model and clips.
+    pub train: TrainParams,
+    pub trainer: PathBuf,
+}
+
+impl Stage for EvalStage {
+    type Id = StageId;
+
+    fn id(&self) -> StageId {
+        StageId::Eval
+    }
+
+    fn depends_on(&self) -> &'static [StageId] {
+        &[StageId::Train]
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::Whole
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({ "version": 1, "splits": self.params.splits })
+    }
+
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
+    }
+
+    fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
+        let layout = DataLayout::new(context.data_dir);
+        let trained = TrainedRun::load(&layout).map_err(ItemError::input)?;
+        let plan = VideoPlan::load(&layout.video_plan()).map_err(ItemError::input)?;
+        let folder = layout.root().join(&trained.run_dir).join("eval");
+        let mut splits = Vec::new();
+        for split in &self.params.splits {
+            splits.push(self.split(context, &layout, &plan, &trained, &folder, split)?);
+        }
+        let evaluation = Evaluation {
+            weights: trained.weights.clone(),
+            splits,
+        };
+        let path = Evaluation::path(&layout);
+        let bytes = serde_json::to_vec_pretty(&evaluation).expect("a record serialises");
+        crate::fsutil::write_atomic(&path, &bytes).map_err(ItemError::output)?;
+        let mut made = vec![layout.relative(&path)];
+        for result in &evaluation.splits {
+            made.push(result.detections.clone());
+            made.extend(result.report.clone());
+        }
+        let made: Vec<&str> = made.iter().map(String::as_str).collect();
+        ItemRecord {
+            files: made.len() as u64,
+            ..ItemRecord::default()
+        }
+        .with_files(context.data_dir, &made, &[])
+        .map_err(ItemError::input)
+    }
+}
+
+impl EvalStage {
+    fn split(
+        &self,
+        context: &StageContext,
+        layout: &DataLayout,
+        plan: &VideoPlan,
+        trained: &TrainedRun,
+        folder: &Path,
+        split: &str,
+    ) -> Result<SplitResult, ItemError> {
+        let files = plan.files.splits.get(split).ok_or_else(|| {
+            ItemError::usage(format!(
+                "[eval] splits names `{split}`, which the run's plan does not have (it has: {}); add it to the pipeline's `splits`",
+                plan.files.splits.keys().cloned().collect::<Vec<_>>().join(", ")
+            ))
+        })?;
+        // The split's name is checked against the plan above, so it is a plain file name.
+        let detections = folder.join(format!("{split}_detections.csv"));
+        let mut args = vec![
+            "--json".to_string(),
+            "--data-dir".into(),
+            context.data_dir.to_string_lossy().into_owned(),
+            "predict".into(),
+            "--weights".into(),
+            layout
+                .root()
+                .join(&trained.weights)
+                .to_string_lossy()
+                .into_owned(),
+            "--split".into(),
+            split.to_string(),
+            "--out".into(),
+            detections.to_string_lossy().into_owned(),
+        ];
+        let run_config = layout
+            .root()
+            .join(&trained.run_dir)
+            .join(super::train::RUN_CONFIG);
+        args.extend(self.train.trainer_args(&run_config));
+        run_trainer::<serde_json::Value>(&self.trainer, &args, context, &|_| {})?;
+        let mut result = SplitResult {
+            split: split.to_string(),
+            detections: layout.relative(&detections),
+            report: None,
+            mean_ap: None,
+        };
+        let Some(ground_truth) = &files.ground_truth else {
+            return Ok(result);
+        };
+        // The ground truth as `lists` filtered it: the videos with frames, as PySlowFast scores.
+        let annotations = layout.slowfast().join("annotations");
+        let [first, last] = plan.keyframes;
+        let keyframes = KeyframeRange::new(first, last)
+            .ok_or_else(|| ItemError::input(format!("the plan's keyframes {first}-{last}")))?;
+        let exclusions = files
+            .excluded_timestamps
+            .as_ref()
+            .map(|name| annotations.join(name));
+        let report = evaluate_files_with(
+            &annotations.join(ground_truth),
+            &detections,
+            &annotations.join(&plan.files.scored_label_map),
+            exclusions.as_deref(),
+            keyframes,
+            &EvalOptions::OFFICIAL,
+        )
+        .map_err(|error| ItemError::input(format!("scoring {}: {error}", detections.display())))?;
+        let report_path = folder.join(format!("{split}_eval.json"));
+        let bytes = serde_json::to_vec_pretty(&report).expect("a report serialises");
+        crate::fsutil::write_atomic(&report_path, &bytes).map_err(ItemError::output)?;
+        result.report = Some(layout.relative(&report_path));
+        result.mean_ap = report.mean_ap;
+        Ok(result)
+    }
+}

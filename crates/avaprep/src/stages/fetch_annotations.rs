@@ -1,0 +1,249 @@
+//! `fetch-annotations`: the annotation zip (extracted), the name lists, the person-box tar
+//! (extracted), all into the annotation folder PySlowFast reads.
+
+use std::path::{Path, PathBuf};
+
+use super::StageId;
+use crate::annotations::plan::{Selection, file_name, plan_inputs};
+use crate::fetch::archive;
+use crate::fetch::download::{self, Downloader};
+use crate::fetch::{FetchParams, content_identity, expected, fetch_file};
+use crate::layout::DataLayout;
+use crate::manifest::{DatasetManifest, RemoteFile};
+use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
+
+pub struct FetchAnnotationsStage {
+    pub manifest: DatasetManifest,
+    pub params: FetchParams,
+    /// Which annotation files a run needs when they come from disk.
+    pub selection: Selection,
+}
+
+impl FetchAnnotationsStage {
+    /// The annotation files the plan needs, from a folder on disk into the annotation folder
+    /// (nothing to copy when they are already there), checked against the sizes and sha256 the
+    /// manifest knows. Returns the files' paths inside the annotation folder.
+    fn copy_from_disk(&self, layout: &DataLayout) -> Result<Vec<PathBuf>, ItemError> {
+        let annotations = layout.annotations();
+        let source = self
+            .params
+            .annotations
+            .clone()
+            .unwrap_or(annotations.clone());
+        let same_folder = match (source.canonicalize(), annotations.canonicalize()) {
+            (Ok(source), Ok(destination)) => source == destination,
+            _ => false,
+        };
+        let needed = plan_inputs(
+            &self.manifest,
+            &self.selection,
+            self.params.videos_on_disk().as_ref(),
+        );
+        let mut files = Vec::new();
+        for name in needed {
+            let from = source.join(&name);
+            let to = annotations.join(&name);
+            if !from.is_file() {
+                return Err(ItemError::input(format!(
+                    "{}: not there; the annotation folder must hold every file the manifest names for the chosen splits ({name}); download them with `avaprep fetch`, or name their folder with `--annotations DIR`",
+                    from.display()
+                )));
+            }
+            if !same_folder {
+                let bytes = crate::fsutil::read_regular(&from, crate::fsutil::FileKind::Table)
+                    .map_err(|error| {
+                        ItemError::input(format!("reading {}: {error}", from.display()))
+                    })?;
+                crate::fsutil::write_atomic(&to, &bytes).map_err(ItemError::output)?;
+            }
+            if let Some(known) = self.known_file(&name) {
+                check_known_file(&to, known)?;
+            }
+            files.push(PathBuf::from(name));
+        }
+        Ok(files)
+    }
+
+    /// What the manifest knows of an annotation file by its name, from the archive contents.
+    fn known_file(&self, name: &str) -> Option<&crate::manifest::KnownFile> {
+        let archives = std::iter::once(&self.manifest.annotations).chain(&self.manifest.boxes);
+        archives
+            .flat_map(|archive| &archive.contents)
+            .find(|known| known.name == name)
+    }
+
+    fn fetch_archive_and_extract(
+        &self,
+        downloader: &Downloader,
+        layout: &DataLayout,
+        file: &RemoteFile,
+    ) -> Result<Vec<PathBuf>, ItemError> {
+        let archive = layout.downloads().join(file_name(&file.path));
+        fetch_file(
+            downloader,
+            layout,
+            &self.manifest.urls(file),
+            &archive,
+            &expected(file),
+            &|_, _| {},
+        )
+        .map_err(ItemError::download)?;
+        let annotations = layout.annotations();
+        let written = if file.path.ends_with(".zip") {
+            archive::extract_zip(&archive, &annotations)
+        } else {
+            archive::extract_tar(&archive, &annotations, file.strip_prefix.as_deref())
+        }
+        .map_err(ItemError::input)?;
+        check_known_contents(&archive, &annotations, file)?;
+        Ok(written)
+    }
+}
+
+/// The size and sha256 of a file when they are not those the manifest lists for it.
+fn unlike_known(
+    path: &Path,
+    known: &crate::manifest::KnownFile,
+) -> Result<Option<(u64, String)>, download::DownloadError> {
+    let (size, sha256) = download::hash_file(path)?;
+    let size_ok = known.size.is_none_or(|expected| expected == size);
+    let sha_ok = known
+        .sha256
+        .as_ref()
+        .is_none_or(|expected| expected.eq_ignore_ascii_case(&sha256));
+    Ok((!size_ok || !sha_ok).then_some((size, sha256)))
+}
+
+/// A file on disk has the size and sha256 the manifest lists for it.
+fn check_known_file(path: &Path, known: &crate::manifest::KnownFile) -> Result<(), ItemError> {
+    match unlike_known(path, known).map_err(ItemError::input)? {
+        None => Ok(()),
+        Some((size, sha256)) => Err(ItemError::input(format!(
+            "{}: {size} bytes with sha256 {sha256}, not the official file the manifest lists (size {}, sha256 {})",
+            path.display(),
+            known.size.map_or("unknown".into(), |size| size.to_string()),
+            known.sha256.as_deref().unwrap_or("unknown")
+        ))),
+    }
+}
+
+/// The manifest's sizes and sha256 of archive members hold after extraction.
+fn check_known_contents(archive: &Path, folder: &Path, file: &RemoteFile) -> Result<(), ItemError> {
+    for known in &file.contents {
+        let unlike = unlike_known(&folder.join(&known.name), known).map_err(|_| {
+            ItemError::input(format!(
+                "{}: the archive has no member {} that the manifest lists",
+                archive.display(),
+                known.name
+            ))
+        })?;
+        if let Some((size, sha256)) = unlike {
+            return Err(ItemError::input(format!(
+                "{}: member {} is {size} bytes with sha256 {sha256}, not what the manifest lists",
+                archive.display(),
+                known.name
+            )));
+        }
+    }
+    Ok(())
+}
+
+impl Stage for FetchAnnotationsStage {
+    type Id = StageId;
+
+    fn id(&self) -> StageId {
+        StageId::FetchAnnotations
+    }
+
+    fn depends_on(&self) -> &'static [StageId] {
+        &[]
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::Whole
+    }
+
+    fn params(&self) -> serde_json::Value {
+        let lists: Vec<_> = self
+            .manifest
+            .name_lists
+            .values()
+            .map(content_identity)
+            .collect();
+        serde_json::json!({
+            "version": 1,
+            "annotations": content_identity(&self.manifest.annotations),
+            "name_lists": lists,
+            "boxes": self.manifest.boxes.as_ref().map(content_identity),
+            "on_disk": self.params.annotations_on_disk().then(|| serde_json::json!({
+                "folder": self.params.annotations,
+                "selection": self.selection,
+                "videos_on_disk": self.params.videos.is_some(),
+            })),
+        })
+    }
+
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
+    }
+
+    fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
+        let layout = DataLayout::new(context.data_dir);
+        let files = if self.params.annotations_on_disk() {
+            self.copy_from_disk(&layout)?
+        } else {
+            self.download(&layout)?
+        };
+        let bytes = files
+            .iter()
+            .map(|file| std::fs::metadata(layout.annotations().join(file)).map_or(0, |m| m.len()))
+            .sum();
+        let made: Vec<String> = files
+            .iter()
+            .map(|file| layout.relative(&layout.annotations().join(file)))
+            .collect();
+        let made: Vec<&str> = made.iter().map(String::as_str).collect();
+        // Files copied from a folder of the user's are read again when they change there.
+        let read: Vec<String> = match &self.params.annotations {
+            Some(folder) if self.params.annotations_on_disk() => files
+                .iter()
+                .map(|file| folder.join(file).to_string_lossy().into_owned())
+                .filter(|path| !Path::new(path).starts_with(layout.annotations()))
+                .collect(),
+            _ => Vec::new(),
+        };
+        let read: Vec<&str> = read.iter().map(String::as_str).collect();
+        ItemRecord {
+            files: files.len() as u64,
+            bytes,
+            ..ItemRecord::default()
+        }
+        .with_files(context.data_dir, &made, &read)
+        .map_err(ItemError::input)
+    }
+}
+
+impl FetchAnnotationsStage {
+    fn download(&self, layout: &DataLayout) -> Result<Vec<PathBuf>, ItemError> {
+        let downloader = Downloader::new(self.params.policy()).map_err(ItemError::input)?;
+        let mut files =
+            self.fetch_archive_and_extract(&downloader, layout, &self.manifest.annotations)?;
+        if let Some(boxes) = &self.manifest.boxes {
+            files.extend(self.fetch_archive_and_extract(&downloader, layout, boxes)?);
+        }
+        for list in self.manifest.name_lists.values() {
+            let destination = layout.annotations().join(file_name(&list.path));
+            fetch_file(
+                &downloader,
+                layout,
+                &self.manifest.urls(list),
+                &destination,
+                &expected(list),
+                &|_, _| {},
+            )
+            .map_err(ItemError::download)?;
+            files.push(destination);
+        }
+        Ok(files)
+    }
+}

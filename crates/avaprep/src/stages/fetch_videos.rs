@@ -1,0 +1,297 @@
+//! `fetch-videos`: one item per planned video, several at once.
+
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::StageId;
+use crate::fetch::download::{Downloader, Expected};
+use crate::fetch::{FetchParams, HowFetched, fetch_file};
+use crate::fsutil;
+use crate::layout::DataLayout;
+use crate::manifest::DatasetManifest;
+use crate::pipeline::prints::FilePrint;
+use crate::pipeline::{
+    Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
+};
+use crate::progress::Unit;
+use crate::records::{VideoPlan, VideosOnDisk};
+
+/// How each video came to be on disk; summed over the videos in the stage's report.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct DownloadCounts {
+    pub downloaded: u64,
+    pub resumed: u64,
+    /// Already on disk and matching its record.
+    pub verified: u64,
+    /// In the folder of videos the user already had (`[fetch] videos`), never downloaded.
+    pub on_disk: u64,
+}
+
+impl DownloadCounts {
+    fn of(how: HowFetched) -> Self {
+        let mut counts = Self::default();
+        match how {
+            HowFetched::Downloaded => counts.downloaded = 1,
+            HowFetched::Resumed => counts.resumed = 1,
+            HowFetched::Verified => counts.verified = 1,
+        }
+        counts
+    }
+}
+
+pub struct FetchVideosStage {
+    pub manifest: DatasetManifest,
+    pub params: FetchParams,
+}
+
+impl FetchVideosStage {
+    fn video_url_and_path(
+        &self,
+        layout: &DataLayout,
+        plan: &VideoPlan,
+        id: &str,
+    ) -> Result<(String, PathBuf), ItemError> {
+        let video = plan.video(id).ok_or_else(|| {
+            ItemError::input(format!("{id}: not in {}", layout.video_plan().display()))
+        })?;
+        let folder = self.manifest.videos.get(&video.folder).ok_or_else(|| {
+            ItemError::input(format!(
+                "{id}: {} names video folder `{}`, which the manifest does not have (the plan was made from another manifest); run `avaprep fetch` with the manifest the plan came from, or delete the plan to make a new one",
+                layout.video_plan().display(),
+                video.folder
+            ))
+        })?;
+        let base = &self.manifest.sources[&folder.source].url;
+        let base = if base.ends_with('/') {
+            base.clone()
+        } else {
+            format!("{base}/")
+        };
+        let url = format!("{base}{}{}", folder.path, video.file_name);
+        let path = layout
+            .videos(&video.folder)
+            .join(video.file_name.to_string());
+        Ok((url, path))
+    }
+}
+
+impl Stage for FetchVideosStage {
+    type Id = StageId;
+
+    fn id(&self) -> StageId {
+        StageId::FetchVideos
+    }
+
+    fn depends_on(&self) -> &'static [StageId] {
+        &[StageId::Parse]
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::PerVideo
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({
+            "version": 1,
+            "videos": self.manifest.videos,
+            "videos_on_disk": self.params.videos_on_disk(),
+        })
+    }
+
+    /// A video's item depends on its file; for a video already on disk, also on the file's
+    /// print (size and time) as it is now, so a video that appears in the folder, is replaced or
+    /// is deleted is checked again.
+    fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        let plan = VideoPlan::load(&DataLayout::new(context.data_dir).video_plan())
+            .map_err(ItemError::input)?;
+        let source_print = |video: &crate::records::PlannedVideo| {
+            let on_disk = plan.videos_on_disk.as_ref()?;
+            let path = on_disk.folder.join(video.file_name.to_string());
+            let print = FilePrint::take(context.data_dir, &path.to_string_lossy()).ok()?;
+            Some(print.digest)
+        };
+        Ok(plan
+            .videos
+            .iter()
+            .map(|video| {
+                PlannedItem::new(
+                    video.id.to_string(),
+                    serde_json::json!({
+                        "file": video.file_name,
+                        "folder": video.folder,
+                        "source": source_print(video),
+                    }),
+                )
+            })
+            .collect())
+    }
+
+    fn concurrency(&self) -> usize {
+        self.params.jobs.max(1)
+    }
+
+    fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
+        let layout = DataLayout::new(context.data_dir);
+        let plan = VideoPlan::load(&layout.video_plan()).map_err(ItemError::input)?;
+        if let Some(on_disk) = &plan.videos_on_disk {
+            return find_on_disk(&layout, &plan, on_disk, item);
+        }
+        let (url, path) = self.video_url_and_path(&layout, &plan, item)?;
+        let downloader = Downloader::new(self.params.policy()).map_err(ItemError::input)?;
+        let marker = layout.missing_videos().join(item);
+        let progress = |done: u64, total: Option<u64>| {
+            let total = total.unwrap_or(0);
+            context
+                .reporter
+                .item_progress(self.id().name(), item, done, total, Unit::Bytes);
+        };
+        let fetched = fetch_file(
+            &downloader,
+            &layout,
+            &[url],
+            &path,
+            &Expected::default(),
+            &progress,
+        );
+        let how = match fetched {
+            Err(error) if error.is_not_found() => {
+                let message = format!("video {item}: {error}");
+                fsutil::write_atomic(&marker, message.as_bytes()).map_err(ItemError::output)?;
+                return Err(ItemError::missing(message));
+            }
+            other => {
+                other.map_err(|error| ItemError::download(format!("video {item}: {error}")))?
+            }
+        };
+        let _ = std::fs::remove_file(&marker);
+        #[cfg(feature = "extract")]
+        probe_video(&layout, &plan, item, &path)?;
+        let size = std::fs::metadata(&path).map_or(0, |meta| meta.len());
+        Ok(ItemRecord {
+            files: 1,
+            bytes: size,
+            ..ItemRecord::default()
+        }
+        .with_counts(&DownloadCounts::of(how)))
+    }
+
+    fn summary(&self, report: &StageReport) -> Vec<String> {
+        let counts: DownloadCounts = report.counts_as();
+        if counts.on_disk > 0 {
+            return vec![format!(
+                "{} videos already on disk (nothing downloaded), {} missing, {} failed",
+                counts.on_disk,
+                report.missing,
+                report.failures.len()
+            )];
+        }
+        let total = counts.downloaded + counts.resumed + counts.verified;
+        if total == 0 && report.missing == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "{} downloaded, {} resumed, {} already on disk and verified, {} missing, {} failed",
+            counts.downloaded,
+            counts.resumed,
+            counts.verified,
+            report.missing,
+            report.failures.len()
+        )]
+    }
+}
+
+/// A video the user already has, found where the plan says; one that is not there is reported
+/// missing and dropped everywhere, as a video the server does not have.
+fn find_on_disk(
+    layout: &DataLayout,
+    plan: &VideoPlan,
+    on_disk: &VideosOnDisk,
+    item: &str,
+) -> Result<ItemRecord, ItemError> {
+    let video = plan.video(item).ok_or_else(|| {
+        ItemError::input(format!("{item}: not in {}", layout.video_plan().display()))
+    })?;
+    // The file name is a checked `<id>.<ext>`, so the path stays in the folder.
+    let path = on_disk.folder.join(video.file_name.to_string());
+    let marker = layout.missing_videos().join(item);
+    let Ok(meta) = std::fs::metadata(&path) else {
+        let message = format!(
+            "video {item}: no {item}.mkv, {item}.mp4 or {item}.webm in {}",
+            on_disk.folder.display()
+        );
+        fsutil::write_atomic(&marker, message.as_bytes()).map_err(ItemError::output)?;
+        return Err(ItemError::missing(message));
+    };
+    let _ = std::fs::remove_file(&marker);
+    #[cfg(feature = "extract")]
+    if let Err(problem) = check_video(plan, item, &path, on_disk.start_seconds) {
+        return Err(ItemError::input(format!(
+            "video {item}: {}: {problem}; the file is left as it is",
+            path.display()
+        )));
+    }
+    // Its print (size and time, not its bytes): a replaced file is checked and extracted again.
+    ItemRecord {
+        files: 1,
+        bytes: meta.len(),
+        ..ItemRecord::default()
+    }
+    .with_counts(&DownloadCounts {
+        on_disk: 1,
+        ..DownloadCounts::default()
+    })
+    .with_listed_input(layout.root(), &path.to_string_lossy())
+    .map_err(ItemError::input)
+}
+
+/// libav must open the video, find a video stream, and its duration must reach the video's last
+/// annotated keyframe, on the dataset's clock (the file's time 0 is dataset second `start`).
+#[cfg(feature = "extract")]
+fn check_video(
+    plan: &VideoPlan,
+    item: &str,
+    path: &std::path::Path,
+    start: f64,
+) -> Result<(), String> {
+    let video = plan.video(item).expect("checked by the caller");
+    let needed = video
+        .keyframes
+        .last()
+        .map_or(plan.segment[0], |&last| f64::from(last) + 1.0);
+    match crate::media::probe(path) {
+        Ok(info) if info.end_seconds() + start >= needed => Ok(()),
+        Ok(info) if start > 0.0 => Err(format!(
+            "it ends at {:.1} s (dataset second {:.1}: its time 0 is second {start}) but is annotated up to {needed:.1} s",
+            info.end_seconds(),
+            info.end_seconds() + start
+        )),
+        Ok(info) => Err(format!(
+            "it ends at {:.1} s but is annotated up to {needed:.1} s",
+            info.end_seconds()
+        )),
+        Err(error) => Err(error.to_string()),
+    }
+}
+
+/// A truncated or broken download is caught here, before extraction, and removed.
+#[cfg(feature = "extract")]
+fn probe_video(
+    layout: &DataLayout,
+    plan: &VideoPlan,
+    item: &str,
+    path: &std::path::Path,
+) -> Result<(), ItemError> {
+    let problem = match check_video(plan, item, path, 0.0) {
+        Ok(()) => return Ok(()),
+        Err(problem) => problem,
+    };
+    // Not kept: the next run downloads it again instead of trusting a broken file.
+    let _ = std::fs::remove_file(layout.download_record(path));
+    let _ = std::fs::remove_file(path);
+    Err(ItemError::download(format!(
+        "video {item}: downloaded {} but {problem}",
+        path.display()
+    )))
+}

@@ -1,0 +1,721 @@
+//! The `lists` stage: what PySlowFast reads, written so that it reads it unchanged.
+//!
+//! - `frame_lists/<split>.csv` (train, then val, then the rest): PySlowFast's exact format, videos
+//!   numbered by first appearance across the files. PySlowFast takes row `p` of a video to show
+//!   `segment_start + p / 30` s, so the lists are timed by time, never by count: at `list_fps`
+//!   rows a second, row `p` points at the extracted frame nearest that instant. A clip of any
+//!   annotated keyframe (`num_frames` rows `sampling_rate` apart, as PySlowFast takes it) must
+//!   touch only instants that were extracted; a list that would feed a clip frames from the
+//!   wrong time is refused, naming the video, the keyframe and the margin that would do.
+//! - `slowfast/annotations/`: ground truth, exclusions, person-detector boxes and label maps,
+//!   filtered to exactly the videos that have frames (the dropped ones, with the reason, in
+//!   `slowfast/dropped_videos.txt`).
+//! - `slowfast/ava.yaml`: the dataset keys of PySlowFast's config for these files, and
+//!   `slowfast/lists.json`, the lists' timing (rows a second, segment start, keyframe range) that
+//!   PySlowFast's config has no keys for, read by `validate`. `slowfast/annotations/SHA256SUMS`
+//!   records what was written.
+//! - `slowfast/train.yaml`: PySlowFast's training config for SlowFast R50 on these files, the
+//!   trainer's `ava-r50` recipe (see [`pyslowfast_train`]), when the extracted frames hold its clip.
+//! - With `pytorchvideo`, `pytorchvideo/`: the 30 fps view of links pytorchvideo's `Ava` reads.
+//! - With `mmaction2`, `mmaction2/`: what mmaction2's `AVADataset` reads (see [`mmaction2`]).
+
+mod mmaction2;
+mod pickle;
+pub mod pyslowfast_train;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::StageId;
+use crate::annotations::VideoId;
+use crate::frame_index::FrameIndex;
+use crate::fsutil;
+use crate::layout::{DataLayout, frame_file_name};
+use crate::pipeline::{
+    Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
+};
+use crate::records::{Mmaction2View, PlannedVideo, VideoPlan};
+use crate::records::{WRITTEN_TIMING, WrittenTiming};
+
+/// The header PySlowFast skips (its typo is the original's).
+pub const FRAME_LIST_HEADER: &str = "original_vido_id video_id frame_id path labels";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ListsParams {
+    /// Rows per second of video: 30 for an unpatched PySlowFast (it hard-codes `FPS = 30`); the
+    /// extraction rate for a loader patched to it.
+    pub list_fps: f64,
+    /// PySlowFast's `DATA.NUM_FRAMES` and `DATA.SAMPLING_RATE`, in list rows: the clip span the
+    /// lists are checked for and the config says.
+    pub num_frames: u32,
+    pub sampling_rate: u32,
+    /// Also write the 30 fps view pytorchvideo's `Ava` reads (`pytorchvideo/`): it takes every
+    /// file in a video's folder, sorted, as 30 fps frames, so each video gets a folder of links
+    /// named as a full 30 fps extraction would be, each pointing at the nearest extracted frame.
+    pub pytorchvideo: bool,
+    /// Also write the view mmaction2 1.x's `AVADataset` reads (`mmaction2/`): links named as its
+    /// `filename_tmpl` expects at the extracted rate, the proposals pickle and a config.
+    pub mmaction2: bool,
+}
+
+impl Default for ListsParams {
+    /// SlowFast R50 8x8 on AVA: 32 rows 2 apart at 30 rows a second, a 2.1 s clip.
+    fn default() -> Self {
+        ListsParams {
+            list_fps: 30.0,
+            num_frames: 32,
+            sampling_rate: 2,
+            pytorchvideo: false,
+            mmaction2: false,
+        }
+    }
+}
+
+impl ListsParams {
+    pub fn validate(&self) -> Result<(), String> {
+        if !(self.list_fps.is_finite() && self.list_fps > 0.0 && self.list_fps <= 240.0) {
+            return Err(format!(
+                "list_fps {}: must be a rate above 0 and at most 240",
+                self.list_fps
+            ));
+        }
+        if self.num_frames == 0 || self.sampling_rate == 0 {
+            return Err(format!(
+                "num_frames {} and sampling_rate {}: must be at least 1",
+                self.num_frames, self.sampling_rate
+            ));
+        }
+        Ok(())
+    }
+
+    /// Seconds a clip spans at the list rate.
+    pub fn clip_seconds(&self) -> f64 {
+        f64::from(self.num_frames * self.sampling_rate) / self.list_fps
+    }
+}
+
+/// What the lists hold.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ListCounts {
+    pub videos_listed: u64,
+    pub rows: u64,
+    pub videos_dropped: u64,
+    /// 1 when `slowfast/train.yaml` was written.
+    pub train_config: u64,
+}
+
+pub struct ListsStage {
+    pub params: ListsParams,
+}
+
+impl Stage for ListsStage {
+    type Id = StageId;
+
+    fn id(&self) -> StageId {
+        StageId::Lists
+    }
+
+    fn depends_on(&self) -> &'static [StageId] {
+        &[StageId::Parse, StageId::Extract]
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::Whole
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({ "version": 3, "params": self.params })
+    }
+
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
+    }
+
+    fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
+        let layout = DataLayout::new(context.data_dir);
+        let plan = VideoPlan::load(&layout.video_plan()).map_err(ItemError::input)?;
+        if plan.files.label_map.is_empty() {
+            return Err(ItemError::input(format!(
+                "{} predates the lists stage (it names no annotation files); run `avaprep fetch` to parse again",
+                layout.video_plan().display()
+            )));
+        }
+        let written = write_all(&layout, &plan, &self.params)?;
+        let made: Vec<String> = written
+            .files
+            .iter()
+            .map(|path| layout.relative(path))
+            .collect();
+        let made: Vec<&str> = made.iter().map(String::as_str).collect();
+        let bytes = written
+            .files
+            .iter()
+            .map(|path| std::fs::metadata(path).map_or(0, |m| m.len()))
+            .sum();
+        ItemRecord {
+            files: written.files.len() as u64,
+            bytes,
+            ..ItemRecord::default()
+        }
+        .with_counts(&written.counts)
+        .with_files(context.data_dir, &made, &[])
+        .map_err(ItemError::input)
+    }
+
+    fn summary(&self, report: &StageReport) -> Vec<String> {
+        let counts: ListCounts = report.counts_as();
+        if counts.videos_listed == 0 {
+            return Vec::new();
+        }
+        let mut line = format!(
+            "{} videos, {} rows at {} rows a second; clips of {} x {} rows ({:.2} s)",
+            counts.videos_listed,
+            counts.rows,
+            self.params.list_fps,
+            self.params.num_frames,
+            self.params.sampling_rate,
+            self.params.clip_seconds()
+        );
+        if counts.videos_dropped > 0 {
+            write!(
+                line,
+                "; {} videos without frames dropped everywhere (slowfast/dropped_videos.txt)",
+                counts.videos_dropped
+            )
+            .expect("a string");
+        }
+        let mut lines = vec![line];
+        if counts.train_config == 0 {
+            let recipe = &pyslowfast_train::Recipe::ava_r50();
+            lines.push(format!(
+                "no slowfast/train.yaml: the extracted frames do not hold the ava-r50 clip ({} frames {} apart, a whole number of rows each); extract with `--fps 5 --margin 2`",
+                recipe.clip_frames, recipe.clip_stride
+            ));
+        }
+        lines
+    }
+}
+
+struct Written {
+    files: Vec<std::path::PathBuf>,
+    counts: ListCounts,
+}
+
+/// Splits in the order PySlowFast numbers videos: train, val, then the rest by name.
+fn split_order(plan: &VideoPlan) -> Vec<String> {
+    let mut splits: Vec<String> = plan
+        .videos
+        .iter()
+        .map(|video| video.split.clone())
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let rank = |split: &str| match split {
+        "train" => 0,
+        "val" => 1,
+        _ => 2,
+    };
+    splits.sort_by_key(|split| rank(split));
+    splits
+}
+
+fn write_all(
+    layout: &DataLayout,
+    plan: &VideoPlan,
+    params: &ListsParams,
+) -> Result<Written, ItemError> {
+    let mut files = Vec::new();
+    let mut counts = ListCounts::default();
+    let mut kept: BTreeSet<VideoId> = BTreeSet::new();
+    let mut dropped: BTreeMap<VideoId, String> = BTreeMap::new();
+    let mut number = 0;
+    let mut mmaction2_view: Option<Mmaction2View> = None;
+    let mut period: Option<f64> = None;
+    let mut train_clip_fits = true;
+    let recipe = pyslowfast_train::Recipe::ava_r50();
+    for split in split_order(plan) {
+        let mut text = format!("{FRAME_LIST_HEADER}\n");
+        let mut view_text = format!("{FRAME_LIST_HEADER}\n");
+        for video in plan.videos.iter().filter(|video| video.split == split) {
+            let index_path = layout.frame_index(&video.id);
+            if !index_path.exists() {
+                dropped.insert(video.id, missing_reason(layout, video));
+                continue;
+            }
+            let index = FrameIndex::read(&index_path).map_err(ItemError::input)?;
+            check_clips(video, &index, plan.segment, params)?;
+            let train_clip = recipe
+                .sampling_rate(params.list_fps, *period.get_or_insert(index.period))
+                .map(|rate| recipe.list_clip(params, rate));
+            train_clip_fits &= train_clip
+                .is_some_and(|clip| check_clips(video, &index, plan.segment, &clip).is_ok());
+            counts.rows += write_rows(&mut text, video, &index, plan.segment, params, number);
+            if params.pytorchvideo {
+                write_view(layout, video, &index, plan.segment, number, &mut view_text)?;
+            }
+            if params.mmaction2 {
+                let view = mmaction2::view_for(plan.segment, index.period)?;
+                if *mmaction2_view.get_or_insert(view) != view {
+                    return Err(ItemError::input(format!(
+                        "video {}: its frames were extracted at another rate than the other videos'; run `avaprep extract` again",
+                        video.id
+                    )));
+                }
+                mmaction2::write_video(layout, video, &index, &view)?;
+            }
+            kept.insert(video.id);
+            number += 1;
+        }
+        let path = layout.frame_lists().join(format!("{split}.csv"));
+        write_file(&path, text.as_bytes())?;
+        files.push(path);
+        if params.pytorchvideo {
+            let path = layout
+                .pytorchvideo()
+                .join("frame_lists")
+                .join(format!("{split}.csv"));
+            write_file(&path, view_text.as_bytes())?;
+            files.push(path);
+        }
+    }
+    remove_unplanned_lists(layout, plan)?;
+    if params.pytorchvideo {
+        remove_stale_folders(&layout.pytorchvideo().join("frames"), &kept)?;
+        files.push(layout.pytorchvideo().join("frames"));
+    } else {
+        remove_view(&layout.pytorchvideo())?;
+    }
+    counts.videos_listed = kept.len() as u64;
+    counts.videos_dropped = dropped.len() as u64;
+    files.extend(write_annotations(layout, plan, &kept)?);
+    match mmaction2_view {
+        Some(view) => {
+            remove_stale_folders(&layout.mmaction2().join("rawframes"), &kept)?;
+            files.push(layout.mmaction2().join("rawframes"));
+            files.extend(mmaction2::write_files(layout, plan, &view)?);
+        }
+        None => remove_view(&layout.mmaction2())?,
+    }
+    let mut dropped_text = String::new();
+    for (video, reason) in &dropped {
+        writeln!(dropped_text, "{video}: {reason}").expect("a string");
+    }
+    let dropped_path = layout.slowfast().join("dropped_videos.txt");
+    write_file(&dropped_path, dropped_text.as_bytes())?;
+    files.push(dropped_path);
+    let config = layout.slowfast().join("ava.yaml");
+    write_file(&config, config_yaml(layout, plan, params).as_bytes())?;
+    files.push(config);
+    let train_config = layout.slowfast().join("train.yaml");
+    match period.filter(|_| train_clip_fits) {
+        Some(period) => {
+            let rate = recipe
+                .sampling_rate(params.list_fps, period)
+                .expect("checked with the clips");
+            let root =
+                std::path::absolute(layout.root()).unwrap_or_else(|_| layout.root().to_path_buf());
+            let text = pyslowfast_train::train_yaml(
+                &recipe,
+                rate,
+                params.list_fps,
+                largest_action_id(layout, plan)?,
+                &root.join("runs").join("pyslowfast"),
+            );
+            write_file(&train_config, text.as_bytes())?;
+            files.push(train_config);
+            counts.train_config = 1;
+        }
+        None => remove_file(&train_config)?,
+    }
+    // What the config cannot say (PySlowFast rejects unknown keys): the lists' timing.
+    let timing = WrittenTiming {
+        list_fps: params.list_fps,
+        segment_start: plan.segment[0],
+        segment_end: plan.segment[1],
+        keyframes: plan.keyframes,
+    };
+    let timing_path = layout.slowfast().join(WRITTEN_TIMING);
+    let timing_json = serde_json::to_vec_pretty(&timing).expect("timing serialises");
+    write_file(&timing_path, &timing_json)?;
+    files.push(timing_path);
+    Ok(Written { files, counts })
+}
+
+fn missing_reason(layout: &DataLayout, video: &PlannedVideo) -> String {
+    let missing = layout.missing_videos().join(video.id.as_str());
+    match std::fs::read_to_string(&missing) {
+        Ok(reason) => format!("not on the server: {}", reason.trim()),
+        Err(_) => "no frames: its extraction did not finish".to_string(),
+    }
+}
+
+/// Rows `0 .. segment * list_fps` of one video, row `p` pointing at the frame nearest
+/// `segment_start + p / list_fps`; returns the row count.
+fn write_rows(
+    text: &mut String,
+    video: &PlannedVideo,
+    index: &FrameIndex,
+    segment: [f64; 2],
+    params: &ListsParams,
+    number: usize,
+) -> u64 {
+    let rows = row_count(segment, params.list_fps);
+    let id = video.id.as_str();
+    for row in 0..rows {
+        let frame = index.nearest(segment[0] + row as f64 / params.list_fps);
+        writeln!(
+            text,
+            "{id} {number} {row} {id}/{} \"\"",
+            frame_file_name(id, frame)
+        )
+        .expect("a string");
+    }
+    rows
+}
+
+/// pytorchvideo's `Ava` assumes 30 frames a second from the segment start, read by position
+/// from a sorted folder.
+const PYTORCHVIDEO_FPS: f64 = 30.0;
+
+/// One video's folder of the pytorchvideo view: file `p + 1` is a relative link to the frame
+/// nearest `segment_start + p / 30`, so the folder looks like a full 30 fps extraction while
+/// holding no bytes of its own. Built beside the old folder and renamed over it: a reader never
+/// sees half a folder. Appends the video's rows to the view's list.
+fn write_view(
+    layout: &DataLayout,
+    video: &PlannedVideo,
+    index: &FrameIndex,
+    segment: [f64; 2],
+    number: usize,
+    list: &mut String,
+) -> Result<(), ItemError> {
+    let id = video.id.as_str();
+    let folder = layout.pytorchvideo().join("frames").join(id);
+    replace_folder(&folder, |staging| {
+        for row in 0..row_count(segment, PYTORCHVIDEO_FPS) {
+            let frame = index.nearest(segment[0] + row as f64 / PYTORCHVIDEO_FPS);
+            let name = frame_file_name(id, row as u32 + 1);
+            let target = Path::new("../../../frames")
+                .join(id)
+                .join(frame_file_name(id, frame));
+            let link = staging.join(&name);
+            std::os::unix::fs::symlink(&target, &link)
+                .map_err(|e| ItemError::output(format!("{}: {e}", link.display())))?;
+            writeln!(list, "{id} {number} {row} {id}/{name} \"\"").expect("a string");
+        }
+        Ok(())
+    })
+}
+
+/// Fills a staging folder beside `folder` and renames it over `folder`: a reader never sees
+/// half a folder.
+fn replace_folder(
+    folder: &Path,
+    fill: impl FnOnce(&Path) -> Result<(), ItemError>,
+) -> Result<(), ItemError> {
+    let io = |path: &Path, error: std::io::Error| {
+        ItemError::output(format!("{}: {error}", path.display()))
+    };
+    let name = folder
+        .file_name()
+        .expect("a view folder has a name")
+        .to_string_lossy();
+    let staging = folder.with_file_name(format!(".{name}.partial"));
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    }
+    std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    fill(&staging)?;
+    if folder.exists() {
+        std::fs::remove_dir_all(folder).map_err(|e| io(folder, e))?;
+    }
+    std::fs::rename(&staging, folder).map_err(|e| io(folder, e))
+}
+
+/// The list of a split that no longer has a video (its last one left the plan) would go on
+/// naming the videos it had.
+fn remove_unplanned_lists(layout: &DataLayout, plan: &VideoPlan) -> Result<(), ItemError> {
+    let written = split_order(plan);
+    for split in plan
+        .files
+        .splits
+        .keys()
+        .filter(|split| !written.contains(split))
+    {
+        for folder in [
+            layout.frame_lists(),
+            layout.pytorchvideo().join("frame_lists"),
+        ] {
+            let path = folder.join(format!("{split}.csv"));
+            match std::fs::remove_file(&path) {
+                Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(ItemError::input(format!("{}: {error}", path.display())));
+                }
+                _ => {}
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A view no longer asked for would go on pointing at frames of another rate or run: it goes
+/// (the lists stage made all of it).
+fn remove_view(view: &Path) -> Result<(), ItemError> {
+    match std::fs::remove_dir_all(view) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            Err(ItemError::output(format!(
+                "{}: {error} (a loader view no longer asked for)",
+                view.display()
+            )))
+        }
+        _ => Ok(()),
+    }
+}
+
+/// Folders of videos no longer listed would make a view disagree with its lists.
+fn remove_stale_folders(frames: &Path, kept: &BTreeSet<VideoId>) -> Result<(), ItemError> {
+    let Ok(entries) = std::fs::read_dir(frames) else {
+        return Ok(());
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let listed = name
+            .to_str()
+            .and_then(|name| name.parse::<VideoId>().ok())
+            .is_some_and(|id| kept.contains(&id));
+        if !listed {
+            let path = entry.path();
+            std::fs::remove_dir_all(&path)
+                .map_err(|error| ItemError::input(format!("{}: {error}", path.display())))?;
+        }
+    }
+    Ok(())
+}
+
+fn row_count(segment: [f64; 2], list_fps: f64) -> u64 {
+    ((segment[1] - segment[0]) * list_fps).round() as u64
+}
+
+/// Every row a keyframe's clip takes (PySlowFast: `range(c - T*r/2, c + T*r/2, r)` around row
+/// `c = (second - start) * fps`, clamped to the video's rows) shows an extracted instant.
+fn check_clips(
+    video: &PlannedVideo,
+    index: &FrameIndex,
+    segment: [f64; 2],
+    params: &ListsParams,
+) -> Result<(), ItemError> {
+    let segment_start = segment[0];
+    let span = i64::from(params.num_frames * params.sampling_rate);
+    let last_row = row_count(segment, params.list_fps) as i64 - 1;
+    for &second in &video.keyframes {
+        let centre = ((f64::from(second) - segment_start) * params.list_fps) as i64;
+        for row in ((centre - span / 2)..(centre + span / 2)).step_by(params.sampling_rate as usize)
+        {
+            let row = row.clamp(0, last_row);
+            let at = segment_start + row as f64 / params.list_fps;
+            if !index.covers(at) {
+                return Err(ItemError::usage(format!(
+                    "video {}: the clip of keyframe {second} ({} rows {} apart at {} rows a second: {:.2} s) reaches {at:.2} s, which was not extracted; extract with a --margin of at least {:.2}, or choose a shorter clip",
+                    video.id,
+                    params.num_frames,
+                    params.sampling_rate,
+                    params.list_fps,
+                    params.clip_seconds(),
+                    params.clip_seconds() / 2.0 + index.period,
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The annotation files, filtered to the videos that have frames: rows of other videos would
+/// make PySlowFast's loader fail (its video sets must be equal).
+fn write_annotations(
+    layout: &DataLayout,
+    plan: &VideoPlan,
+    kept: &BTreeSet<VideoId>,
+) -> Result<Vec<std::path::PathBuf>, ItemError> {
+    let source = layout.annotations();
+    let target = layout.slowfast().join("annotations");
+    let mut files = Vec::new();
+    let mut sums = String::new();
+    let mut write = |name: &str, bytes: &[u8]| -> Result<(), ItemError> {
+        let path = target.join(name);
+        write_file(&path, bytes)?;
+        writeln!(sums, "{}  {name}", hex::encode(Sha256::digest(bytes))).expect("a string");
+        files.push(path);
+        Ok(())
+    };
+    for name in [&plan.files.label_map, &plan.files.scored_label_map] {
+        write(base_name(name), &read(&source.join(name))?)?;
+    }
+    for split in plan.files.splits.values() {
+        let tables = [
+            &split.ground_truth,
+            &split.excluded_timestamps,
+            &split.detected_boxes,
+        ];
+        for name in tables.into_iter().flatten() {
+            let bytes = read(&source.join(name))?;
+            write(base_name(name), &keep_videos(&bytes, kept))?;
+        }
+    }
+    // `sha256sum -c SHA256SUMS` in the folder, and `avaprep validate`, notice a later edit.
+    let sums_path = target.join("SHA256SUMS");
+    write_file(&sums_path, sums.as_bytes())?;
+    files.push(sums_path);
+    Ok(files)
+}
+
+/// The lines whose first field is a kept video (parse read these files strictly: no header, no
+/// quoting).
+fn keep_videos(bytes: &[u8], kept: &BTreeSet<VideoId>) -> Vec<u8> {
+    let mut out = Vec::with_capacity(bytes.len());
+    for line in bytes.split_inclusive(|&byte| byte == b'\n') {
+        let id = line.split(|&byte| byte == b',').next().unwrap_or_default();
+        let keep = std::str::from_utf8(id)
+            .ok()
+            .and_then(|id| id.parse::<VideoId>().ok())
+            .is_some_and(|id| kept.contains(&id));
+        if keep {
+            out.extend_from_slice(line);
+        }
+    }
+    out
+}
+
+fn base_name(name: &str) -> &str {
+    name.rsplit('/').next().unwrap_or(name)
+}
+
+/// PySlowFast's dataset keys for these files. Paths are absolute so the file works from any
+/// working directory.
+fn config_yaml(layout: &DataLayout, plan: &VideoPlan, params: &ListsParams) -> String {
+    let root = std::path::absolute(layout.root()).unwrap_or_else(|_| layout.root().to_path_buf());
+    let dir = |path: &Path| yaml_string(&root.join(path).to_string_lossy());
+    let list = |names: Vec<String>| {
+        let quoted: Vec<String> = names.iter().map(|name| yaml_string(name)).collect();
+        format!("[{}]", quoted.join(", "))
+    };
+    let split_file = |split: &str, pick: fn(&crate::records::SplitFiles) -> &Option<String>| {
+        plan.files
+            .splits
+            .get(split)
+            .and_then(|files| pick(files).as_deref())
+            .map(|name| base_name(name).to_string())
+    };
+    let train_gt: Vec<String> = split_file("train", |f| &f.ground_truth)
+        .into_iter()
+        .collect();
+    let train_boxes: Vec<String> = split_file("train", |f| &f.detected_boxes)
+        .into_iter()
+        .collect();
+    let val_boxes: Vec<String> = split_file("val", |f| &f.detected_boxes)
+        .into_iter()
+        .collect();
+    let mut text = String::new();
+    writeln!(
+        text,
+        "# Written by `avaprep lists`: PySlowFast's AVA dataset keys for this data directory.\n\
+         # Combine with a model config: put `_BASE_: <this file>` in it, or pass these keys as\n\
+         # command-line overrides. Rows are {} a second; a clip is DATA.NUM_FRAMES rows\n\
+         # DATA.SAMPLING_RATE apart: {:.2} s.",
+        params.list_fps,
+        params.clip_seconds()
+    )
+    .expect("a string");
+    if val_boxes.is_empty() {
+        text.push_str(
+            "# The dataset has no person-detector boxes: TEST_PREDICT_BOX_LISTS is empty, so\n\
+             # PySlowFast's test and val loaders have no boxes to score; add a detector's box\n\
+             # list (8 columns, the 8th a score) to AVA.ANNOTATION_DIR and name it there.\n",
+        );
+    }
+    let lists: Vec<String> = split_order(plan)
+        .into_iter()
+        .map(|split| format!("{split}.csv"))
+        .collect();
+    let test_list: Vec<String> = lists
+        .iter()
+        .filter(|name| *name == "val.csv")
+        .cloned()
+        .collect();
+    let train_list: Vec<String> = lists
+        .iter()
+        .filter(|name| *name == "train.csv")
+        .cloned()
+        .collect();
+    writeln!(text, "AVA:").expect("a string");
+    writeln!(text, "  FRAME_DIR: {}", dir(Path::new("frames"))).expect("a string");
+    writeln!(text, "  FRAME_LIST_DIR: {}", dir(Path::new("frame_lists"))).expect("a string");
+    writeln!(
+        text,
+        "  ANNOTATION_DIR: {}",
+        dir(&Path::new("slowfast").join("annotations"))
+    )
+    .expect("a string");
+    writeln!(text, "  TRAIN_LISTS: {}", list(train_list)).expect("a string");
+    writeln!(text, "  TEST_LISTS: {}", list(test_list)).expect("a string");
+    writeln!(text, "  TRAIN_GT_BOX_LISTS: {}", list(train_gt)).expect("a string");
+    writeln!(text, "  TRAIN_PREDICT_BOX_LISTS: {}", list(train_boxes)).expect("a string");
+    writeln!(text, "  TEST_PREDICT_BOX_LISTS: {}", list(val_boxes)).expect("a string");
+    if let Some(name) = split_file("val", |f| &f.excluded_timestamps) {
+        writeln!(text, "  EXCLUSION_FILE: {}", yaml_string(&name)).expect("a string");
+    }
+    writeln!(
+        text,
+        "  LABEL_MAP_FILE: {}",
+        yaml_string(base_name(&plan.files.scored_label_map))
+    )
+    .expect("a string");
+    if let Some(name) = split_file("val", |f| &f.ground_truth) {
+        writeln!(text, "  GROUNDTRUTH_FILE: {}", yaml_string(&name)).expect("a string");
+    }
+    writeln!(text, "DATA:").expect("a string");
+    writeln!(text, "  NUM_FRAMES: {}", params.num_frames).expect("a string");
+    writeln!(text, "  SAMPLING_RATE: {}", params.sampling_rate).expect("a string");
+    text
+}
+
+/// A YAML double-quoted string (JSON's escaping is valid YAML).
+fn yaml_string(text: &str) -> String {
+    serde_json::to_string(text).expect("a string serialises")
+}
+
+/// The largest action id of the full label map: PySlowFast's `MODEL.NUM_CLASSES` (it takes
+/// class `a` to index `a - 1`).
+fn largest_action_id(layout: &DataLayout, plan: &VideoPlan) -> Result<u32, ItemError> {
+    let path = layout
+        .slowfast()
+        .join("annotations")
+        .join(base_name(&plan.files.label_map));
+    let map = crate::annotations::parse_label_map(&read(&path)?, &path.display().to_string())
+        .map_err(ItemError::input)?;
+    let largest = map.labels().iter().map(|label| label.id.0).max();
+    Ok(u32::from(largest.unwrap_or(0)))
+}
+
+fn remove_file(path: &Path) -> Result<(), ItemError> {
+    match std::fs::remove_file(path) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => {
+            Err(ItemError::input(format!("{}: {error}", path.display())))
+        }
+        _ => Ok(()),
+    }
+}
+
+fn read(path: &Path) -> Result<Vec<u8>, ItemError> {
+    std::fs::read(path).map_err(|error| ItemError::input(format!("{}: {error}", path.display())))
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ItemError> {
+    fsutil::write_atomic(path, bytes)
+        .map_err(|error| ItemError::input(format!("{}: {error}", path.display())))
+}

@@ -1,0 +1,438 @@
+//! `train`: the trainer executable (`avaprep-train`, the one that links libtorch) run as a child
+//! process on the prepared dataset; what it made is recorded in `work/train.json` for `eval`.
+//!
+//! The run directory is named by the stage's fingerprint: a run under the same inputs resumes
+//! from its last checkpoint (a kill during training, then `avaprep run` again, continues), and a
+//! change upstream or in `[train]` trains afresh beside the old run, never over it.
+
+use std::collections::VecDeque;
+use std::io::{BufRead as _, BufReader, Read};
+use std::os::unix::process::CommandExt as _;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use serde::{Deserialize, Serialize};
+
+use super::StageId;
+use crate::layout::DataLayout;
+use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
+use crate::progress::Unit;
+use crate::records::TrainedRun;
+
+/// The `[train]` table of a pipeline file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TrainParams {
+    /// The trainer's starting recipe, as `avaprep train --preset`.
+    pub preset: String,
+    /// Settings over the preset, keys as in a run's `config.toml` (`max_epochs = 10`,
+    /// `schedule.kind = "step"`), resolved with the preset into the run folder's `config.toml`,
+    /// which the trainer is given.
+    pub settings: toml::Table,
+}
+
+impl Default for TrainParams {
+    fn default() -> Self {
+        TrainParams {
+            preset: "ava-r50".into(),
+            settings: toml::Table::new(),
+        }
+    }
+}
+
+impl TrainParams {
+    /// The settings as `KEY=VALUE` overrides, nested tables as dotted keys.
+    pub fn overrides(&self) -> Vec<String> {
+        let mut overrides = Vec::new();
+        flatten("", &self.settings, &mut overrides);
+        overrides
+    }
+
+    /// The settings the trainer will run with, checked whole when the pipeline file is read.
+    pub fn train_config(&self) -> Result<crate::trainer_settings::TrainConfig, String> {
+        let preset = crate::trainer_settings::Preset::from_name(&self.preset)
+            .map_err(|message| format!("preset: {message}"))?;
+        crate::trainer_settings::resolve(preset, None, &self.overrides())
+            .map_err(|message| format!("settings: {}", message.replace('\n', " ")))
+    }
+
+    /// The trainer arguments that give it the settings of `config_file` (a whole `TrainConfig`,
+    /// written by the train stage into the run folder), shared by `train` and `predict`. The
+    /// preset is named too: a setting the file omits is one TOML cannot hold (an unset
+    /// option), which the preset leaves unset as well.
+    pub fn trainer_args(&self, config_file: &Path) -> Vec<String> {
+        vec![
+            "--preset".to_string(),
+            self.preset.clone(),
+            "--config".into(),
+            config_file.to_string_lossy().into_owned(),
+        ]
+    }
+}
+
+/// The file in a run folder that holds the run's whole configuration.
+pub const RUN_CONFIG: &str = "config.toml";
+
+/// Writes the resolved settings into the run folder, where the trainer reads them (and writes
+/// them again, with what it adds, when it starts).
+fn write_run_config(params: &TrainParams, run_dir: &Path) -> Result<PathBuf, ItemError> {
+    let config = params
+        .train_config()
+        .map_err(|message| ItemError::usage(format!("[train] {message}")))?;
+    let text = toml::to_string(&config).expect("a training config serialises");
+    let path = run_dir.join(RUN_CONFIG);
+    std::fs::create_dir_all(run_dir).map_err(ItemError::output)?;
+    crate::fsutil::write_atomic(&path, text.as_bytes())
+        .map_err(|error| ItemError::output(format!("{}: {error}", path.display())))?;
+    Ok(path)
+}
+
+fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
+    for (key, value) in table {
+        let key = if prefix.is_empty() {
+            key.clone()
+        } else {
+            format!("{prefix}.{key}")
+        };
+        match value {
+            toml::Value::Table(inner) => flatten(&key, inner, out),
+            other => out.push(format!("{key}={other}")),
+        }
+    }
+}
+
+/// Where the trainer executable is: `AVAPREP_TRAINER` when set, else beside the running one.
+pub fn trainer_path() -> PathBuf {
+    if let Some(path) = std::env::var_os("AVAPREP_TRAINER") {
+        return PathBuf::from(path);
+    }
+    std::env::current_exe()
+        .map(|exe| exe.with_file_name(TRAINER))
+        .unwrap_or_else(|_| PathBuf::from(TRAINER))
+}
+
+/// The trainer's file name.
+pub const TRAINER: &str = "avaprep-train";
+
+/// The fields of the trainer's `summary.json` and `checkpoint.json` read here.
+#[derive(Debug, Deserialize)]
+struct RunSummary {
+    stop: String,
+    epochs_run: u64,
+    steps: u64,
+    best: Option<(f64, u64)>,
+}
+
+/// The field of the trainer's `config.json` read here.
+#[derive(Debug, Deserialize)]
+struct RunConfig {
+    val_split: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Checkpoint {
+    model_file: Option<String>,
+    best_file: Option<String>,
+}
+
+/// The trainer's `--json` events this stage follows.
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum TrainerLine {
+    Started {
+        device: String,
+        train_clips: u64,
+        val_clips: u64,
+        resumed_from: Option<(u64, u64)>,
+    },
+    Batch {
+        epoch: u64,
+        batch: u64,
+        batches: u64,
+    },
+    Evaluated {
+        epoch: u64,
+        map: Option<f64>,
+        best: Option<f64>,
+    },
+    #[serde(other)]
+    Other,
+}
+
+pub struct TrainStage {
+    pub params: TrainParams,
+    pub trainer: PathBuf,
+}
+
+impl Stage for TrainStage {
+    type Id = StageId;
+
+    fn id(&self) -> StageId {
+        StageId::Train
+    }
+
+    fn depends_on(&self) -> &'static [StageId] {
+        &[StageId::Lists, StageId::Validate]
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::Whole
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({
+            "version": 1,
+            "preset": self.params.preset,
+            "settings": self.params.settings,
+        })
+    }
+
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
+    }
+
+    fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
+        let layout = DataLayout::new(context.data_dir);
+        let run_dir = run_dir(&layout, context.fingerprint);
+        let mut args = vec![
+            "--json".to_string(),
+            "--data-dir".into(),
+            context.data_dir.to_string_lossy().into_owned(),
+            "train".into(),
+            "--run-dir".into(),
+            run_dir.to_string_lossy().into_owned(),
+            "--resume".into(),
+        ];
+        args.extend(
+            self.params
+                .trainer_args(&write_run_config(&self.params, &run_dir)?),
+        );
+        let resumed_at_step = std::cell::Cell::new(0);
+        let follow = |line: TrainerLine| match line {
+            TrainerLine::Started {
+                device,
+                train_clips,
+                val_clips,
+                resumed_from,
+            } => {
+                let resumed = resumed_from.map_or(String::new(), |(epoch, step)| {
+                    resumed_at_step.set(step);
+                    format!(", resumed from the checkpoint at epoch {epoch}, step {step}")
+                });
+                context.reporter.stage_note(
+                    self.id().name(),
+                    &format!(
+                        "{device}: {train_clips} train clips, {val_clips} val clips{resumed}; run folder {}",
+                        run_dir.display()
+                    ),
+                );
+            }
+            TrainerLine::Batch {
+                epoch,
+                batch,
+                batches,
+            } => context.reporter.item_progress(
+                self.id().name(),
+                &format!("epoch {}", epoch + 1),
+                batch,
+                batches,
+                Unit::Steps,
+            ),
+            TrainerLine::Evaluated { epoch, map, best } => context.reporter.stage_note(
+                self.id().name(),
+                &format!("epoch {epoch}: val mAP {}, best {}", show(map), show(best)),
+            ),
+            TrainerLine::Other => {}
+        };
+        run_trainer(&self.trainer, &args, context, &follow)?;
+        let trained = trained_run(&layout, &run_dir)?;
+        let path = TrainedRun::path(&layout);
+        let bytes = serde_json::to_vec_pretty(&trained).expect("a record serialises");
+        crate::fsutil::write_atomic(&path, &bytes).map_err(ItemError::output)?;
+        let made = [layout.relative(&path), trained.weights.clone()];
+        let made: Vec<&str> = made.iter().map(String::as_str).collect();
+        ItemRecord {
+            files: 1,
+            ..ItemRecord::default()
+        }
+        .with_counts(&TrainCounts {
+            epochs: trained.epochs_run,
+            steps: trained.steps,
+            resumed_at_step: resumed_at_step.get(),
+        })
+        .with_files(context.data_dir, &made, &[])
+        .map_err(ItemError::input)
+    }
+}
+
+/// The train stage's counts in its record.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrainCounts {
+    pub epochs: u64,
+    pub steps: u64,
+    /// The step of the checkpoint this invocation resumed from; 0 when it started afresh.
+    pub resumed_at_step: u64,
+}
+
+fn show(map: Option<f64>) -> String {
+    map.map_or("-".into(), |map| format!("{map:.4}"))
+}
+
+/// `runs/pipeline-<fingerprint>`: the fingerprint is hex the engine made, never a name from a
+/// file, so the folder stays under `runs/`.
+fn run_dir(layout: &DataLayout, fingerprint: &str) -> PathBuf {
+    let tag: String = fingerprint
+        .chars()
+        .filter(char::is_ascii_alphanumeric)
+        .take(12)
+        .collect();
+    layout.root().join("runs").join(format!("pipeline-{tag}"))
+}
+
+fn trained_run(layout: &DataLayout, run_dir: &Path) -> Result<TrainedRun, ItemError> {
+    let read = |name: &str| -> Result<Vec<u8>, ItemError> {
+        let path = run_dir.join(name);
+        std::fs::read(&path).map_err(|error| {
+            ItemError::trainer(format!(
+                "{}: {error} (the trainer ended without writing it)",
+                path.display()
+            ))
+        })
+    };
+    let summary: RunSummary = serde_json::from_slice(&read("summary.json")?)
+        .map_err(|error| ItemError::trainer(format!("{}: {error}", run_dir.display())))?;
+    let checkpoint: Checkpoint = serde_json::from_slice(&read("checkpoint.json")?)
+        .map_err(|error| ItemError::trainer(format!("{}: {error}", run_dir.display())))?;
+    let config: RunConfig = serde_json::from_slice(&read("config.json")?)
+        .map_err(|error| ItemError::trainer(format!("{}: {error}", run_dir.display())))?;
+    let weights = checkpoint
+        .best_file
+        .or(checkpoint.model_file)
+        .filter(|name| !name.contains('/') && !name.starts_with('.'))
+        .ok_or_else(|| {
+            ItemError::trainer(format!(
+                "{}: checkpoint.json names no weights",
+                run_dir.display()
+            ))
+        })?;
+    Ok(TrainedRun {
+        run_dir: layout.relative(run_dir),
+        weights: layout.relative(&run_dir.join(weights)),
+        curves: layout.relative(&run_dir.join("curves.png")),
+        stop: summary.stop,
+        epochs_run: summary.epochs_run,
+        steps: summary.steps,
+        best: summary.best,
+        val_split: config.val_split,
+    })
+}
+
+/// What to do when the trainer executable is absent: the data tool is built without libtorch.
+pub fn missing_trainer(trainer: &Path) -> String {
+    format!(
+        "the trainer {} is not installed: training needs libtorch, which the data tool leaves out. Build it with `eval \"$(scripts/setup.sh)\" && cargo build --release -p {TRAINER}` (or set AVAPREP_TRAINER to its path)",
+        trainer.display()
+    )
+}
+
+/// Runs the trainer with `args` (its `--json` events on stdout go to `follow`); fails with the
+/// end of its error output. The trainer dies with this process (so a killed `run` never leaves
+/// a trainer writing into a run directory the next `run` resumes) and shares its Ctrl-C, on
+/// which it saves a checkpoint and stops.
+pub fn run_trainer<T: serde::de::DeserializeOwned>(
+    trainer: &Path,
+    args: &[String],
+    context: &StageContext,
+    follow: &dyn Fn(T),
+) -> Result<(), ItemError> {
+    if !trainer.is_file() {
+        return Err(ItemError::trainer(missing_trainer(trainer)));
+    }
+    let mut command = Command::new(trainer);
+    command
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().map_err(|error| {
+        ItemError::trainer(format!(
+            "starting the trainer {}: {error}",
+            trainer.display()
+        ))
+    })?;
+    let stderr = child.stderr.take().expect("piped");
+    let errors = std::thread::spawn(move || last_lines(stderr, 30));
+    let stdout = child.stdout.take().expect("piped");
+    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+        if let Ok(event) = serde_json::from_str::<T>(&line) {
+            follow(event);
+        }
+    }
+    let status = child
+        .wait()
+        .map_err(|error| ItemError::trainer(format!("waiting for the trainer: {error}")))?;
+    let errors = errors.join().unwrap_or_default();
+    if context.cancelled() {
+        return Err(ItemError::trainer(
+            "interrupted; the last checkpoint is kept and `avaprep run` again continues from it",
+        ));
+    }
+    if !status.success() {
+        return Err(ItemError::trainer(format!(
+            "{} {} failed ({status}):\n{}",
+            trainer.display(),
+            args.join(" "),
+            errors.trim_end()
+        )));
+    }
+    Ok(())
+}
+
+fn last_lines(stream: impl Read, keep: usize) -> String {
+    let mut lines = VecDeque::with_capacity(keep);
+    for line in BufReader::new(stream).lines().map_while(Result::ok) {
+        if lines.len() == keep {
+            lines.pop_front();
+        }
+        lines.push_back(line);
+    }
+    Vec::from(lines).join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nested_settings_become_dotted_overrides_that_parse_back() {
+        let params = TrainParams {
+            preset: "synthetic-tiny".into(),
+            settings: "max_epochs = 3\ndevice = \"cpu\"\n[schedule]\nkind = \"step\"\n"
+                .parse()
+                .unwrap(),
+        };
+        let overrides = params.overrides();
+        let mut table = toml::Table::new();
+        for assignment in &overrides {
+            crate::overrides::apply_override(&mut table, assignment).unwrap();
+        }
+        assert_eq!(table, params.settings, "{overrides:?}");
+    }
+
+    #[test]
+    fn the_run_folder_is_named_by_the_fingerprint_only() {
+        let layout = DataLayout::new(Path::new("/data"));
+        assert_eq!(
+            run_dir(&layout, "../../etc/abcdef0123456789"),
+            Path::new("/data/runs/pipeline-etcabcdef012")
+        );
+    }
+}

@@ -1,0 +1,124 @@
+//! The `validate` stage: every check of [`crate::validate`] on the data directory after `lists`.
+//! A failed check fails the stage, so nothing after it (training) runs on data that would break
+//! it; the report is kept in `slowfast/validation.json` either way.
+
+use serde::{Deserialize, Serialize};
+
+use super::StageId;
+use crate::layout::DataLayout;
+use crate::pipeline::{
+    Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
+};
+use crate::validate::{Depth, ValidateRequest, validate};
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ValidateParams {
+    /// Decode a sample of the frames instead of all of them.
+    pub quick: bool,
+}
+
+/// What the checks found, for the run's summary.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ValidateCounts {
+    pub checks: u64,
+    pub skipped: u64,
+    pub frames: u64,
+    pub decoded: u64,
+}
+
+pub struct ValidateStage {
+    pub params: ValidateParams,
+}
+
+impl Stage for ValidateStage {
+    type Id = StageId;
+
+    fn id(&self) -> StageId {
+        StageId::Validate
+    }
+
+    fn depends_on(&self) -> &'static [StageId] {
+        &[StageId::Extract, StageId::Lists]
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::Whole
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({ "version": 1, "params": self.params })
+    }
+
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
+    }
+
+    fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
+        let depth = if self.params.quick {
+            Depth::Quick
+        } else {
+            Depth::Full
+        };
+        let request =
+            ValidateRequest::for_data_dir(context.data_dir, depth).map_err(ItemError::input)?;
+        let report = validate(&request, context.reporter).map_err(ItemError::input)?;
+        let layout = DataLayout::new(context.data_dir);
+        let path = layout.slowfast().join("validation.json");
+        let json = serde_json::to_vec_pretty(&report.findings_json()).expect("a report serialises");
+        crate::fsutil::write_atomic(&path, &json)
+            .map_err(|error| ItemError::input(format!("{}: {error}", path.display())))?;
+        if !report.passed {
+            let failed: Vec<String> = report
+                .failed_checks()
+                .map(|check| {
+                    let first = check.examples.first().map_or("", String::as_str);
+                    format!(
+                        "{} ({} of {}: {first})",
+                        check.id.name(),
+                        check.failed,
+                        check.checked
+                    )
+                })
+                .collect();
+            return Err(ItemError::input(format!(
+                "validation failed: {}; `avaprep validate` shows what failed",
+                failed.join(", ")
+            )));
+        }
+        let counts = ValidateCounts {
+            checks: report.checks.len() as u64,
+            skipped: report
+                .checks
+                .iter()
+                .filter(|check| check.skipped.is_some())
+                .count() as u64,
+            frames: report.frames_listed,
+            decoded: report.frames_decoded,
+        };
+        let made = layout.relative(&path);
+        ItemRecord {
+            files: 1,
+            bytes: json.len() as u64,
+            ..ItemRecord::default()
+        }
+        .with_counts(&counts)
+        .with_files(context.data_dir, &[made.as_str()], &[])
+        .map_err(ItemError::input)
+    }
+
+    fn summary(&self, report: &StageReport) -> Vec<String> {
+        let counts: ValidateCounts = report.counts_as();
+        if counts.checks == 0 {
+            return Vec::new();
+        }
+        vec![format!(
+            "{} checks passed ({} skipped), {} frames, {} decoded",
+            counts.checks - counts.skipped,
+            counts.skipped,
+            counts.frames,
+            counts.decoded
+        )]
+    }
+}

@@ -1,0 +1,142 @@
+//! `avaprep extract`.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use avaprep::annotations::plan::Selection;
+use avaprep::fetch::FetchParams;
+use avaprep::manifest::DatasetManifest;
+use avaprep::pipeline::prints::Scrutiny;
+use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
+use avaprep::stages::{self, ProductConfig, StageId};
+use avaprep_shell::Printer;
+
+use crate::render::{exit_status, lock, run_stages};
+use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
+
+#[derive(Debug, Args)]
+pub struct ExtractArgs {
+    /// Frames per second of video time. Frame k shows the source frame nearest to
+    /// segment_start + (k-1)/fps.
+    #[arg(long, default_value_t = ExtractParams::default().fps)]
+    pub fps: f64,
+    /// Output height in pixels (width keeps the aspect ratio, rounded to even); 0 keeps the
+    /// native size. Smaller sources are not upscaled unless --upscale.
+    #[arg(long, default_value_t = ExtractParams::default().height)]
+    pub height: u32,
+    /// JPEG quantiser, as ffmpeg's -q:v: 2 (best, about JPEG quality 86) to 31.
+    #[arg(long, default_value_t = ExtractParams::default().quality)]
+    pub quality: u8,
+    /// Scale sources smaller than --height up to it.
+    #[arg(long)]
+    pub upscale: bool,
+    /// annotated: only [t - margin, t + margin] around the annotated keyframes; segment: the whole
+    /// annotated segment (for PySlowFast's contiguous frame lists).
+    #[arg(long, value_parser = avaprep_shell::one_of::<Ranges>(&Ranges::NAMES), default_value = "annotated")]
+    pub ranges: Ranges,
+    /// Seconds kept on each side of a keyframe (covers AVA's +-1.5 s label context and a
+    /// 16-frame clip at 5 fps); 0 keeps the one frame nearest each keyframe.
+    #[arg(long, default_value_t = ExtractParams::default().margin, allow_negative_numbers = true)]
+    pub margin: f64,
+    /// Videos extracted at once, one decoder thread each. Default: the number of cores.
+    #[arg(long)]
+    pub jobs: Option<usize>,
+    /// Delete each downloaded video once its frames are complete, to save disk.
+    #[arg(long)]
+    pub delete_videos_after_extract: bool,
+    /// Re-hash every recorded frame and index byte for byte (not only names, sizes and times);
+    /// a video whose files changed is extracted again.
+    #[arg(long)]
+    pub verify: bool,
+    /// Videos already on disk: a folder of `<id>.mkv`, `.mp4` or `.webm`, read where they are
+    /// (nothing is downloaded or deleted). The annotations come from DATA_DIR/annotations, or
+    /// --annotations; a video the annotations name that the folder lacks is reported and dropped.
+    #[arg(long, value_name = "DIR")]
+    pub videos: Option<PathBuf>,
+    /// With --videos: the dataset second at the files' time 0, e.g. 900 for AVA's pre-cut
+    /// 15-minute clips (`videos_15min/`). Default: 0, whole videos.
+    #[arg(
+        long,
+        value_name = "SECONDS",
+        default_value_t = 0.0,
+        requires = "videos"
+    )]
+    pub video_start: f64,
+    /// With --videos: a folder holding the annotation files the manifest names, copied into
+    /// DATA_DIR/annotations.
+    #[arg(long, value_name = "DIR", requires = "videos")]
+    pub annotations: Option<PathBuf>,
+    /// With --videos: the dataset manifest (annotation file names, splits, segment).
+    #[arg(long, default_value = "manifests/ava-v2.2.toml", requires = "videos")]
+    pub dataset: PathBuf,
+    /// With --videos: the splits to plan, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "train,val",
+        requires = "videos"
+    )]
+    pub split: Vec<String>,
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &ExtractArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<ExitStatus> {
+    let mut params = ExtractParams {
+        fps: args.fps,
+        height: args.height,
+        quality: args.quality,
+        upscale: args.upscale,
+        ranges: args.ranges,
+        margin: args.margin,
+        delete_videos_after_extract: args.delete_videos_after_extract,
+        ..Default::default()
+    };
+    if let Some(jobs) = args.jobs {
+        params.jobs = jobs;
+    }
+    // Values no video could honour are usage errors, before any work.
+    params
+        .validate()
+        .map_err(|message| UsageError(crate::flags::as_flags(&message)))?;
+    let scrutiny = Scrutiny::verify(args.verify);
+    if args.videos.is_none() {
+        let stage = ExtractStage { params };
+        let lock = lock(global, None)?;
+        let report = run_stages(global, &lock, vec![&stage], None, scrutiny, printer, cancel)?;
+        return Ok(exit_status(&report));
+    }
+    // Videos on disk: the annotations are taken from disk and planned first, as `fetch` would.
+    let fetch = FetchParams {
+        videos: args.videos.clone(),
+        video_start: args.video_start,
+        annotations: args.annotations.clone(),
+        ..FetchParams::default()
+    };
+    fetch.validate().map_err(UsageError)?;
+    let selection = Selection {
+        splits: args.split.clone(),
+        ..Selection::default()
+    };
+    let mut config =
+        ProductConfig::for_fetch(DatasetManifest::load(&args.dataset)?, selection, fetch);
+    config.extract = params;
+    config.check().map_err(UsageError)?;
+    let built = stages::build(&config)?.through(StageId::Extract);
+    let lock = lock(global, None)?;
+    let report = run_stages(
+        global,
+        &lock,
+        built.as_refs(),
+        None,
+        scrutiny,
+        printer,
+        cancel,
+    )?;
+    Ok(exit_status(&report))
+}

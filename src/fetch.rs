@@ -1,0 +1,103 @@
+//! `avaprep fetch`.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use avaprep::annotations::plan::Selection;
+use avaprep::fetch::FetchParams;
+use avaprep::manifest::DatasetManifest;
+use avaprep::pipeline::StateStore;
+use avaprep::pipeline::prints::Scrutiny;
+use avaprep::stages::{self, ProductConfig, StageId};
+use avaprep_shell::Printer;
+
+use crate::render::{exit_status, lock, run_stages};
+use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
+
+#[derive(Debug, Args)]
+pub struct FetchArgs {
+    /// The dataset manifest: URLs, sizes, checksums, splits.
+    #[arg(long, default_value = "manifests/ava-v2.2.toml")]
+    pub dataset: PathBuf,
+    /// Splits whose videos to download, comma-separated (train, val, test).
+    #[arg(long, value_delimiter = ',', default_value = "train,val")]
+    pub split: Vec<String>,
+    /// Download only N videos of each split, chosen deterministically (0: all). The choice is
+    /// written to DATA_DIR/work/videos.json for every later stage.
+    #[arg(long, default_value_t = 0, conflicts_with = "video_list")]
+    pub videos: usize,
+    /// Download only the videos whose ids this file lists, one per line.
+    #[arg(long)]
+    pub video_list: Option<PathBuf>,
+    /// Download the annotations and name lists, not the videos.
+    #[arg(long)]
+    pub annotations_only: bool,
+    /// Concurrent video downloads.
+    #[arg(long, default_value_t = 4)]
+    pub jobs: usize,
+    /// A mirror: URL serves every source (each under its mirror_path), SOURCE=URL one source.
+    /// Repeatable. Default: the manifest's URLs.
+    #[arg(long, value_name = "URL")]
+    pub base_url: Vec<String>,
+    /// Re-hash every downloaded file first; one that no longer matches its record is downloaded
+    /// again (and the annotation files extracted from the archive are re-hashed too).
+    #[arg(long)]
+    pub verify: bool,
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &FetchArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<ExitStatus> {
+    let video_list = match &args.video_list {
+        Some(path) => Some(ProductConfig::read_video_list(path)?),
+        None => None,
+    };
+    let selection = Selection {
+        splits: args.split.clone(),
+        videos_per_split: args.videos,
+        video_list,
+    };
+    let fetch = FetchParams {
+        jobs: args.jobs,
+        base_url: args.base_url.clone(),
+        ..FetchParams::default()
+    };
+    let config = ProductConfig::for_fetch(DatasetManifest::load(&args.dataset)?, selection, fetch);
+    config.check().map_err(UsageError)?;
+    let last = if args.annotations_only {
+        StageId::Parse
+    } else {
+        StageId::FetchVideos
+    };
+    let built = stages::build(&config)?.through(last);
+    // Before anything is written, --verify's forgetting included.
+    let lock = lock(global, None)?;
+    if args.verify {
+        let store = StateStore::new(&global.data_dir, None);
+        let damaged = stages::verify_downloads(&global.data_dir, &store)?;
+        printer.note(&format!("verify: {} damaged file(s)", damaged.len()));
+        for file in &damaged {
+            printer.note(&format!(
+                "damaged: {}: {}; it is downloaded again now",
+                file.file.display(),
+                file.problem
+            ));
+        }
+    }
+    let scrutiny = Scrutiny::verify(args.verify);
+    let report = run_stages(
+        global,
+        &lock,
+        built.as_refs(),
+        None,
+        scrutiny,
+        printer,
+        cancel,
+    )?;
+    Ok(exit_status(&report))
+}

@@ -1,0 +1,216 @@
+//! `avaprep run` and `avaprep status`.
+
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use clap::Args;
+
+use avaprep::layout::DataLayout;
+use avaprep::pipeline::prints::Scrutiny;
+use avaprep::pipeline::status::{StageCondition, StageStatusLine};
+use avaprep::pipeline::{PipelineSpec, Runner, Shard, StageContext, StateStore};
+use avaprep::records::{Evaluation, TrainedRun};
+use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
+use avaprep_shell::Printer;
+
+use crate::render::{exit_status, figures, lock, run_stages};
+use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The pipeline file (for example pipelines/demo.toml).
+    pub pipeline: PathBuf,
+
+    /// Override a key of the pipeline file, as if the file said it: STAGE.KEY=VALUE or KEY=VALUE.
+    /// Repeatable. Example: --set extract.fps=10
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+
+    /// Do only shard I of N of the per-video work (I from 1), for running on N machines; a later
+    /// run without --shard merges what the shards did and runs the whole-dataset stages.
+    /// Default: all videos.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+
+    /// Re-hash every output each stage recorded, byte for byte, not only names, sizes and
+    /// modification times; what changed is made again.
+    #[arg(long)]
+    pub verify: bool,
+
+    /// Stop after this stage (for example `validate`: the data only, no training).
+    #[arg(long, value_name = "STAGE", value_parser = parse_stage)]
+    pub until: Option<StageId>,
+}
+
+fn parse_stage(name: &str) -> Result<StageId, String> {
+    StageId::from_name(name).ok_or_else(|| {
+        let names: Vec<&str> = StageId::ALL.iter().map(|stage| stage.name()).collect();
+        format!("`{name}` is not a stage (stages: {})", names.join(", "))
+    })
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The pipeline file whose stages to show.
+    #[arg(default_value = "pipelines/demo.toml")]
+    pub pipeline: PathBuf,
+
+    /// Override a key of the pipeline file, as `run --set` does (the status depends on it).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub overrides: Vec<String>,
+
+    /// Show the state of shard I of N instead of the unsharded run. Default: the unsharded run.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Shard>,
+}
+
+/// The stages a pipeline file describes, with its `--set` overrides applied; an invalid value in
+/// it is a usage error (exit 2).
+/// `until`: the last stage that will run; the splits of the stages after it are not checked.
+fn load(
+    pipeline: &std::path::Path,
+    overrides: &[String],
+    until: Option<StageId>,
+) -> anyhow::Result<ProductStages> {
+    let spec =
+        PipelineSpec::load(pipeline, overrides, &StageId::tables()).map_err(|error| match error
+            .is_usage()
+        {
+            true => anyhow::Error::new(UsageError(error.to_string())),
+            false => anyhow::Error::new(error),
+        })?;
+    let config = ProductConfig::from_spec(&spec).map_err(|error| match error.is_usage() {
+        true => anyhow::Error::new(UsageError(error.to_string())),
+        false => anyhow::Error::new(error),
+    })?;
+    config
+        .check_splits(&spec, until)
+        .map_err(|error| UsageError(error.to_string()))?;
+    stages::build(&config)
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &RunArgs,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<ExitStatus> {
+    let mut built = load(&args.pipeline, &args.overrides, args.until)?;
+    if let Some(last) = args.until {
+        built = built.through(last);
+    }
+    let scrutiny = Scrutiny::verify(args.verify);
+    let lock = lock(global, args.shard)?;
+    let report = run_stages(
+        global,
+        &lock,
+        built.as_refs(),
+        args.shard,
+        scrutiny,
+        printer,
+        cancel,
+    )?;
+    if report.succeeded() {
+        print_results(global, printer);
+    }
+    Ok(exit_status(&report))
+}
+
+pub fn status(
+    global: &GlobalArgs,
+    args: &StatusArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitStatus> {
+    let built = load(&args.pipeline, &args.overrides, None)?;
+    let cancel = AtomicBool::new(false);
+    let runner = Runner {
+        stages: built.as_refs(),
+        store: StateStore::new(&global.data_dir, args.shard),
+        shard: args.shard,
+        context: StageContext {
+            data_dir: &global.data_dir,
+            reporter: printer,
+            cancel: &cancel,
+            fingerprint: "",
+            not_started: 0,
+        },
+        scrutiny: Scrutiny::Listing,
+        before_per_video: None,
+    };
+    for line in runner.status()? {
+        printer.record("stage_status", &line);
+        printer.result(&status_text(&line));
+    }
+    Ok(ExitStatus::Success)
+}
+
+/// Where the run's results are, the score with its per-class table, and why training stopped.
+fn print_results(global: &GlobalArgs, printer: &Printer) {
+    let layout = DataLayout::new(&global.data_dir);
+    let (Ok(trained), Some(evaluation)) = (TrainedRun::load(&layout), Evaluation::load(&layout))
+    else {
+        return;
+    };
+    printer.record("trained", &trained);
+    printer.record("evaluation", &evaluation);
+    let at = |relative: &str| layout.root().join(relative).display().to_string();
+    printer.result("");
+    printer.result(&format!("model       {}", at(&trained.weights)));
+    printer.result(&format!("curves      {}", at(&trained.curves)));
+    printer.result(&format!("run         {}", at(&trained.run_dir)));
+    for split in &evaluation.splits {
+        printer.result(&format!(
+            "{:<11} {}",
+            format!("{} dets", split.split),
+            at(&split.detections)
+        ));
+    }
+    printer.result(&format!(
+        "stopped     {} ({} epochs, {} steps)",
+        trained.stop, trained.epochs_run, trained.steps
+    ));
+    for split in &evaluation.splits {
+        let Some(report) = evaluation.report(&layout, &split.split) else {
+            continue;
+        };
+        printer.result(&format!(
+            "{} mAP {} with the best weights{}",
+            split.split,
+            report
+                .mean_ap
+                .map_or("-".to_string(), |map| format!("{map:.4}")),
+            // Training evaluated one split: its figure belongs beside that split's line only.
+            trained
+                .best
+                .filter(|_| split.split == trained.val_split)
+                .map_or(String::new(), |(map, epoch)| format!(
+                    " (epoch {epoch}; {map:.4} when evaluated during training)"
+                ))
+        ));
+        printer.result(&avaprep_shell::eval_table::eval_table(&report));
+    }
+}
+
+fn status_text(line: &StageStatusLine) -> String {
+    let condition = match line.condition {
+        StageCondition::Done => "done",
+        StageCondition::Stale => "stale",
+        StageCondition::Pending => "pending",
+        StageCondition::Failed => "failed",
+        StageCondition::Interrupted => "interrupted",
+        StageCondition::Corrupt => "corrupt state",
+    };
+    let mut text = format!("{:<18} {condition:<12}", line.stage);
+    if line.condition != StageCondition::Pending && line.condition != StageCondition::Corrupt {
+        text.push_str(&format!(
+            " {}/{} items{}",
+            line.items_done,
+            line.items_planned,
+            figures(line.files, line.bytes, line.seconds)
+        ));
+    }
+    if let Some(detail) = &line.detail {
+        text.push_str(&format!(" ({detail})"));
+    }
+    text
+}

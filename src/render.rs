@@ -1,0 +1,181 @@
+//! What the data commands print about a run of stages: the per-stage lines and summaries.
+
+use std::sync::atomic::AtomicBool;
+
+use avaprep::pipeline::lock::{DataDirLock, LockMode};
+use avaprep::pipeline::prints::Scrutiny;
+use avaprep::pipeline::{
+    AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore,
+};
+use avaprep::stages::StageId;
+
+use avaprep_shell::{ExitStatus, GlobalArgs, Printer};
+
+/// Runs stages through the pipeline runner (with the state under the data directory) and prints
+/// the report: what `run`, `fetch` and `extract` share.
+/// The data directory, held by this command while it writes there (see [`DataDirLock`]).
+pub fn lock(global: &GlobalArgs, shard: Option<Shard>) -> anyhow::Result<DataDirLock> {
+    let mode = match shard {
+        Some(shard) => LockMode::Shard(format!("{}-of-{}", shard.index, shard.count)),
+        None => LockMode::Exclusive,
+    };
+    Ok(DataDirLock::acquire(
+        &global.data_dir,
+        mode,
+        &command_line(),
+    )?)
+}
+
+/// `_lock`: this command holds the data directory ([`lock`]), from before anything it writes.
+pub fn run_stages(
+    global: &GlobalArgs,
+    _lock: &DataDirLock,
+    stages: Vec<&dyn AnyStage>,
+    shard: Option<Shard>,
+    scrutiny: Scrutiny,
+    printer: &Printer,
+    cancel: &AtomicBool,
+) -> anyhow::Result<RunReport> {
+    // A shard waits for its turn at the whole-dataset work and hands it on before its videos.
+    let turn = match shard {
+        Some(_) => {
+            Some(DataDirLock::setup_turn(&global.data_dir, &|| {
+                printer.note("waiting for another shard to finish the whole-dataset work (annotations, plan)");
+            })?)
+        }
+        None => None,
+    };
+    let turn = std::sync::Mutex::new(turn);
+    let hand_on = || {
+        if let Some(turn) = turn.lock().expect("turn lock").take() {
+            turn.end();
+        }
+    };
+    let runner = Runner {
+        stages: stages.clone(),
+        store: StateStore::new(&global.data_dir, shard),
+        shard,
+        context: StageContext {
+            data_dir: &global.data_dir,
+            reporter: printer,
+            cancel,
+            fingerprint: "",
+            not_started: 0,
+        },
+        scrutiny,
+        before_per_video: Some(&hand_on),
+    };
+    let report = runner.run()?;
+    hand_on();
+    print_run_report(printer, &report, &stages);
+    Ok(report)
+}
+
+/// This command as its user typed it, for the note of who holds the data directory.
+pub fn command_line() -> String {
+    let mut words: Vec<String> = std::env::args().collect();
+    if let Some(program) = words.first_mut() {
+        *program = "avaprep".to_string();
+    }
+    words.join(" ")
+}
+
+pub fn exit_status(report: &RunReport) -> ExitStatus {
+    if report.succeeded() {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    }
+}
+
+fn print_run_report(printer: &Printer, report: &RunReport, stages: &[&dyn AnyStage]) {
+    for stage in &report.stages {
+        printer.record("stage", stage);
+        for note in &stage.notes {
+            printer.note(&format!("note: {note}"));
+        }
+        for failure in stage.failures.iter().chain(&stage.newly_missing) {
+            eprintln!(
+                "error: {}: {}: {}",
+                stage.stage, failure.item, failure.message
+            );
+        }
+        let outcome = match stage.outcome {
+            StageOutcome::UpToDate => "up to date".to_string(),
+            StageOutcome::Completed if stage.missing > 0 => format!(
+                "done: {} items ({} now, {} already done, {} missing)",
+                stage.planned, stage.completed, stage.already_done, stage.missing
+            ),
+            StageOutcome::Completed => format!(
+                "done: {} items ({} now, {} already done)",
+                stage.planned, stage.completed, stage.already_done
+            ),
+            StageOutcome::Failed if stage.planned == 0 => "FAILED".to_string(),
+            StageOutcome::Failed => format!(
+                "FAILED: {} of {} items failed",
+                stage.failures.len(),
+                stage.planned
+            ),
+            StageOutcome::Blocked => blocked_text(&stage.blocked_by),
+            StageOutcome::Interrupted => "interrupted: the next run resumes it".to_string(),
+            StageOutcome::Deferred => {
+                "deferred: a run without --shard combines the shards and does it".to_string()
+            }
+        };
+        printer.result(&format!(
+            "{:<18} {outcome}{}",
+            stage.stage,
+            figures(stage.files, stage.bytes, stage.seconds)
+        ));
+        let summary = stages
+            .iter()
+            .find(|candidate| candidate.name() == stage.stage)
+            .map_or_else(Vec::new, |candidate| candidate.summary(stage));
+        for detail in summary {
+            printer.result(&format!("{:<18} {detail}", ""));
+        }
+    }
+    printer.record(
+        "summary",
+        &serde_json::json!({ "succeeded": report.succeeded() }),
+    );
+}
+
+/// "not run: parse failed in its last run; run `avaprep fetch` first".
+fn blocked_text(blockers: &[Blocker]) -> String {
+    if blockers.is_empty() {
+        return "not run: an earlier stage is not done".to_string();
+    }
+    let reasons: Vec<String> = blockers
+        .iter()
+        .map(|blocker| {
+            let hint = StageId::from_name(&blocker.stage)
+                .map(|stage| format!("; run `{}` first", stage.command()))
+                .unwrap_or_default();
+            format!("{} {}{hint}", blocker.stage, blocker.reason)
+        })
+        .collect();
+    format!("not run: {}", reasons.join("; "))
+}
+
+pub fn figures(files: u64, bytes: u64, seconds: f64) -> String {
+    if files == 0 && bytes == 0 && seconds == 0.0 {
+        return String::new();
+    }
+    format!(", {files} files, {}, {seconds:.1} s", human_bytes(bytes))
+}
+
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut value = bytes as f64;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        format!("{bytes} B")
+    } else {
+        format!("{value:.1} {}", UNITS[unit])
+    }
+}

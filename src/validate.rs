@@ -1,0 +1,224 @@
+//! `avaprep validate`.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+use clap::Args;
+
+use avaprep::annotations::KeyframeRange;
+use avaprep::manifest::DatasetManifest;
+use avaprep::validate::{
+    CheckStatus, Depth, PySlowFastYaml, ValidateError, ValidateRequest, ValidationReport,
+    junit::to_junit, validate,
+};
+
+use avaprep_shell::{ExitStatus, GlobalArgs, Printer, UsageError};
+
+#[derive(Debug, Args)]
+pub struct ValidateArgs {
+    /// A PySlowFast config (YAML, `_BASE_` followed) naming the folders and files to check, for a
+    /// dataset avaprep did not make. Default: the data directory's own (slowfast/ava.yaml).
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// PySlowFast's AVA.FRAME_DIR (over the config's).
+    #[arg(long)]
+    pub frame_dir: Option<PathBuf>,
+    /// PySlowFast's AVA.FRAME_LIST_DIR (over the config's).
+    #[arg(long)]
+    pub frame_list_dir: Option<PathBuf>,
+    /// PySlowFast's AVA.ANNOTATION_DIR (over the config's).
+    #[arg(long)]
+    pub annotation_dir: Option<PathBuf>,
+    /// Check every frame exists but decode only a sample (1 in 64, and each video's first and
+    /// last): for a pre-commit hook. Default: decode every frame.
+    #[arg(long)]
+    pub quick: bool,
+    /// Also write the result as JUnit XML (one test case per check) for a CI system.
+    #[arg(long, value_name = "FILE", value_parser = avaprep_shell::output_file)]
+    pub junit: Option<PathBuf>,
+    /// The height every frame must have.
+    #[arg(long)]
+    pub height: Option<u32>,
+    /// List rows per second the loader assumes (PySlowFast: 30). Default: what `avaprep lists`
+    /// recorded, else 30.
+    #[arg(long)]
+    pub list_fps: Option<f64>,
+    /// The second row 0 shows (AVA: 900). Default: what `avaprep lists` recorded, else 900.
+    #[arg(long)]
+    pub segment_start: Option<f64>,
+    /// The second the segment ends (AVA: 1801). Default: recorded, else 1801.
+    #[arg(long)]
+    pub segment_end: Option<f64>,
+    /// The dataset's keyframe seconds, FIRST-LAST. Default: recorded, else 902-1798.
+    #[arg(long, value_parser = crate::eval::parse_keyframes)]
+    pub keyframes: Option<KeyframeRange>,
+    /// A dataset manifest: the annotation files under the data directory's annotations/ must
+    /// equal its sha256.
+    #[arg(long)]
+    pub manifest: Option<PathBuf>,
+}
+
+pub fn run(
+    global: &GlobalArgs,
+    args: &ValidateArgs,
+    printer: &Printer,
+) -> anyhow::Result<ExitStatus> {
+    let request = request(global, args).map_err(reported)?;
+    let report = validate(&request, printer).map_err(reported)?;
+    if let Some(path) = &args.junit {
+        avaprep::fsutil::write_output(path, to_junit(&report).as_bytes())
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    printer.record("validation", &report.to_json());
+    printer.result(&summary(&report, args.junit.as_deref()));
+    Ok(if report.passed {
+        ExitStatus::Success
+    } else {
+        ExitStatus::Failure
+    })
+}
+
+/// A usage error exits 2; the rest are failures.
+fn reported(error: ValidateError) -> anyhow::Error {
+    if error.is_usage() {
+        anyhow::Error::new(UsageError(error.to_string()))
+    } else {
+        anyhow::Error::new(error)
+    }
+}
+
+fn request(global: &GlobalArgs, args: &ValidateArgs) -> Result<ValidateRequest, ValidateError> {
+    let depth = if args.quick {
+        Depth::Quick
+    } else {
+        Depth::Full
+    };
+    let foreign = args.config.is_some()
+        || args.frame_dir.is_some()
+        || args.frame_list_dir.is_some()
+        || args.annotation_dir.is_some();
+    let mut request = if foreign {
+        let mut config = match &args.config {
+            Some(path) => PySlowFastYaml::load(path)?,
+            None => PySlowFastYaml::defaults(),
+        };
+        let over = |dir: &Option<PathBuf>, slot: &mut Option<PathBuf>| {
+            if dir.is_some() {
+                *slot = dir.clone();
+            }
+        };
+        over(&args.frame_dir, &mut config.frame_dir);
+        over(&args.frame_list_dir, &mut config.frame_list_dir);
+        over(&args.annotation_dir, &mut config.annotation_dir);
+        let request = ValidateRequest::for_config(&config, depth)?;
+        match &args.config {
+            Some(path) => request.with_records_beside(path)?,
+            None => request,
+        }
+    } else {
+        ValidateRequest::for_data_dir(&global.data_dir, depth)?
+    };
+    if let Some(list_fps) = args.list_fps {
+        if !(list_fps.is_finite() && list_fps > 0.0) {
+            return Err(ValidateError::BadValue(format!(
+                "--list-fps {list_fps} must be a rate above 0"
+            )));
+        }
+        request.timing.list_fps = list_fps;
+    }
+    if let Some(start) = args.segment_start {
+        if !start.is_finite() {
+            return Err(ValidateError::BadValue(format!(
+                "--segment-start {start} must be a number of seconds"
+            )));
+        }
+        request.timing.segment_start = start;
+    }
+    if let Some(end) = args.segment_end {
+        if !(end.is_finite() && end > request.timing.segment_start) {
+            return Err(ValidateError::BadValue(format!(
+                "--segment-end {end} must be a number of seconds after the segment start"
+            )));
+        }
+        request.timing.segment_end = end;
+    }
+    if let Some(keyframes) = args.keyframes {
+        request.timing.keyframes = [keyframes.first(), keyframes.last()];
+    }
+    request.height = args.height;
+    if let Some(path) = &args.manifest {
+        let manifest = DatasetManifest::load(path).map_err(|error| ValidateError::Config {
+            path: path.clone(),
+            message: error.to_string(),
+        })?;
+        let annotations = if foreign {
+            request.annotation_dir.clone()
+        } else {
+            global.data_dir.join("annotations")
+        };
+        for file in &manifest.annotations.contents {
+            if let Some(sha256) = &file.sha256 {
+                request
+                    .known_sha256
+                    .insert(annotations.join(&file.name), sha256.clone());
+            }
+        }
+    }
+    Ok(request)
+}
+
+/// One line per check, the examples of each failure under it, and a verdict.
+fn summary(report: &ValidationReport, junit: Option<&std::path::Path>) -> String {
+    let mut lines = Vec::new();
+    for check in &report.checks {
+        let (mark, detail) = match check.status() {
+            CheckStatus::Passed => ("ok  ", format!("{} checked", check.checked)),
+            CheckStatus::Skipped => ("skip", check.skipped.clone().unwrap_or_default()),
+            CheckStatus::Failed => (
+                "FAIL",
+                format!(
+                    "{} of {} failed: {}",
+                    check.failed,
+                    check.checked,
+                    check.id.rule()
+                ),
+            ),
+        };
+        lines.push(format!("{mark} {:<18} {detail}", check.id.name()));
+        for example in &check.examples {
+            lines.push(format!("       {example}"));
+        }
+        if check.failed > check.examples.len() as u64 {
+            lines.push(format!(
+                "       ... and {} more (--json lists the first {})",
+                check.failed - check.examples.len() as u64,
+                check.examples.len()
+            ));
+        }
+    }
+    let frames = format!(
+        "{} frames ({} decoded) in {:.1} s",
+        report.frames_listed, report.frames_decoded, report.seconds
+    );
+    let failed: Vec<&str> = report
+        .failed_checks()
+        .map(|check| check.id.name())
+        .collect();
+    if failed.is_empty() {
+        lines.push(format!(
+            "validation passed: {} checks, {frames}",
+            report.checks.len()
+        ));
+    } else {
+        lines.push(format!(
+            "validation FAILED: {} of {} checks ({}); {frames}",
+            failed.len(),
+            report.checks.len(),
+            failed.join(", ")
+        ));
+    }
+    if let Some(path) = junit {
+        lines.push(format!("JUnit report: {}", path.display()));
+    }
+    lines.join("\n")
+}
