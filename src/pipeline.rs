@@ -10,6 +10,7 @@ use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::status::{StageCondition, StageStatusLine};
 use avaprep::pipeline::{PipelineSpec, Runner, Shard, StageContext, StateStore};
 use avaprep::records::{Evaluation, TrainedRun};
+use avaprep::stages::eval::split_report;
 use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
 use avaprep_shell::Printer;
 
@@ -170,7 +171,7 @@ fn print_results(global: &GlobalArgs, printer: &Printer) {
         trained.stop, trained.epochs_run, trained.steps
     ));
     for split in &evaluation.splits {
-        let Some(report) = evaluation.report(&layout, &split.split) else {
+        let Some(report) = split_report(&evaluation, &layout, &split.split) else {
             continue;
         };
         printer.result(&format!(

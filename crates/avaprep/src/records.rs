@@ -7,7 +7,6 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::annotations::{VideoFileName, VideoId};
-use crate::eval::EvalReport;
 use crate::fsutil;
 use crate::layout::{DataLayout, FolderName};
 
@@ -288,12 +287,5 @@ impl Evaluation {
 
     pub fn load(layout: &DataLayout) -> Option<Self> {
         serde_json::from_slice(&std::fs::read(Self::path(layout)).ok()?).ok()
-    }
-
-    /// A split's report, read back.
-    pub fn report(&self, layout: &DataLayout, split: &str) -> Option<EvalReport> {
-        let result = self.splits.iter().find(|result| result.split == split)?;
-        let bytes = std::fs::read(layout.root().join(result.report.as_ref()?)).ok()?;
-        serde_json::from_slice(&bytes).ok()
     }
 }

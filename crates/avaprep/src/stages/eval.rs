@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use super::StageId;
 use super::train::{TrainParams, run_trainer};
 use crate::annotations::KeyframeRange;
-use crate::eval::{EvalOptions, evaluate_files_with};
+use crate::eval::{EvalOptions, EvalReport, evaluate_files_with};
 use crate::layout::DataLayout;
 use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
 use crate::records::{Evaluation, SplitResult, TrainedRun, VideoPlan};
@@ -47,6 +47,20 @@ impl Default for EvalParams {
             splits: vec!["val".into()],
         }
     }
+}
+
+/// A split's report of an evaluation, read back.
+pub fn split_report(
+    evaluation: &Evaluation,
+    layout: &DataLayout,
+    split: &str,
+) -> Option<EvalReport> {
+    let result = evaluation
+        .splits
+        .iter()
+        .find(|result| result.split == split)?;
+    let bytes = std::fs::read(layout.root().join(result.report.as_ref()?)).ok()?;
+    serde_json::from_slice(&bytes).ok()
 }
 
 pub struct EvalStage {
