@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs what is missing (scripts/setup.sh), builds the data tool without FFmpeg and then the whole
-# workspace, checks formatting and lints, and runs every test. This is what CI runs (.ci/run).
+# Installs what is missing (scripts/setup.sh), builds the data tool without FFmpeg, checks formatting
+# and lints, builds the workspace with its tests and runs them. This is what CI runs (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/setup.sh --browser)"
@@ -17,8 +17,19 @@ if cargo tree --locked -p avaprep-cli --all-features -e normal | grep -E ' (tch|
   echo "the data tool's crate depends on libtorch: only crates/avaprep-train may" >&2
   exit 1
 fi
-step "build: the workspace (data tool with FFmpeg, trainer)"
-cargo build --release --locked
+if grep -rn --include='*.rs' '#\[path' src crates tests; then
+  echo "modules are crates or folders, not #[path] includes" >&2
+  exit 1
+fi
+
+step "format and lints"
+cargo fmt --all -- --check
+cargo clippy --release --locked --workspace --all-targets -- -D warnings
+
+step "build: the workspace with its tests (the data tool with FFmpeg, the trainer, every test)"
+# One build for the executables and the tests: `cargo test` builds both executables (the tests
+# run them) with the library's test-only fault injection added; the demo builds them without.
+cargo test --release --locked --workspace --no-run
 
 step "both executables find their libraries without LD_LIBRARY_PATH; the data tool links no libtorch"
 for binary in avaprep avaprep-train; do
@@ -32,14 +43,6 @@ if ldd target/release/avaprep | awk '{print $1}' | grep -E '^lib(torch|c10|cuda|
   echo "target/release/avaprep links libtorch or CUDA: the data tool must not" >&2
   exit 1
 fi
-if grep -rn --include='*.rs' '#\[path' src crates tests; then
-  echo "modules are crates or folders, not #[path] includes" >&2
-  exit 1
-fi
-
-step "format and lints"
-cargo fmt --all -- --check
-cargo clippy --release --locked --workspace --all-targets -- -D warnings
 
 step "tests"
 cargo test --release --locked --workspace
