@@ -140,3 +140,27 @@ pub fn run(
     )?;
     Ok(exit_status(&report))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::{ExtractArgs, Ranges};
+
+    #[derive(Debug, Parser)]
+    struct Command {
+        #[command(flatten)]
+        extract: ExtractArgs,
+    }
+
+    /// `--ranges` takes the library's names, as a pipeline file's `ranges` does.
+    #[test]
+    fn ranges_take_the_library_s_names() {
+        let parsed = Command::try_parse_from(["extract", "--ranges", "segment"]).unwrap();
+        assert_eq!(parsed.extract.ranges, Ranges::Segment);
+        let parsed = Command::try_parse_from(["extract"]).unwrap();
+        assert_eq!(parsed.extract.ranges, Ranges::Annotated);
+        let error = Command::try_parse_from(["extract", "--ranges", "all"]).unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue);
+    }
+}

@@ -334,11 +334,7 @@ mod tests {
     use super::*;
 
     fn ava() -> DatasetManifest {
-        let path = Path::new(concat!(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../.."),
-            "/manifests/ava-v2.2.toml"
-        ));
-        DatasetManifest::load(path).unwrap()
+        DatasetManifest::load(&crate::testing::repo_root().join("manifests/ava-v2.2.toml")).unwrap()
     }
 
     #[test]
@@ -385,11 +381,8 @@ mod tests {
 
     #[test]
     fn urls_that_are_not_http_are_refused_when_read() {
-        let path = concat!(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../.."),
-            "/manifests/ava-v2.2.toml"
-        );
-        let text = std::fs::read_to_string(path).unwrap();
+        let path = crate::testing::repo_root().join("manifests/ava-v2.2.toml");
+        let text = std::fs::read_to_string(&path).unwrap();
         let https = "https://s3.amazonaws.com/ava-dataset/";
         assert!(text.contains(https));
         for (url, expected) in [
@@ -397,7 +390,7 @@ mod tests {
             ("ftp://mirror/ava/", "not ftp://"),
             ("s3.amazonaws.com/ava-dataset/", "is not a URL"),
         ] {
-            let error = DatasetManifest::parse(Path::new(path), &text.replace(https, url))
+            let error = DatasetManifest::parse(&path, &text.replace(https, url))
                 .unwrap_err()
                 .to_string();
             assert!(error.contains("sources.ava.url"), "{error}");
@@ -407,12 +400,10 @@ mod tests {
 
     #[test]
     fn rejects_paths_that_escape() {
-        let text = std::fs::read_to_string(concat!(
-            concat!(env!("CARGO_MANIFEST_DIR"), "/../.."),
-            "/manifests/ava-v2.2.toml"
-        ))
-        .unwrap()
-        .replace("annotations/ava_v2.2.zip", "../../etc/passwd");
+        let text =
+            std::fs::read_to_string(crate::testing::repo_root().join("manifests/ava-v2.2.toml"))
+                .unwrap()
+                .replace("annotations/ava_v2.2.zip", "../../etc/passwd");
         let error = DatasetManifest::parse(Path::new("m.toml"), &text).unwrap_err();
         assert!(
             error.to_string().contains("not a plain relative path"),

@@ -164,7 +164,7 @@ fn names_file(message: &str) -> bool {
 }
 
 fn ava(name: &str) -> Vec<u8> {
-    let path = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    let path = crate::testing::repo_root()
         .join("tests/data/ava")
         .join(name);
     std::fs::read(&path).unwrap_or_else(|error| panic!("{}: {error}", path.display()))
@@ -250,7 +250,7 @@ fn annotation_readers_never_panic_and_name_file_and_line() {
 
 #[test]
 fn manifest_and_pipeline_readers_never_panic_and_name_the_file() {
-    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let root = crate::testing::repo_root();
     let manifest = std::fs::read(root.join("manifests/ava-v2.2.toml")).unwrap();
     check_reader(
         "manifest",

@@ -6,11 +6,18 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fmt::Write;
+use std::path::Path;
 
 use rand::{Rng as _, RngCore as _, SeedableRng as _};
 use rand_chacha::ChaCha8Rng;
 
 use crate::annotations::{FrameKey, KeyframeRange, VideoId};
+
+/// The repository, whose `tests/data`, `scripts`, `manifests`, `pipelines` and `.venv` the
+/// tests read (the library's crate sits two folders down).
+pub(crate) fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
 
 /// The tests' one random generator: ChaCha8, seeded, so the same seed gives the same data on
 /// every machine.

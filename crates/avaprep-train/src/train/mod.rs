@@ -58,8 +58,7 @@ pub(crate) fn torch_rng_lock() -> std::sync::MutexGuard<'static, ()> {
 /// The repository's venv, which `scripts/setup.sh` installs: a missing venv fails the test.
 #[cfg(test)]
 pub(crate) fn reference_python() -> std::path::PathBuf {
-    let python = std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .join(".venv/bin/python");
+    let python = testing::repo_root().join(".venv/bin/python");
     assert!(
         python.exists(),
         "{} is missing: run scripts/setup.sh",

@@ -11,6 +11,12 @@ use std::sync::{Mutex, OnceLock};
 
 use avaprep::synth::{Profile, SynthConfig, SynthReport, generate};
 
+/// The repository, whose `scripts`, `tests/support` and `.venv` the tests run (the trainer's
+/// crate sits two folders down).
+pub fn repo_root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+}
+
 pub const FPS: u32 = 5;
 /// Frames are stored at this height (the real extractor stores 480 p); tests crop 112.
 pub const FRAME_HEIGHT: u32 = 144;

@@ -287,7 +287,7 @@ fn early_stopping_ends_a_plateaued_run() {
 /// TensorBoard's own reader on the run's event files, every scalar compared with `metrics.jsonl`
 /// (`tests/support/tensorboard_events.py`); the script's summary.
 fn tensorboard_events(run: &Path) -> serde_json::Value {
-    let root = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+    let root = crate::train::testing::repo_root();
     let output = std::process::Command::new(reference_python())
         .arg(root.join("tests/support/tensorboard_events.py"))
         .arg(run)

@@ -1,7 +1,7 @@
 //! The real official files copied into `tests/data/ava/` must all parse, with the
 //! counts the dataset documentation gives.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::time::Instant;
 
 use super::*;
@@ -9,7 +9,7 @@ use crate::testing::generate_ground_truth_csv;
 
 /// Copies of official AVA files, kept in the repository (see `tests/data/ava/README.md`).
 fn ava(name: &str) -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    crate::testing::repo_root()
         .join("tests/data/ava")
         .join(name)
 }

@@ -2,7 +2,7 @@
 //! and PySlowFast's person boxes, copied into `tests/data/ava/`.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use super::reference_tests::{assert_agrees, reference, write};
 use super::*;
@@ -11,7 +11,7 @@ use crate::testing::Rng;
 
 /// Copies of official AVA files, kept in the repository (see `tests/data/ava/README.md`).
 fn ava(name: &str) -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
+    crate::testing::repo_root()
         .join("tests/data/ava")
         .join(name)
 }

@@ -15,26 +15,24 @@ use serde_json::Value;
 use super::*;
 use crate::testing::{self, DetRow, Synthetic};
 
-const PYTHON: &str = concat!(
-    concat!(env!("CARGO_MANIFEST_DIR"), "/../.."),
-    "/.venv/bin/python"
-);
 const TOLERANCE: f64 = 1e-6;
 
 fn script() -> PathBuf {
-    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts/reference_ava_eval.py")
+    testing::repo_root().join("scripts/reference_ava_eval.py")
 }
 
 /// The reference's JSON for the label map at `dir/map.pbtxt`, or `None`
 /// (after saying so loudly) without Python.
 pub(super) fn reference(dir: &Path, gt: &str, dets: &str) -> Option<Value> {
+    let python = testing::repo_root().join(".venv/bin/python");
     assert!(
-        Path::new(PYTHON).exists(),
-        "{PYTHON} is missing: run scripts/setup.sh"
+        python.exists(),
+        "{} is missing: run scripts/setup.sh",
+        python.display()
     );
     let gt_path = write(dir, "ref_gt.csv", gt);
     let det_path = write(dir, "ref_det.csv", dets);
-    let output = Command::new(PYTHON)
+    let output = Command::new(&python)
         .arg(script())
         .args([dir.join("map.pbtxt"), gt_path, det_path])
         .output()

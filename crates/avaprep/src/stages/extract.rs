@@ -31,22 +31,26 @@ pub enum Ranges {
 }
 
 impl Ranges {
+    const ALL: [Ranges; 2] = [Ranges::Annotated, Ranges::Segment];
     /// The names of the pipeline file's `ranges` and the command's `--ranges`.
-    pub const NAMES: [&str; 2] = ["annotated", "segment"];
+    pub const NAMES: [&str; 2] = [Ranges::Annotated.name(), Ranges::Segment.name()];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Ranges::Annotated => "annotated",
+            Ranges::Segment => "segment",
+        }
+    }
 }
 
 impl std::str::FromStr for Ranges {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, String> {
-        match name {
-            "annotated" => Ok(Ranges::Annotated),
-            "segment" => Ok(Ranges::Segment),
-            _ => Err(format!(
-                "unknown ranges {name:?}: one of {}",
-                Self::NAMES.join(", ")
-            )),
-        }
+        Self::ALL
+            .into_iter()
+            .find(|ranges| ranges.name() == name)
+            .ok_or_else(|| format!("unknown ranges {name:?}: one of {}", Self::NAMES.join(", ")))
     }
 }
 
@@ -387,6 +391,16 @@ fn record(stats: &VideoStats) -> ItemRecord {
 mod tests {
     use super::*;
     use crate::annotations::{VideoFileName, VideoId};
+
+    /// `--ranges` and a pipeline file's `ranges` spell each choice the same way.
+    #[test]
+    fn range_names_are_the_pipeline_files_and_parse_back() {
+        for ranges in Ranges::ALL {
+            assert_eq!(serde_json::to_value(ranges).unwrap(), ranges.name());
+            assert_eq!(ranges.name().parse::<Ranges>(), Ok(ranges));
+        }
+        assert!("all".parse::<Ranges>().unwrap_err().contains("annotated"));
+    }
 
     fn plan(keyframes: Vec<u32>) -> VideoPlan {
         VideoPlan {

@@ -429,7 +429,7 @@ mod tests {
     /// `scripts/demo.sh` makes first).
     #[test]
     fn the_shipped_pipeline_files_are_valid() {
-        let folder = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("pipelines");
+        let folder = crate::testing::repo_root().join("pipelines");
         let mut checked = 0;
         for entry in std::fs::read_dir(&folder).unwrap() {
             let path = entry.unwrap().path();

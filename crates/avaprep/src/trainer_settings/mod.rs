@@ -93,9 +93,21 @@ impl std::str::FromStr for Preset {
 }
 
 impl ModelPreset {
-    /// The names the command line takes (`--model r50-8x8`).
-    pub const NAMES: [&str; 3] = ["r50-8x8", "r18", "tiny"];
     const ALL: [ModelPreset; 3] = [ModelPreset::R50_8x8, ModelPreset::R18, ModelPreset::Tiny];
+    /// The names the command line takes (`--model r50-8x8`), as settings files spell them.
+    pub const NAMES: [&str; 3] = [
+        ModelPreset::R50_8x8.name(),
+        ModelPreset::R18.name(),
+        ModelPreset::Tiny.name(),
+    ];
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            ModelPreset::R50_8x8 => "r50-8x8",
+            ModelPreset::R18 => "r18",
+            ModelPreset::Tiny => "tiny",
+        }
+    }
 
     /// The network for `num_classes` outputs and a Fast clip of `frames`.
     pub fn build(self, num_classes: i64, frames: i64) -> SlowFastConfig {
@@ -121,10 +133,9 @@ impl std::str::FromStr for ModelPreset {
     type Err = String;
 
     fn from_str(name: &str) -> Result<Self, String> {
-        Self::NAMES
-            .iter()
-            .position(|known| *known == name)
-            .map(|index| Self::ALL[index])
+        Self::ALL
+            .into_iter()
+            .find(|model| model.name() == name)
             .ok_or_else(|| format!("unknown model {name:?}: one of {}", Self::NAMES.join(", ")))
     }
 }
@@ -349,6 +360,21 @@ impl Default for TrainConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `--model` and a settings file's `model` spell each network the same way.
+    #[test]
+    fn model_names_are_the_settings_files_and_parse_back() {
+        for model in ModelPreset::ALL {
+            assert_eq!(serde_json::to_value(model).unwrap(), model.name());
+            assert_eq!(model.name().parse::<ModelPreset>(), Ok(model));
+        }
+        assert!(
+            "r50"
+                .parse::<ModelPreset>()
+                .unwrap_err()
+                .contains("r50-8x8")
+        );
+    }
 
     #[test]
     fn presets_are_valid_and_round_trip_through_toml() {

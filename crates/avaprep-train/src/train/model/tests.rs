@@ -165,8 +165,7 @@ fn eval_mode_is_deterministic_and_predict_gives_probabilities() {
 /// Runs `scripts/reference_model.py ARGS --out DIR`.
 fn run_reference(args: &[&str], out: &Path) -> Option<()> {
     let python = crate::train::reference_python();
-    let script =
-        Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts/reference_model.py");
+    let script = crate::train::testing::repo_root().join("scripts/reference_model.py");
     let status = Command::new(python)
         .arg(script)
         .args(args)
@@ -253,8 +252,7 @@ fn converter_reads_pytorchvideo_and_pyslowfast_checkpoints() {
         return;
     }
     let expected = read_tensors(&dir.path().join("weights.safetensors"));
-    let script = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."))
-        .join("scripts/convert_checkpoint.py");
+    let script = crate::train::testing::repo_root().join("scripts/convert_checkpoint.py");
     for source in ["pytorchvideo", "pyslowfast"] {
         let converted = dir.path().join(format!("{source}.safetensors"));
         let status = Command::new(crate::train::reference_python())
@@ -306,7 +304,7 @@ fn exported_weights_come_back_and_give_avaprep_outputs() {
     });
 
     let python = crate::train::reference_python();
-    let scripts = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts");
+    let scripts = crate::train::testing::repo_root().join("scripts");
     let exported = |to: &str| {
         let out = dir.join(format!("exported.{to}"));
         let status = Command::new(&python)
@@ -373,7 +371,7 @@ fn exported_weights_come_back_and_give_avaprep_outputs() {
 #[test]
 fn exporter_fallback_networks_are_the_trainers() {
     use avaprep::trainer_settings::ModelPreset;
-    let scripts = Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")).join("scripts");
+    let scripts = crate::train::testing::repo_root().join("scripts");
     let output = Command::new(crate::train::reference_python())
         .arg("-c")
         .arg(
