@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
-# Installs what is missing (scripts/setup.sh), builds the data tool without FFmpeg, checks formatting
-# and lints, builds the workspace with its tests and runs them. This is what CI runs (.ci/run).
+# Installs what is missing (scripts/setup.sh), checks the data tool's dependencies, formatting and
+# lints (with and without FFmpeg), builds the workspace with its tests and runs them. This is what
+# CI runs (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 eval "$(scripts/setup.sh --browser)"
 
 step() { echo "== $*" >&2; }
 
-step "build: the data tool without FFmpeg (what a validating CI job installs)"
-cargo build --release --locked -p avaprep-cli --no-default-features
-if ldd target/release/avaprep | awk '{print $1}' | grep -E '^libav'; then
-  echo "avaprep built without the extract feature links libav" >&2
+step "dependencies: the data tool without FFmpeg links no libav, and never libtorch"
+# The dependency trees prove what a link would show, without building a third variant: a crate
+# that is not in the tree cannot be linked.
+if cargo tree --locked -p avaprep-cli --no-default-features -e normal | grep -E ' ffmpeg-(sys-)?next '; then
+  echo "avaprep without the extract feature depends on FFmpeg" >&2
   exit 1
 fi
 if cargo tree --locked -p avaprep-cli --all-features -e normal | grep -E ' (tch|torch-sys) '; then
@@ -22,9 +24,10 @@ if grep -rn --include='*.rs' '#\[path' src crates tests; then
   exit 1
 fi
 
-step "format and lints"
+step "format and lints (the workspace, and the data tool without FFmpeg as a validating CI job installs it)"
 cargo fmt --all -- --check
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
+cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings
 
 step "build: the workspace with its tests (the data tool with FFmpeg, the trainer, every test)"
 # One build for the executables and the tests: `cargo test` builds both executables (the tests

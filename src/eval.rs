@@ -63,6 +63,6 @@ pub fn run(args: &EvalArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
             args.detections.display()
         ));
     }
-    printer.result(&avaprep_shell::eval_table::eval_table(&report));
+    printer.result(&avaprep::report::ap_table(&report));
     Ok(ExitStatus::Success)
 }

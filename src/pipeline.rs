@@ -5,12 +5,11 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
-use avaprep::layout::DataLayout;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::status::{StageCondition, StageStatusLine};
-use avaprep::pipeline::{PipelineSpec, Runner, Shard, StageContext, StateStore};
-use avaprep::records::{Evaluation, TrainedRun};
-use avaprep::stages::eval::split_report;
+use avaprep::pipeline::{
+    Closing, PipelineSpec, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore,
+};
 use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
 use avaprep_shell::Printer;
 
@@ -112,7 +111,7 @@ pub fn run(
         cancel,
     )?;
     if report.succeeded() {
-        print_results(global, printer);
+        print_closings(global, &built, &report, printer);
     }
     Ok(exit_status(&report))
 }
@@ -145,50 +144,40 @@ pub fn status(
     Ok(ExitStatus::Success)
 }
 
-/// Where the run's results are, the score with its per-class table, and why training stopped.
-fn print_results(global: &GlobalArgs, printer: &Printer) {
-    let layout = DataLayout::new(&global.data_dir);
-    let (Ok(trained), Some(evaluation)) = (TrainedRun::load(&layout), Evaluation::load(&layout))
-    else {
-        return;
+/// What the stages that made results hand the user (where the model and the detections are, the
+/// scores with their per-class tables, why training stopped), after their lines in the run's
+/// report. Only stages this run completed or found up to date speak: a stage deferred to a run
+/// without `--shard` has nothing current to show.
+fn print_closings(
+    global: &GlobalArgs,
+    built: &ProductStages,
+    report: &RunReport,
+    printer: &Printer,
+) {
+    let current = |name: &str| {
+        report.stages.iter().any(|stage| {
+            stage.stage == name
+                && matches!(
+                    stage.outcome,
+                    StageOutcome::Completed | StageOutcome::UpToDate
+                )
+        })
     };
-    printer.record("trained", &trained);
-    printer.record("evaluation", &evaluation);
-    let at = |relative: &str| layout.root().join(relative).display().to_string();
-    printer.result("");
-    printer.result(&format!("model       {}", at(&trained.weights)));
-    printer.result(&format!("curves      {}", at(&trained.curves)));
-    printer.result(&format!("run         {}", at(&trained.run_dir)));
-    for split in &evaluation.splits {
-        printer.result(&format!(
-            "{:<11} {}",
-            format!("{} dets", split.split),
-            at(&split.detections)
-        ));
+    let closings: Vec<Closing> = built
+        .as_refs()
+        .into_iter()
+        .filter(|stage| current(stage.name()))
+        .filter_map(|stage| stage.closing(&global.data_dir))
+        .collect();
+    if closings.is_empty() {
+        return;
     }
-    printer.result(&format!(
-        "stopped     {} ({} epochs, {} steps)",
-        trained.stop, trained.epochs_run, trained.steps
-    ));
-    for split in &evaluation.splits {
-        let Some(report) = split_report(&evaluation, &layout, &split.split) else {
-            continue;
-        };
-        printer.result(&format!(
-            "{} mAP {} with the best weights{}",
-            split.split,
-            report
-                .mean_ap
-                .map_or("-".to_string(), |map| format!("{map:.4}")),
-            // Training evaluated one split: its figure belongs beside that split's line only.
-            trained
-                .best
-                .filter(|_| split.split == trained.val_split)
-                .map_or(String::new(), |(map, epoch)| format!(
-                    " (epoch {epoch}; {map:.4} when evaluated during training)"
-                ))
-        ));
-        printer.result(&avaprep_shell::eval_table::eval_table(&report));
+    printer.result("");
+    for closing in closings {
+        printer.record(closing.record_type, &closing.record);
+        for line in &closing.lines {
+            printer.result(line);
+        }
     }
 }
 

@@ -430,4 +430,21 @@ fn the_closing_lines_put_the_training_figure_beside_its_own_split_only() {
         "{}",
         line("val")
     );
+    // The train stage's lines come first, then each split's detections, score and table.
+    let position = |start: &str| {
+        text.lines()
+            .position(|line| line.starts_with(start))
+            .unwrap_or_else(|| panic!("no line starting {start:?} in {text}"))
+    };
+    let order = [
+        "model ",
+        "stopped ",
+        "train dets ",
+        "val dets ",
+        "train mAP ",
+        "val mAP ",
+    ]
+    .map(position);
+    assert!(order.is_sorted(), "{order:?}: {text}");
+    assert_eq!(text.matches("frame-mAP@0.5").count(), 2, "{text}");
 }

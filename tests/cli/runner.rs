@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use avaprep::fsutil::write_atomic;
 use avaprep::pipeline::{
-    AnyStage, Granularity, ItemError, ItemRecord, PlannedItem, RunReport, Runner, Shard, Stage,
-    StageContext, StageOutcome, StateStore,
+    AnyStage, FailureKind, Granularity, ItemError, ItemRecord, PlannedItem, RunReport, Runner,
+    Shard, Stage, StageContext, StageOutcome, StateStore,
 };
 use avaprep::progress::Silent;
 
@@ -310,6 +310,8 @@ fn a_failed_video_stops_only_itself_and_whole_stages_run_on_the_rest() {
             .message
             .contains("earlier stage")
     );
+    assert_eq!(report.stages[0].failures[0].kind, FailureKind::Input);
+    assert_eq!(report.stages[1].failures[0].kind, FailureKind::Blocked);
 
     // Once the cause is gone, only the failed video is redone, and the lists that lacked it.
     let before = log_lines(data).len();

@@ -7,7 +7,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
 
-pub mod eval_table;
 pub mod printer;
 
 pub use printer::{Printer, Verbosity};

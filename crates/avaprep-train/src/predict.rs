@@ -49,7 +49,7 @@ pub fn run(
         summary.detections.display()
     ));
     if let Some(report) = &summary.report {
-        printer.result(&avaprep_shell::eval_table::eval_table(report));
+        printer.result(&avaprep::report::ap_table(report));
     }
     Ok(())
 }

@@ -22,8 +22,8 @@ use sha2::{Digest, Sha256};
 pub use runner::{Blocker, RunReport, Runner, StageOutcome, StageReport};
 pub use spec::PipelineSpec;
 pub use stage::{
-    AnyStage, FailureKind, Granularity, ItemError, PlannedItem, Stage, StageContext, StageName,
-    WHOLE,
+    AnyStage, Closing, FailureKind, Granularity, ItemError, PlannedItem, Stage, StageContext,
+    StageName, WHOLE,
 };
 pub use state::{ItemRecord, StateStore};
 

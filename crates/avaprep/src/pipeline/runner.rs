@@ -1184,7 +1184,7 @@ impl<'a> Runner<'a> {
                 .filter(|item| !current.contains(*item) && !failed.contains(*item));
             failures.extend(waiting.map(|item| ItemFailure {
                 item: item.clone(),
-                kind: FailureKind::Input,
+                kind: FailureKind::Blocked,
                 message: "not started: an earlier stage did not complete it".to_string(),
             }));
         }

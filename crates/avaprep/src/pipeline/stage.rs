@@ -89,6 +89,8 @@ pub enum FailureKind {
     Output,
     /// The trainer executable failed or could not start.
     Trainer,
+    /// Not started: what it reads from an earlier stage did not complete; it runs once that does.
+    Blocked,
 }
 
 /// An item that did not complete. The message names the file, line or video and what is wrong.
@@ -181,6 +183,22 @@ pub trait Stage: Send + Sync {
     fn summary(&self, _report: &StageReport) -> Vec<String> {
         Vec::new()
     }
+
+    /// What the stage hands the user after a run in which every stage succeeded: its result
+    /// read back from its record in `data_dir` (whether this run made it or an earlier one),
+    /// or `None` for a stage whose work ends in files the stage lines already name.
+    fn closing(&self, _data_dir: &Path) -> Option<Closing> {
+        None
+    }
+}
+
+/// A stage's result at the end of a run: one record for `--json` and the lines a person reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Closing {
+    /// The record's `type` in `--json` output.
+    pub record_type: &'static str,
+    pub record: serde_json::Value,
+    pub lines: Vec<String>,
 }
 
 /// A stage as the runner holds it: named, whatever type names it, so one runner serves any
@@ -194,6 +212,7 @@ pub trait AnyStage: Send + Sync {
     fn concurrency(&self) -> usize;
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError>;
     fn summary(&self, report: &StageReport) -> Vec<String>;
+    fn closing(&self, data_dir: &Path) -> Option<Closing>;
 }
 
 impl<S: Stage> AnyStage for S {
@@ -230,5 +249,9 @@ impl<S: Stage> AnyStage for S {
 
     fn summary(&self, report: &StageReport) -> Vec<String> {
         Stage::summary(self, report)
+    }
+
+    fn closing(&self, data_dir: &Path) -> Option<Closing> {
+        Stage::closing(self, data_dir)
     }
 }

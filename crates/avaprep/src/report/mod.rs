@@ -2,8 +2,10 @@
 //! dataset (and a training run, when there is one) to a person: counts per split, boxes per
 //! class, frames and disk against 30 fps, validation, dropped videos, and a gallery of keyframes
 //! with their boxes drawn on the extracted frames, so a timing or box error shows at a glance.
-//! Nothing here needs a server or scripts: the page opens from disk.
+//! Nothing here needs a server or scripts: the page opens from disk. Also the per-class AP table
+//! for a terminal ([`ap_table`]).
 
+mod ap_table;
 mod dataset;
 mod draw;
 mod gallery;
@@ -19,6 +21,7 @@ use crate::frame_index::{DEFAULT_CLIP_FRAMES, DEFAULT_CLIP_STRIDE};
 use crate::layout::DataLayout;
 use crate::records::RecordError;
 
+pub use ap_table::ap_table;
 pub use dataset::{ClassCount, DatasetStats, Dropped, SplitStats};
 pub use gallery::{GalleryEntry, choose_keyframes};
 pub use run::RunStats;

@@ -11,7 +11,9 @@ use super::train::{TrainParams, run_trainer};
 use crate::annotations::KeyframeRange;
 use crate::eval::{EvalOptions, EvalReport, evaluate_files_with};
 use crate::layout::DataLayout;
-use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
+use crate::pipeline::{
+    Closing, Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext,
+};
 use crate::records::{Evaluation, SplitResult, TrainedRun, VideoPlan};
 
 /// The `[eval]` table of a pipeline file.
@@ -121,6 +123,48 @@ impl Stage for EvalStage {
         }
         .with_files(context.data_dir, &made, &[])
         .map_err(ItemError::input)
+    }
+
+    /// Where each split's detections are, and each scored split's mAP with its per-class table.
+    fn closing(&self, data_dir: &Path) -> Option<Closing> {
+        let layout = DataLayout::new(data_dir);
+        let evaluation = Evaluation::load(&layout)?;
+        let trained = TrainedRun::load(&layout).ok();
+        let mut lines: Vec<String> = evaluation
+            .splits
+            .iter()
+            .map(|split| {
+                let label = format!("{} dets", split.split);
+                let path = layout.root().join(&split.detections);
+                format!("{label:<11} {}", path.display())
+            })
+            .collect();
+        for split in &evaluation.splits {
+            let Some(report) = split_report(&evaluation, &layout, &split.split) else {
+                continue;
+            };
+            // Training evaluated one split: its figure belongs beside that split's line only.
+            let during_training = trained
+                .as_ref()
+                .filter(|trained| trained.val_split == split.split)
+                .and_then(|trained| trained.best)
+                .map_or(String::new(), |(map, epoch)| {
+                    format!(" (epoch {epoch}; {map:.4} when evaluated during training)")
+                });
+            let mean_ap = report
+                .mean_ap
+                .map_or("-".to_string(), |map| format!("{map:.4}"));
+            lines.push(format!(
+                "{} mAP {mean_ap} with the best weights{during_training}",
+                split.split
+            ));
+            lines.push(crate::report::ap_table(&report));
+        }
+        Some(Closing {
+            record_type: "evaluation",
+            record: serde_json::to_value(&evaluation).ok()?,
+            lines,
+        })
     }
 }
 

@@ -15,7 +15,9 @@ use serde::{Deserialize, Serialize};
 
 use super::StageId;
 use crate::layout::DataLayout;
-use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
+use crate::pipeline::{
+    Closing, Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext,
+};
 use crate::progress::Unit;
 use crate::records::TrainedRun;
 
@@ -262,6 +264,27 @@ impl Stage for TrainStage {
         })
         .with_files(context.data_dir, &made, &[])
         .map_err(ItemError::input)
+    }
+
+    /// Where the model, its curves and its run folder are, and why training stopped.
+    fn closing(&self, data_dir: &Path) -> Option<Closing> {
+        let layout = DataLayout::new(data_dir);
+        let trained = TrainedRun::load(&layout).ok()?;
+        let at = |relative: &str| layout.root().join(relative).display().to_string();
+        let lines = vec![
+            format!("model       {}", at(&trained.weights)),
+            format!("curves      {}", at(&trained.curves)),
+            format!("run         {}", at(&trained.run_dir)),
+            format!(
+                "stopped     {} ({} epochs, {} steps)",
+                trained.stop, trained.epochs_run, trained.steps
+            ),
+        ];
+        Some(Closing {
+            record_type: "trained",
+            record: serde_json::to_value(&trained).ok()?,
+            lines,
+        })
     }
 }
 

@@ -1,13 +1,13 @@
-//! The per-class AP table both command lines print after an evaluation (`avaprep eval`, the
-//! pipeline's eval stage, `avaprep-train predict`).
+//! The per-class AP table printed after an evaluation: by the eval stage at the end of a run,
+//! `avaprep eval` and `avaprep-train predict`.
 
 use std::fmt::Write;
 
-use avaprep::eval::EvalReport;
+use crate::eval::EvalReport;
 
 /// A per-class AP table for people, classes in label-map order, ending with
 /// the mAP line.
-pub fn eval_table(report: &EvalReport) -> String {
+pub fn ap_table(report: &EvalReport) -> String {
     let width = report
         .classes
         .iter()
@@ -52,10 +52,10 @@ fn percent(v: Option<f64>) -> String {
 
 #[cfg(test)]
 mod tests {
-    use avaprep::annotations::ActionId;
-    use avaprep::eval::{ClassReport, DroppedRows, EvalReport, FrameCounts};
+    use crate::annotations::ActionId;
+    use crate::eval::{ClassReport, DroppedRows, EvalReport, FrameCounts};
 
-    use super::eval_table;
+    use super::ap_table;
 
     fn class(id: u16, name: &str, ap: Option<f64>, ground_truth: usize) -> ClassReport {
         ClassReport {
@@ -83,7 +83,7 @@ mod tests {
             frames: FrameCounts::default(),
             dropped: DroppedRows::default(),
         };
-        let table = eval_table(&report);
+        let table = ap_table(&report);
         let lines: Vec<&str> = table.lines().collect();
         assert_eq!(lines.len(), 5, "{table}");
         assert!(
