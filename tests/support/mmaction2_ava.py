@@ -28,7 +28,7 @@ import mmaction.datasets  # noqa: F401  registers AVADataset and its transforms
 from mmaction.registry import DATASETS
 
 sys.path.insert(0, str(Path(__file__).parent))
-from pytorchvideo_ava import frame_code, luma_of, nearest_frame_code  # noqa: E402
+from frame_code import frame_code, luma_of, nearest_frame_code  # noqa: E402
 
 
 def detector_boxes(path):

@@ -27,7 +27,7 @@ from slowfast.config.defaults import _assert_and_infer_cfg, get_cfg
 from slowfast.datasets.ava_dataset import Ava
 
 sys.path.insert(0, str(Path(__file__).parent))
-from pytorchvideo_ava import frame_code, luma_of, nearest_frame_code  # noqa: E402
+from frame_code import frame_code, luma_of, nearest_frame_code  # noqa: E402
 
 AVA_START = 900
 
