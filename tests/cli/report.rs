@@ -447,4 +447,32 @@ fn the_closing_lines_put_the_training_figure_beside_its_own_split_only() {
     .map(position);
     assert!(order.is_sorted(), "{order:?}: {text}");
     assert_eq!(text.matches("frame-mAP@0.5").count(), 2, "{text}");
+
+    // A run through training only (up to date: nothing is redone) ends with training's lines and
+    // no score.
+    let through_train = crate::pipeline::command_for_people(
+        data,
+        server(),
+        1,
+        &[
+            "--set",
+            "eval.splits=[\"train\", \"val\"]",
+            "--until",
+            "train",
+        ],
+    )
+    .output()
+    .unwrap();
+    assert!(through_train.status.success(), "{}", stderr(&through_train));
+    let text = stdout(&through_train);
+    assert!(
+        text.lines().any(|line| line.starts_with("stopped ")),
+        "{text}"
+    );
+    assert!(
+        !text.lines().any(|line| line.contains(" dets ")
+            || (line.contains(" mAP ") && !line.starts_with("stopped "))),
+        "{text}"
+    );
+    assert!(!text.contains("frame-mAP@"), "{text}");
 }
