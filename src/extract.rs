@@ -10,7 +10,7 @@ use avaprep::fetch::FetchParams;
 use avaprep::manifest::DatasetManifest;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
-use avaprep::stages::{self, ProductConfig, StageId};
+use avaprep::stages::{Dataset, ProductStages, StageId};
 use avaprep_shell::Printer;
 
 use crate::render::{exit_status, lock, run_stages};
@@ -123,11 +123,12 @@ pub fn run(
         splits: args.split.clone(),
         ..Selection::default()
     };
-    let mut config =
-        ProductConfig::for_fetch(DatasetManifest::load(&args.dataset)?, selection, fetch);
-    config.extract = params;
-    config.check().map_err(UsageError)?;
-    let built = stages::build(&config)?.through(StageId::Extract);
+    let dataset = Dataset::new(DatasetManifest::load(&args.dataset)?, selection, fetch)
+        .map_err(UsageError)?;
+    let mut built = ProductStages::for_command(&dataset, StageId::FetchVideos)?;
+    built
+        .stages
+        .push((StageId::Extract, Box::new(ExtractStage { params })));
     let lock = lock(global, None)?;
     let report = run_stages(
         global,

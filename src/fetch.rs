@@ -10,7 +10,7 @@ use avaprep::fetch::FetchParams;
 use avaprep::manifest::DatasetManifest;
 use avaprep::pipeline::StateStore;
 use avaprep::pipeline::prints::Scrutiny;
-use avaprep::stages::{self, ProductConfig, StageId};
+use avaprep::stages::{self, Dataset, ProductStages, StageId};
 use avaprep_shell::Printer;
 
 use crate::render::{exit_status, lock, run_stages};
@@ -54,7 +54,7 @@ pub fn run(
     cancel: &AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
     let video_list = match &args.video_list {
-        Some(path) => Some(ProductConfig::read_video_list(path)?),
+        Some(path) => Some(stages::read_video_list(path)?),
         None => None,
     };
     let selection = Selection {
@@ -67,14 +67,14 @@ pub fn run(
         base_url: args.base_url.clone(),
         ..FetchParams::default()
     };
-    let config = ProductConfig::for_fetch(DatasetManifest::load(&args.dataset)?, selection, fetch);
-    config.check().map_err(UsageError)?;
+    let dataset = Dataset::new(DatasetManifest::load(&args.dataset)?, selection, fetch)
+        .map_err(UsageError)?;
     let last = if args.annotations_only {
         StageId::Parse
     } else {
         StageId::FetchVideos
     };
-    let built = stages::build(&config)?.through(last);
+    let built = ProductStages::for_command(&dataset, last)?;
     // Before anything is written, --verify's forgetting included.
     let lock = lock(global, None)?;
     if args.verify {

@@ -10,7 +10,7 @@ use avaprep::pipeline::status::{StageCondition, StageStatusLine};
 use avaprep::pipeline::{
     Closing, PipelineSpec, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore,
 };
-use avaprep::stages::{self, ProductConfig, ProductStages, StageId};
+use avaprep::stages::{ProductStages, StageId};
 use avaprep_shell::Printer;
 
 use crate::render::{exit_status, figures, lock, run_stages};
@@ -79,14 +79,10 @@ fn load(
             true => anyhow::Error::new(UsageError(error.to_string())),
             false => anyhow::Error::new(error),
         })?;
-    let config = ProductConfig::from_spec(&spec).map_err(|error| match error.is_usage() {
+    ProductStages::from_spec(&spec, until).map_err(|error| match error.is_usage() {
         true => anyhow::Error::new(UsageError(error.to_string())),
         false => anyhow::Error::new(error),
-    })?;
-    config
-        .check_splits(&spec, until)
-        .map_err(|error| UsageError(error.to_string()))?;
-    stages::build(&config)
+    })
 }
 
 pub fn run(

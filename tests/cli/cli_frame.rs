@@ -233,6 +233,15 @@ fn a_train_or_eval_typo_is_refused_before_any_work() {
             );
         }
     }
+    // A run that stops before training still has its whole file checked.
+    let output = avaprep(dir.path())
+        .args(["run", "pipelines/demo.toml", "--until", "lists", "--set"])
+        .arg(format!("dataset=\"{}\"", manifest.display()))
+        .args(["--set", "train.settings.epochz=3"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("unknown field `epochz`"));
     assert_eq!(
         std::fs::read_dir(dir.path()).unwrap().count(),
         0,

@@ -6,11 +6,12 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::StageId;
 use super::train::{TrainParams, run_trainer};
+use super::{StageId, StageSource};
 use crate::annotations::KeyframeRange;
 use crate::eval::{EvalOptions, EvalReport, evaluate_files_with};
 use crate::layout::DataLayout;
+use crate::pipeline::spec::SpecError;
 use crate::pipeline::{
     Closing, Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext,
 };
@@ -70,6 +71,22 @@ pub struct EvalStage {
     /// The settings the weights were trained with: predict builds the same model and clips.
     pub train: TrainParams,
     pub trainer: PathBuf,
+}
+
+impl EvalStage {
+    /// `[eval]` and the `[train]` the weights come from; the splits to score are ones the
+    /// pipeline fetches.
+    pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
+        let params = source.params(StageId::Eval, EvalParams::validate)?;
+        for split in &params.splits {
+            source.check_split(StageId::Eval, "splits", split)?;
+        }
+        Ok(EvalStage {
+            params,
+            train: source.params(StageId::Train, TrainParams::check)?,
+            trainer: super::train::trainer_path(),
+        })
+    }
 }
 
 impl Stage for EvalStage {

@@ -8,12 +8,13 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::StageId;
+use super::{StageId, StageSource};
 use crate::extract::{
     DEFAULT_MARGIN_S, ExtractSpec, TimeRange, VideoStats, extract_video, frame_numbers,
     ranges_around, segment_range, write_index,
 };
 use crate::layout::DataLayout;
+use crate::pipeline::spec::SpecError;
 use crate::pipeline::{
     Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
 };
@@ -124,6 +125,11 @@ pub struct ExtractStage {
 }
 
 impl ExtractStage {
+    pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
+        let params = source.params(StageId::Extract, ExtractParams::validate)?;
+        Ok(ExtractStage { params })
+    }
+
     /// `not_started`: the videos no worker has begun besides this one.
     fn spec(&self, not_started: usize) -> ExtractSpec {
         ExtractSpec {

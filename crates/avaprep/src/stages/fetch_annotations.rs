@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::StageId;
+use super::{Dataset, StageId};
 use crate::annotations::plan::{Selection, file_name, plan_inputs};
 use crate::fetch::archive;
 use crate::fetch::download::{self, Downloader};
@@ -20,6 +20,14 @@ pub struct FetchAnnotationsStage {
 }
 
 impl FetchAnnotationsStage {
+    pub fn new(dataset: &Dataset) -> Self {
+        FetchAnnotationsStage {
+            manifest: dataset.manifest.clone(),
+            params: dataset.fetch.clone(),
+            selection: dataset.selection.clone(),
+        }
+    }
+
     /// The annotation files the plan needs, from a folder on disk into the annotation folder
     /// (nothing to copy when they are already there), checked against the sizes and sha256 the
     /// manifest knows. Returns the files' paths inside the annotation folder.

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::StageId;
+use super::{Dataset, StageId};
 use crate::fetch::download::{Downloader, Expected};
 use crate::fetch::{FetchParams, HowFetched, fetch_file};
 use crate::fsutil;
@@ -47,6 +47,13 @@ pub struct FetchVideosStage {
 }
 
 impl FetchVideosStage {
+    pub fn new(dataset: &Dataset) -> Self {
+        FetchVideosStage {
+            manifest: dataset.manifest.clone(),
+            params: dataset.fetch.clone(),
+        }
+    }
+
     fn video_url_and_path(
         &self,
         layout: &DataLayout,

@@ -2,10 +2,10 @@
 //! and order: fetch-annotations -> parse -> fetch-videos -> extract -> lists -> validate -> train
 //! -> eval. The engine in [`crate::pipeline`] runs them without knowing any of them.
 //!
-//! Adding a stage touches its own module (its parameters, its `Stage` with its id and the ids it
-//! depends on) and this file: its [`StageId`] (variant, name, command), its parameters in
-//! [`ProductConfig`] (read from its table in [`ProductConfig::from_spec`]) and its arm in
-//! [`build`]. The engine, the commands and the other stages stay as they are.
+//! Adding a stage touches its own module (its parameters, read from its table by its
+//! `from_source`, and its `Stage` with its id and the ids it depends on) and [`StageId`] (the
+//! variant, its name, command and the arm that builds it). The engine, the commands and the other
+//! stages stay as they are.
 
 pub mod eval;
 #[cfg(feature = "extract")]
@@ -20,6 +20,7 @@ pub mod validate;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
+use serde::de::DeserializeOwned;
 
 use crate::annotations::plan::Selection;
 use crate::annotations::read_video_ids;
@@ -112,24 +113,74 @@ impl crate::pipeline::StageName for StageId {
     }
 }
 
-/// Everything the product stages are built from: the dataset, the videos chosen, and each
-/// stage's parameters. Typed: commands fill it from their flags, `run` from a pipeline file.
+/// The videos a run prepares, which the fetch and parse stages share: the dataset (its mirrors
+/// applied), the videos chosen and `[fetch]`'s parameters. Commands fill it from their flags,
+/// `run` from a pipeline file.
 #[derive(Debug, Clone)]
-pub struct ProductConfig {
+pub struct Dataset {
     pub manifest: DatasetManifest,
     pub selection: Selection,
     pub fetch: FetchParams,
-    #[cfg(feature = "extract")]
-    pub extract: extract::ExtractParams,
-    pub lists: lists::ListsParams,
-    pub validate: validate::ValidateParams,
-    pub train: train::TrainParams,
-    pub eval: eval::EvalParams,
-    /// The trainer executable the train and eval stages run.
-    pub trainer: PathBuf,
 }
 
-/// Why a pipeline file does not make a product configuration.
+impl Dataset {
+    /// Applies the mirrors of `fetch.base_url` to the manifest and checks what only the manifest
+    /// can tell: each mirror names a known source with an HTTP(S) URL, and a video start lies
+    /// inside the annotated segment. Messages name the key (`base_url`, `video_start`; the flags
+    /// of the same names).
+    pub fn new(
+        mut manifest: DatasetManifest,
+        selection: Selection,
+        fetch: FetchParams,
+    ) -> Result<Self, String> {
+        for base_url in &fetch.base_url {
+            manifest
+                .apply_base_url(base_url)
+                .map_err(|error| format!("base_url: {error}"))?;
+        }
+        let [start, end] = manifest.dataset.segment;
+        if fetch.video_start >= end {
+            return Err(format!(
+                "video_start {:?}: after the annotated segment, which ends at second {end} (AVA's pre-cut clips begin at its start, {start})",
+                fetch.video_start
+            ));
+        }
+        Ok(Dataset {
+            manifest,
+            selection,
+            fetch,
+        })
+    }
+
+    /// From a pipeline file: the manifest it names, its selection and its `[fetch]` table.
+    pub fn from_spec(spec: &PipelineSpec) -> Result<Self, ConfigError> {
+        let manifest =
+            DatasetManifest::load(&spec.dataset).map_err(|source| ConfigError::Dataset {
+                path: spec.path.clone(),
+                source,
+            })?;
+        let video_list = match &spec.video_list {
+            Some(path) => Some(read_video_list(path).map_err(ConfigError::VideoList)?),
+            None => None,
+        };
+        let mut fetch = read_params(spec, StageId::FetchVideos, FetchParams::validate)?;
+        fetch.resolve_against(spec.path.parent().unwrap_or(Path::new(".")));
+        let selection = Selection {
+            splits: spec.splits.clone(),
+            videos_per_split: spec.videos_per_split,
+            video_list,
+        };
+        Dataset::new(manifest, selection, fetch)
+            .map_err(|message| invalid(&spec.path, StageId::FetchVideos, message).into())
+    }
+}
+
+/// Reads the video list file named by a command's `--video-list`.
+pub fn read_video_list(path: &Path) -> anyhow::Result<Vec<crate::annotations::VideoId>> {
+    read_video_ids(path).with_context(|| format!("reading the video list {}", path.display()))
+}
+
+/// Why a pipeline file does not make the product's stages.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     /// A value in the pipeline file or a `--set` is invalid: the user's to fix (exit 2).
@@ -151,154 +202,91 @@ impl ConfigError {
     }
 }
 
-impl ProductConfig {
-    /// The splits `[train]` trains and validates on and `[eval]` scores, where those stages run
-    /// (through `until`), are splits the pipeline fetches: a typo is found before the hours of
-    /// work that come before training.
-    pub fn check_splits(
+/// What a stage is built from: its table in the pipeline file (none for a command, which runs a
+/// stage with the defaults of the tables it has no flags for), the dataset, and whether the stage
+/// runs this time.
+pub struct StageSource<'a> {
+    spec: Option<&'a PipelineSpec>,
+    pub dataset: &'a Dataset,
+    runs: bool,
+}
+
+impl StageSource<'_> {
+    /// `stage`'s table read into its parameters and checked by `check` (values no video could
+    /// honour); an error names the table, the key and the file.
+    pub fn params<P: DeserializeOwned + Default>(
         &self,
-        spec: &PipelineSpec,
-        until: Option<StageId>,
-    ) -> Result<(), SpecError> {
-        let runs = |stage: StageId| until.is_none_or(|last| stage <= last);
-        let mut asked: Vec<(&str, String)> = Vec::new();
-        if runs(StageId::Train) {
-            let settings = self
-                .train
-                .train_config()
-                .map_err(|message| SpecError::Invalid {
-                    path: spec.path.clone(),
-                    message: format!("[train] {message}"),
-                })?;
-            asked.push(("[train] settings.train_split", settings.train_split));
-            asked.push(("[train] settings.val_split", settings.val_split));
+        stage: StageId,
+        check: impl Fn(&P) -> Result<(), String>,
+    ) -> Result<P, SpecError> {
+        match self.spec {
+            Some(spec) => read_params(spec, stage, check),
+            None => Ok(P::default()),
         }
-        if runs(StageId::Eval) {
-            asked.extend(
-                self.eval
-                    .splits
-                    .iter()
-                    .map(|split| ("[eval] splits", split.clone())),
-            );
+    }
+
+    /// An invalid value in `stage`'s table.
+    pub fn invalid(&self, stage: StageId, message: String) -> SpecError {
+        let path = self.spec.map(|spec| spec.path.as_path());
+        invalid(path.unwrap_or(Path::new("")), stage, message)
+    }
+
+    /// A split the stage trains on or scores is one the run fetches. Checked only where the
+    /// stage runs (a run `--until` an earlier stage may fetch fewer splits), so a typo is found
+    /// before the hours of work that come before training.
+    pub fn check_split(&self, stage: StageId, key: &str, split: &str) -> Result<(), SpecError> {
+        let splits = &self.dataset.selection.splits;
+        if !self.runs || splits.iter().any(|fetched| fetched == split) {
+            return Ok(());
         }
-        for (key, split) in asked {
-            if !spec.splits.contains(&split) {
-                return Err(SpecError::Invalid {
-                    path: spec.path.clone(),
-                    message: format!(
-                        "{key}: {split:?} is not one of the pipeline's splits ({})",
-                        spec.splits.join(", ")
-                    ),
-                });
-            }
-        }
-        Ok(())
+        Err(self.invalid(
+            stage,
+            format!(
+                "{key}: {split:?} is not one of the pipeline's splits ({})",
+                splits.join(", ")
+            ),
+        ))
     }
 }
 
-impl ProductConfig {
-    /// What the `fetch` command builds its stages from: the later stages keep their defaults,
-    /// which it never runs.
-    pub fn for_fetch(manifest: DatasetManifest, selection: Selection, fetch: FetchParams) -> Self {
-        ProductConfig {
-            manifest,
-            selection,
-            fetch,
+fn read_params<P: DeserializeOwned + Default>(
+    spec: &PipelineSpec,
+    stage: StageId,
+    check: impl Fn(&P) -> Result<(), String>,
+) -> Result<P, SpecError> {
+    let params = spec.stage_params(stage.table())?;
+    check(&params).map_err(|message| invalid(&spec.path, stage, message))?;
+    Ok(params)
+}
+
+fn invalid(pipeline: &Path, stage: StageId, message: String) -> SpecError {
+    SpecError::Invalid {
+        path: pipeline.to_path_buf(),
+        message: format!("[{}] {message}", stage.table()),
+    }
+}
+
+impl StageId {
+    /// Builds the stage from its source; `None` for a stage this build cannot run, nor any stage
+    /// after it.
+    fn build(self, source: &StageSource) -> Result<Option<Box<dyn AnyStage>>, SpecError> {
+        let stage: Box<dyn AnyStage> = match self {
+            StageId::FetchAnnotations => Box::new(fetch_annotations::FetchAnnotationsStage::new(
+                source.dataset,
+            )),
+            StageId::Parse => Box::new(parse::ParseStage::new(source.dataset)),
+            StageId::FetchVideos => Box::new(fetch_videos::FetchVideosStage::new(source.dataset)),
             #[cfg(feature = "extract")]
-            extract: Default::default(),
-            lists: Default::default(),
-            validate: Default::default(),
-            train: Default::default(),
-            eval: Default::default(),
-            trainer: train::trainer_path(),
-        }
-    }
-
-    /// From a pipeline file: the manifest it names, its selection and its stage tables.
-    pub fn from_spec(spec: &PipelineSpec) -> Result<Self, ConfigError> {
-        let manifest =
-            DatasetManifest::load(&spec.dataset).map_err(|source| ConfigError::Dataset {
-                path: spec.path.clone(),
-                source,
-            })?;
-        let video_list = match &spec.video_list {
-            Some(path) => Some(Self::read_video_list(path).map_err(ConfigError::VideoList)?),
-            None => None,
+            StageId::Extract => Box::new(extract::ExtractStage::from_source(source)?),
+            // Without FFmpeg there are no frames to make: `run` stops before extraction.
+            #[cfg(not(feature = "extract"))]
+            StageId::Extract => return Ok(None),
+            StageId::Lists => Box::new(lists::ListsStage::from_source(source)?),
+            StageId::Validate => Box::new(validate::ValidateStage::from_source(source)?),
+            StageId::Train => Box::new(train::TrainStage::from_source(source)?),
+            StageId::Eval => Box::new(eval::EvalStage::from_source(source)?),
         };
-        #[cfg(feature = "extract")]
-        let extract: extract::ExtractParams = spec.stage_params(StageId::Extract.table())?;
-        #[cfg(feature = "extract")]
-        extract.validate().map_err(|message| SpecError::Invalid {
-            path: spec.path.clone(),
-            message: format!("[extract] {message}"),
-        })?;
-        let lists: lists::ListsParams = spec.stage_params(StageId::Lists.table())?;
-        lists.validate().map_err(|message| SpecError::Invalid {
-            path: spec.path.clone(),
-            message: format!("[lists] {message}"),
-        })?;
-        let eval: eval::EvalParams = spec.stage_params(StageId::Eval.table())?;
-        eval.validate().map_err(|message| SpecError::Invalid {
-            path: spec.path.clone(),
-            message: format!("[eval] {message}"),
-        })?;
-        let train: train::TrainParams = spec.stage_params(StageId::Train.table())?;
-        train.train_config().map_err(|message| SpecError::Invalid {
-            path: spec.path.clone(),
-            message: format!("[train] {message}"),
-        })?;
-        let mut fetch: FetchParams = spec.stage_params(StageId::FetchVideos.table())?;
-        fetch.validate().map_err(|message| SpecError::Invalid {
-            path: spec.path.clone(),
-            message: format!("[fetch] {message}"),
-        })?;
-        fetch.resolve_against(spec.path.parent().unwrap_or(Path::new(".")));
-        let config = ProductConfig {
-            manifest,
-            selection: Selection {
-                splits: spec.splits.clone(),
-                videos_per_split: spec.videos_per_split,
-                video_list,
-            },
-            fetch,
-            #[cfg(feature = "extract")]
-            extract,
-            lists,
-            validate: spec.stage_params(StageId::Validate.table())?,
-            train,
-            eval,
-            trainer: train::trainer_path(),
-        };
-        config.check().map_err(|message| SpecError::Invalid {
-            path: spec.path.clone(),
-            message: format!("[fetch] {message}"),
-        })?;
-        Ok(config)
-    }
-
-    /// What the fetch parameters can be checked against only with the manifest: each mirror
-    /// names a known source with an HTTP(S) URL, and a video start lies inside the annotated
-    /// segment. Messages name the key (`base_url`, `video_start`; the flags of the same names).
-    pub fn check(&self) -> Result<(), String> {
-        let mut manifest = self.manifest.clone();
-        for base_url in &self.fetch.base_url {
-            manifest
-                .apply_base_url(base_url)
-                .map_err(|error| format!("base_url: {error}"))?;
-        }
-        let [start, end] = manifest.dataset.segment;
-        if self.fetch.video_start >= end {
-            return Err(format!(
-                "video_start {:?}: after the annotated segment, which ends at second {end} (AVA's pre-cut clips begin at its start, {start})",
-                self.fetch.video_start
-            ));
-        }
-        Ok(())
-    }
-
-    /// Reads the video list file named by a command's `--video-list`.
-    pub fn read_video_list(path: &Path) -> anyhow::Result<Vec<crate::annotations::VideoId>> {
-        read_video_ids(path).with_context(|| format!("reading the video list {}", path.display()))
+        Ok(Some(stage))
     }
 }
 
@@ -308,7 +296,41 @@ pub struct ProductStages {
 }
 
 impl ProductStages {
-    /// The stages up to and including `last`, for single-step commands such as `fetch`.
+    /// Every stage a pipeline file describes, each built from its table, so that every table is
+    /// read and checked before anything runs. `until`: the last stage that will run; the splits
+    /// of the stages after it are not checked.
+    pub fn from_spec(spec: &PipelineSpec, until: Option<StageId>) -> Result<Self, ConfigError> {
+        let dataset = Dataset::from_spec(spec)?;
+        Ok(Self::build(Some(spec), &dataset, until)?)
+    }
+
+    /// The stages up to and including `last` for a command that runs them from its flags: the
+    /// dataset they prepare, and every stage table's defaults.
+    pub fn for_command(dataset: &Dataset, last: StageId) -> Result<Self, SpecError> {
+        Ok(Self::build(None, dataset, Some(last))?.through(last))
+    }
+
+    fn build(
+        spec: Option<&PipelineSpec>,
+        dataset: &Dataset,
+        until: Option<StageId>,
+    ) -> Result<Self, SpecError> {
+        let mut stages = Vec::new();
+        for id in StageId::ALL {
+            let source = StageSource {
+                spec,
+                dataset,
+                runs: until.is_none_or(|last| id <= last),
+            };
+            match id.build(&source)? {
+                Some(stage) => stages.push((id, stage)),
+                None => break,
+            }
+        }
+        Ok(ProductStages { stages })
+    }
+
+    /// The stages up to and including `last`.
     pub fn through(mut self, last: StageId) -> Self {
         self.stages.retain(|(id, _)| *id <= last);
         self
@@ -320,58 +342,6 @@ impl ProductStages {
             .map(|(_, stage)| stage.as_ref())
             .collect()
     }
-}
-
-/// The product's stages, built from their configuration. The mirrors of `fetch.base_url` apply
-/// to the manifest here.
-pub fn build(config: &ProductConfig) -> anyhow::Result<ProductStages> {
-    let mut manifest = config.manifest.clone();
-    for base_url in &config.fetch.base_url {
-        manifest.apply_base_url(base_url)?;
-    }
-    let mut stages: Vec<(StageId, Box<dyn AnyStage>)> = Vec::new();
-    for id in StageId::ALL {
-        let stage: Box<dyn AnyStage> = match id {
-            StageId::FetchAnnotations => Box::new(fetch_annotations::FetchAnnotationsStage {
-                manifest: manifest.clone(),
-                params: config.fetch.clone(),
-                selection: config.selection.clone(),
-            }),
-            StageId::Parse => Box::new(parse::ParseStage {
-                manifest: manifest.clone(),
-                selection: config.selection.clone(),
-                on_disk: config.fetch.videos_on_disk(),
-            }),
-            StageId::FetchVideos => Box::new(fetch_videos::FetchVideosStage {
-                manifest: manifest.clone(),
-                params: config.fetch.clone(),
-            }),
-            #[cfg(feature = "extract")]
-            StageId::Extract => Box::new(extract::ExtractStage {
-                params: config.extract.clone(),
-            }),
-            StageId::Lists => Box::new(lists::ListsStage {
-                params: config.lists.clone(),
-            }),
-            StageId::Validate => Box::new(validate::ValidateStage {
-                params: config.validate.clone(),
-            }),
-            StageId::Train => Box::new(train::TrainStage {
-                params: config.train.clone(),
-                trainer: config.trainer.clone(),
-            }),
-            StageId::Eval => Box::new(eval::EvalStage {
-                params: config.eval.clone(),
-                train: config.train.clone(),
-                trainer: config.trainer.clone(),
-            }),
-            // Without FFmpeg there are no frames to make: `run` stops before extraction.
-            #[cfg(not(feature = "extract"))]
-            StageId::Extract => break,
-        };
-        stages.push((id, stage));
-    }
-    Ok(ProductStages { stages })
 }
 
 /// A download that no longer matches its record after `fetch --verify` re-hashed it.
@@ -438,9 +408,9 @@ mod tests {
             }
             let spec = PipelineSpec::load(&path, &[], &StageId::tables())
                 .unwrap_or_else(|error| panic!("{error}"));
-            let config = ProductConfig::from_spec(&spec)
+            let built = ProductStages::from_spec(&spec, None)
                 .unwrap_or_else(|error| panic!("{}: {error}", path.display()));
-            assert!(build(&config).unwrap().stages.len() >= 7);
+            assert!(built.stages.len() >= 7);
             checked += 1;
         }
         assert!(checked >= 3, "{checked} pipeline files");

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::StageId;
+use super::{Dataset, StageId};
 use crate::annotations::plan::{Selection, build_plan, plan_inputs};
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
@@ -23,6 +23,16 @@ pub struct ParseStage {
     pub selection: Selection,
     /// The videos already on disk, when they are not downloaded.
     pub on_disk: Option<VideosOnDisk>,
+}
+
+impl ParseStage {
+    pub fn new(dataset: &Dataset) -> Self {
+        ParseStage {
+            manifest: dataset.manifest.clone(),
+            selection: dataset.selection.clone(),
+            on_disk: dataset.fetch.videos_on_disk(),
+        }
+    }
 }
 
 impl Stage for ParseStage {

@@ -13,8 +13,9 @@ use std::process::{Command, Stdio};
 
 use serde::{Deserialize, Serialize};
 
-use super::StageId;
+use super::{StageId, StageSource};
 use crate::layout::DataLayout;
+use crate::pipeline::spec::SpecError;
 use crate::pipeline::{
     Closing, Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext,
 };
@@ -48,6 +49,11 @@ impl TrainParams {
         let mut overrides = Vec::new();
         flatten("", &self.settings, &mut overrides);
         overrides
+    }
+
+    /// Whether the settings resolve; the message names the key.
+    pub fn check(&self) -> Result<(), String> {
+        self.train_config().map(|_| ())
     }
 
     /// The settings the trainer will run with, checked whole when the pipeline file is read.
@@ -164,6 +170,27 @@ enum TrainerLine {
 pub struct TrainStage {
     pub params: TrainParams,
     pub trainer: PathBuf,
+}
+
+impl TrainStage {
+    /// Resolves `[train]` with the trainer's own resolution, so that a misspelt key or a bad
+    /// value is found when the pipeline file is read, and checks the splits it names.
+    pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
+        let params = source.params(StageId::Train, TrainParams::check)?;
+        let settings = params
+            .train_config()
+            .map_err(|message| source.invalid(StageId::Train, message))?;
+        source.check_split(
+            StageId::Train,
+            "settings.train_split",
+            &settings.train_split,
+        )?;
+        source.check_split(StageId::Train, "settings.val_split", &settings.val_split)?;
+        Ok(TrainStage {
+            params,
+            trainer: trainer_path(),
+        })
+    }
 }
 
 impl Stage for TrainStage {

@@ -4,8 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::StageId;
+use super::{StageId, StageSource};
 use crate::layout::DataLayout;
+use crate::pipeline::spec::SpecError;
 use crate::pipeline::{
     Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
 };
@@ -30,6 +31,13 @@ pub struct ValidateCounts {
 
 pub struct ValidateStage {
     pub params: ValidateParams,
+}
+
+impl ValidateStage {
+    pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
+        let params = source.params(StageId::Validate, |_: &ValidateParams| Ok(()))?;
+        Ok(ValidateStage { params })
+    }
 }
 
 impl Stage for ValidateStage {

@@ -30,11 +30,12 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::StageId;
+use super::{StageId, StageSource};
 use crate::annotations::VideoId;
 use crate::frame_index::FrameIndex;
 use crate::fsutil;
 use crate::layout::{DataLayout, frame_file_name};
+use crate::pipeline::spec::SpecError;
 use crate::pipeline::{
     Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
 };
@@ -112,6 +113,13 @@ pub struct ListCounts {
 
 pub struct ListsStage {
     pub params: ListsParams,
+}
+
+impl ListsStage {
+    pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
+        let params = source.params(StageId::Lists, ListsParams::validate)?;
+        Ok(ListsStage { params })
+    }
 }
 
 impl Stage for ListsStage {
