@@ -24,10 +24,8 @@ if grep -rn --include='*.rs' '#\[path' src crates tests; then
   exit 1
 fi
 
-step "format and lints (the workspace, and the data tool without FFmpeg as a validating CI job installs it)"
+step "format"
 cargo fmt --all -- --check
-cargo clippy --release --locked --workspace --all-targets -- -D warnings
-cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings
 
 step "build: the workspace with its tests (the data tool with FFmpeg, the trainer, every test)"
 # One build for the executables and the tests: `cargo test` builds both executables (the tests
@@ -47,5 +45,27 @@ if ldd target/release/avaprep | awk '{print $1}' | grep -E '^lib(torch|c10|cuda|
   exit 1
 fi
 
-step "tests"
+step "tests, with the lints beside them at the lowest priority"
+# Clippy checks every dependency again in check mode: minutes of CPU, which the tests (leaving a
+# core idle part of the time) hand it at no cost when it runs niced beside them. It shares the
+# build's target folder (its build scripts ran already); cargo holds that folder's lock only while
+# it builds, so the lints start once `cargo test` has found its build up to date and runs tests.
+# A session of its own, so that a failed step stops the lints' whole process group with it.
+lint_log=target/lint.log
+(
+  sleep 5
+  exec setsid -w nice -n 19 bash -c '
+    cargo clippy --release --locked --workspace --all-targets -- -D warnings &&
+      cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings'
+) >"$lint_log" 2>&1 &
+lints=$!
+trap 'kill -- -"$lints" 2>/dev/null || kill "$lints" 2>/dev/null || true' EXIT
 cargo test --release --locked --workspace
+
+step "lints (the workspace, and the data tool without FFmpeg as a validating CI job installs it)"
+if ! wait "$lints"; then
+  cat "$lint_log" >&2
+  echo "clippy found lints (above)" >&2
+  exit 1
+fi
+trap - EXIT
