@@ -45,7 +45,8 @@ if [ ! -x "$venv/bin/python" ]; then
   "$python" -m venv "$venv"
 fi
 # --no-compile: byte-compiling torch's thousands of modules at install took a CPU-minute; Python
-# compiles the few it imports on first use.
+# compiles the few it imports on first use (scripts/test.sh lets it keep them where the environment
+# says not to write bytecode).
 pip=("$venv/bin/python" -m pip install --disable-pip-version-check --no-compile -q)
 # The stamp holds this list: changing the list re-runs the install.
 python_packages="torch==2.11.0 torchvision==0.26.0 safetensors numpy av parameterized yacs portalocker tabulate termcolor tqdm pyyaml opencv-python-headless simplejson tensorboard==2.21.0 addict yapf rich scipy"

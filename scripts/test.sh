@@ -8,6 +8,12 @@ eval "$(scripts/setup.sh --browser)"
 
 step() { echo "== $*" >&2; }
 
+# The reference checks start Python many times. Where the environment says not to write
+# bytecode (PYTHONDONTWRITEBYTECODE, as some CI images do), each start compiled torch's modules
+# from source again (5 s a start); they are compiled once, into .venv/.
+export PYTHONPYCACHEPREFIX="$PWD/.venv/pycache"
+unset PYTHONDONTWRITEBYTECODE
+
 step "dependencies: the data tool without FFmpeg links no libav, and never libtorch"
 # The dependency trees prove what a link would show, without building a third variant: a crate
 # that is not in the tree cannot be linked.
@@ -50,16 +56,19 @@ step "tests, with the lints beside them at the lowest priority"
 # core idle part of the time) hand it at no cost when it runs niced beside them. It shares the
 # build's target folder (its build scripts ran already); cargo holds that folder's lock only while
 # it builds, so the lints start once `cargo test` has found its build up to date and runs tests.
-# A session of its own, so that a failed step stops the lints' whole process group with it.
+# A process group of its own (job control on), so that a failed step stops all of it; not a
+# session of its own, which the scheduler would give a share of the CPU equal to the tests'.
 lint_log=target/lint.log
+set -m
 (
   sleep 5
-  exec setsid -w nice -n 19 bash -c '
+  exec nice -n 19 bash -c '
     cargo clippy --release --locked --workspace --all-targets -- -D warnings &&
       cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings'
 ) >"$lint_log" 2>&1 &
 lints=$!
-trap 'kill -- -"$lints" 2>/dev/null || kill "$lints" 2>/dev/null || true' EXIT
+set +m
+trap 'kill -- -"$lints" 2>/dev/null || true' EXIT
 cargo test --release --locked --workspace
 
 step "lints (the workspace, and the data tool without FFmpeg as a validating CI job installs it)"
