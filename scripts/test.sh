@@ -30,8 +30,12 @@ if grep -rn --include='*.rs' '#\[path' src crates tests; then
   exit 1
 fi
 
-step "format"
+step "format and lints (the workspace, and the data tool without FFmpeg as a validating CI job installs it)"
+# Before the build: they share its build scripts and proc-macros, so their own cost is the
+# dependencies' check (about a minute). Run niced beside the tests instead, they slowed them more.
 cargo fmt --all -- --check
+cargo clippy --release --locked --workspace --all-targets -- -D warnings
+cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings
 
 step "build: the workspace with its tests (the data tool with FFmpeg, the trainer, every test)"
 # One build for the executables and the tests: `cargo test` builds both executables (the tests
@@ -51,30 +55,5 @@ if ldd target/release/avaprep | awk '{print $1}' | grep -E '^lib(torch|c10|cuda|
   exit 1
 fi
 
-step "tests, with the lints beside them at the lowest priority"
-# Clippy checks every dependency again in check mode: minutes of CPU, which the tests (leaving a
-# core idle part of the time) hand it at no cost when it runs niced beside them. It shares the
-# build's target folder (its build scripts ran already); cargo holds that folder's lock only while
-# it builds, so the lints start once `cargo test` has found its build up to date and runs tests.
-# A process group of its own (job control on), so that a failed step stops all of it; not a
-# session of its own, which the scheduler would give a share of the CPU equal to the tests'.
-lint_log=target/lint.log
-set -m
-(
-  sleep 5
-  exec nice -n 19 bash -c '
-    cargo clippy --release --locked --workspace --all-targets -- -D warnings &&
-      cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings'
-) >"$lint_log" 2>&1 &
-lints=$!
-set +m
-trap 'kill -- -"$lints" 2>/dev/null || true' EXIT
+step "tests"
 cargo test --release --locked --workspace
-
-step "lints (the workspace, and the data tool without FFmpeg as a validating CI job installs it)"
-if ! wait "$lints"; then
-  cat "$lint_log" >&2
-  echo "clippy found lints (above)" >&2
-  exit 1
-fi
-trap - EXIT
