@@ -9,8 +9,8 @@ eval "$(scripts/setup.sh --browser)"
 step() { echo "== $*" >&2; }
 
 # The reference checks start Python many times. Where the environment says not to write
-# bytecode (PYTHONDONTWRITEBYTECODE, as some CI images do), each start compiled torch's modules
-# from source again (5 s a start); they are compiled once, into .venv/.
+# bytecode (PYTHONDONTWRITEBYTECODE, as on the machine CI runs on), each start compiled torch's
+# modules from source again (about 6 s a start); they are compiled once, into .venv/pycache.
 export PYTHONPYCACHEPREFIX="$PWD/.venv/pycache"
 unset PYTHONDONTWRITEBYTECODE
 
@@ -32,7 +32,7 @@ fi
 
 step "format and lints (the workspace, and the data tool without FFmpeg as a validating CI job installs it)"
 # Before the build: they share its build scripts and proc-macros, so their own cost is the
-# dependencies' check (about a minute). Run niced beside the tests instead, they slowed them more.
+# dependencies' check (about a minute). Run niced beside the tests, they slowed the tests by more.
 cargo fmt --all -- --check
 cargo clippy --release --locked --workspace --all-targets -- -D warnings
 cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings

@@ -161,9 +161,11 @@ fn assert_outputs(data: &Path) -> PathBuf {
 
 #[test]
 fn the_whole_pipeline_reruns_nothing_and_redoes_exactly_what_a_change_touches() {
+    // What is redone is the test, not what is learnt: one epoch a training.
+    const EPOCHS: u32 = 1;
     let server = serve::start(ServeConfig::new(mirror())).unwrap();
     let data = tempfile::tempdir().unwrap();
-    let first = run(data.path(), &server, 1, &[]);
+    let first = run(data.path(), &server, EPOCHS, &[]);
     assert!(first.status.success(), "{}", stderr(&first));
     for stage in STAGES {
         assert!(completed(&first, stage) >= 1, "{stage}: {}", stdout(&first));
@@ -173,32 +175,37 @@ fn the_whole_pipeline_reruns_nothing_and_redoes_exactly_what_a_change_touches() 
         assert!(stdout(&first).contains(record), "{}", stdout(&first));
     }
 
-    let again = run(data.path(), &server, 1, &[]);
+    let again = run(data.path(), &server, EPOCHS, &[]);
     assert!(again.status.success(), "{}", stderr(&again));
     assert_completed(&again, [0; 8]);
 
     // A deleted report is validated again; the same findings leave training up to date.
     fs::remove_file(data.path().join("slowfast/validation.json")).unwrap();
-    let revalidated = run(data.path(), &server, 1, &[]);
+    let revalidated = run(data.path(), &server, EPOCHS, &[]);
     assert!(revalidated.status.success(), "{}", stderr(&revalidated));
     assert_completed(&revalidated, [0, 0, 0, 0, 0, 1, 0, 0]);
 
     // Lists made again with the same bytes (a deleted list, a damaged state file) change
     // nothing after them: no validation, no training; `status` calls every stage done.
     fs::remove_file(data.path().join("frame_lists/train.csv")).unwrap();
-    let relisted = run(data.path(), &server, 1, &[]);
+    let relisted = run(data.path(), &server, EPOCHS, &[]);
     assert!(relisted.status.success(), "{}", stderr(&relisted));
     assert_completed(&relisted, [0, 0, 0, 0, 1, 0, 0, 0]);
     fs::write(data.path().join(".avaprep/state/lists.json"), b"damaged").unwrap();
-    let rebuilt = run(data.path(), &server, 1, &[]);
+    let rebuilt = run(data.path(), &server, EPOCHS, &[]);
     assert!(rebuilt.status.success(), "{}", stderr(&rebuilt));
     assert_completed(&rebuilt, [0, 0, 0, 0, 1, 0, 0, 0]);
-    for line in status_lines(data.path(), &server, 1) {
+    for line in status_lines(data.path(), &server, EPOCHS) {
         assert!(line.contains(" done "), "{line}");
     }
 
     let videos = planned_videos(data.path()).len() as u64;
-    let changed = run(data.path(), &server, 1, &["--set", "extract.height=180"]);
+    let changed = run(
+        data.path(),
+        &server,
+        EPOCHS,
+        &["--set", "extract.height=180"],
+    );
     assert!(changed.status.success(), "{}", stderr(&changed));
     assert_completed(&changed, [0, 0, 0, videos, 1, 1, 1, 1]);
     let second_run_dir = assert_outputs(data.path());
