@@ -4,9 +4,24 @@
 # CI runs (.ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-eval "$(scripts/setup.sh --browser)"
 
 step() { echo "== $*" >&2; }
+logs=$(mktemp -d)
+background=()
+trap 'kill "${background[@]}" 2>/dev/null; rm -rf "$logs"' EXIT
+
+step "format, and the lints of the data tool without FFmpeg (as a validating CI job installs it) beside the setup"
+# They need neither FFmpeg nor libtorch, and the setup's Python install (minutes on a fresh
+# machine) keeps one core busy.
+cargo fmt --all -- --check
+cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings >"$logs/lean-lints" 2>&1 &
+background+=($!)
+environment=$(scripts/setup.sh --browser)
+eval "$environment"
+lean_status=0
+wait "${background[0]}" || lean_status=$?
+cat "$logs/lean-lints" >&2
+[ "$lean_status" -eq 0 ]
 
 # The reference checks start Python many times. Where the environment says not to write
 # bytecode (PYTHONDONTWRITEBYTECODE, as on the machine CI runs on), each start compiled torch's
@@ -30,16 +45,16 @@ if grep -rn --include='*.rs' '#\[path' src crates tests; then
   exit 1
 fi
 
-step "format and lints (the workspace, and the data tool without FFmpeg as a validating CI job installs it)"
-# Before the build: they share its build scripts and proc-macros, so their own cost is the
-# dependencies' check (about a minute). Run niced beside the tests, they slowed the tests by more.
-cargo fmt --all -- --check
-cargo clippy --release --locked --workspace --all-targets -- -D warnings
-cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings
-
-step "build: the workspace with its tests (the data tool with FFmpeg, the trainer, every test)"
-# One build for the executables and the tests: `cargo test` builds both executables (the tests
-# run them) with the library's test-only fault injection added; the demo builds them without.
+step "build and lint: the workspace with its tests (the data tool with FFmpeg, the trainer, every test)"
+# Clippy compiles the workspace's crates as rustc would, with its lints added (what `cargo clippy
+# --all-targets` checks): a separate `cargo clippy` checked every dependency again, 3 minutes of a
+# fresh run. Cargo records the wrapper in the build, so a later `cargo test` without it builds the
+# workspace's crates again. One build for the executables and the tests: `cargo test` builds both
+# executables (the tests run them) with the library's test-only fault injection added; the demo
+# builds them without.
+RUSTC_WORKSPACE_WRAPPER=$(command -v clippy-driver)
+CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" # clippy-driver's form of `-- -D warnings`
+export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 cargo test --release --locked --workspace --no-run
 
 step "both executables find their libraries without LD_LIBRARY_PATH; the data tool links no libtorch"
@@ -55,5 +70,22 @@ if ldd target/release/avaprep | awk '{print $1}' | grep -E '^lib(torch|c10|cuda|
   exit 1
 fi
 
-step "tests"
-cargo test --release --locked --workspace
+step "tests: the trainer's beside the data tool's"
+# Alone, the trainer's tests left a core idle for a third of their 12 minutes (tests that hold
+# libtorch's process-wide random generator run one at a time); the data tool's fill it. Each
+# group's output is printed whole. The two groups' test executables must be all of them.
+trainer_tests=(--bin avaprep-train --test command_line)
+data_tool_tests=(--lib --bin avaprep --test cli)
+executables() { cargo test --release --locked --workspace --no-run "$@" 2>&1 | sed -n 's/^ *Executable .*(\(.*\))$/\1/p' | sort; }
+if [ "$(executables)" != "$( (executables "${trainer_tests[@]}"; executables "${data_tool_tests[@]}") | sort)" ]; then
+  echo "scripts/test.sh runs a test executable in neither group, or in both: add it to one" >&2
+  exit 1
+fi
+cargo test --release --locked --workspace "${trainer_tests[@]}" >"$logs/trainer-tests" 2>&1 &
+background+=($!)
+data_tool_status=0
+cargo test --release --locked --workspace "${data_tool_tests[@]}" || data_tool_status=$?
+trainer_status=0
+wait "${background[1]}" || trainer_status=$?
+cat "$logs/trainer-tests"
+[ "$data_tool_status" -eq 0 ] && [ "$trainer_status" -eq 0 ]
