@@ -17,8 +17,6 @@
 //!   init.json                    with init_weights: what was loaded, kept fresh, unused
 //! ```
 
-#[cfg(test)]
-mod acceptance;
 mod amp;
 pub mod augment;
 pub mod bench;
