@@ -7,19 +7,20 @@ cd "$(dirname "$0")/.."
 
 step() { echo "== $*" >&2; }
 logs=$(mktemp -d)
-background=()
-trap 'kill "${background[@]}" 2>/dev/null; rm -rf "$logs"' EXIT
+lean_lints=
+trap '[ -z "$lean_lints" ] || kill "$lean_lints" 2>/dev/null; rm -rf "$logs"' EXIT
 
 step "format, and the lints of the data tool without FFmpeg (as a validating CI job installs it) beside the setup"
 # They need neither FFmpeg nor libtorch, and the setup's Python install (minutes on a fresh
 # machine) keeps one core busy.
 cargo fmt --all -- --check
 cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings >"$logs/lean-lints" 2>&1 &
-background+=($!)
+lean_lints=$!
 environment=$(scripts/setup.sh --browser)
 eval "$environment"
 lean_status=0
-wait "${background[0]}" || lean_status=$?
+wait "$lean_lints" || lean_status=$?
+lean_lints=
 cat "$logs/lean-lints" >&2
 [ "$lean_status" -eq 0 ]
 
@@ -70,22 +71,5 @@ if ldd target/release/avaprep | awk '{print $1}' | grep -E '^lib(torch|c10|cuda|
   exit 1
 fi
 
-step "tests: the trainer's beside the data tool's"
-# Alone, the trainer's tests left a core idle for a third of their 12 minutes (tests that hold
-# libtorch's process-wide random generator run one at a time); the data tool's fill it. Each
-# group's output is printed whole. The two groups' test executables must be all of them.
-trainer_tests=(--bin avaprep-train --test command_line)
-data_tool_tests=(--lib --bin avaprep --test cli)
-executables() { cargo test --release --locked --workspace --no-run "$@" 2>&1 | sed -n 's/^ *Executable .*(\(.*\))$/\1/p' | sort; }
-if [ "$(executables)" != "$( (executables "${trainer_tests[@]}"; executables "${data_tool_tests[@]}") | sort)" ]; then
-  echo "scripts/test.sh runs a test executable in neither group, or in both: add it to one" >&2
-  exit 1
-fi
-cargo test --release --locked --workspace "${trainer_tests[@]}" >"$logs/trainer-tests" 2>&1 &
-background+=($!)
-data_tool_status=0
-cargo test --release --locked --workspace "${data_tool_tests[@]}" || data_tool_status=$?
-trainer_status=0
-wait "${background[1]}" || trainer_status=$?
-cat "$logs/trainer-tests"
-[ "$data_tool_status" -eq 0 ] && [ "$trainer_status" -eq 0 ]
+step "tests"
+cargo test --release --locked --workspace

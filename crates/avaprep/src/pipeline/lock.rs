@@ -76,7 +76,10 @@ impl DataDirLock {
             host_name(),
             httpdate::fmt_http_date(std::time::SystemTime::now())
         );
-        fs::write(&holder, note).map_err(|source| io_error(&holder, source))?;
+        // Written whole before it appears: a command refused meanwhile never reads half a note.
+        let staging = folder.join(format!(".holder-{}-{serial}", std::process::id()));
+        fs::write(&staging, note).map_err(|source| io_error(&staging, source))?;
+        fs::rename(&staging, &holder).map_err(|source| io_error(&holder, source))?;
         Ok(DataDirLock {
             _files: files,
             holder,
@@ -140,9 +143,21 @@ fn open(path: &Path) -> Result<File, LockError> {
         .map_err(|source| io_error(path, source))
 }
 
+/// Who holds the lock. A holder writes its note just after taking the lock: a command refused in
+/// between (seen on a loaded machine) waits a moment for the note rather than naming no one.
+fn describe_holders(holders: &Path) -> String {
+    for _ in 0..50 {
+        if let Some(notes) = holder_notes(holders) {
+            return notes;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(40));
+    }
+    "another avaprep command".to_string()
+}
+
 /// The notes of the processes holding the lock now, joined; the notes of processes that are
 /// gone (on this machine) are left out.
-fn describe_holders(holders: &Path) -> String {
+fn holder_notes(holders: &Path) -> Option<String> {
     let host = host_name();
     let mut notes: Vec<String> = fs::read_dir(holders)
         .into_iter()
@@ -163,11 +178,7 @@ fn describe_holders(holders: &Path) -> String {
         .map(|note| note.chars().take(300).collect())
         .collect();
     notes.sort();
-    if notes.is_empty() {
-        "another avaprep command".to_string()
-    } else {
-        notes.join(" and ")
-    }
+    (!notes.is_empty()).then(|| notes.join(" and "))
 }
 
 fn process_exists(pid: i32) -> bool {
