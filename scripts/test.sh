@@ -6,22 +6,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 step() { echo "== $*" >&2; }
-logs=$(mktemp -d)
+lean_log=$(mktemp)
 lean_lints=
-trap '[ -z "$lean_lints" ] || kill "$lean_lints" 2>/dev/null; rm -rf "$logs"' EXIT
+trap '[ -z "$lean_lints" ] || kill "$lean_lints" 2>/dev/null; rm -f "$lean_log"' EXIT
+
+# The lints and the format check need rustup's clippy and rustfmt (a minimal profile lacks them).
+if ! cargo clippy --version >/dev/null 2>&1 || ! cargo fmt --version >/dev/null 2>&1; then
+  rustup component add clippy rustfmt
+fi
 
 step "format, and the lints of the data tool without FFmpeg (as a validating CI job installs it) beside the setup"
 # They need neither FFmpeg nor libtorch, and the setup's Python install (minutes on a fresh
 # machine) keeps one core busy.
 cargo fmt --all -- --check
-cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings >"$logs/lean-lints" 2>&1 &
+cargo clippy --release --locked -p avaprep-cli --no-default-features -- -D warnings >"$lean_log" 2>&1 &
 lean_lints=$!
 environment=$(scripts/setup.sh --browser)
 eval "$environment"
 lean_status=0
 wait "$lean_lints" || lean_status=$?
 lean_lints=
-cat "$logs/lean-lints" >&2
+cat "$lean_log" >&2
 [ "$lean_status" -eq 0 ]
 
 # The reference checks start Python many times. Where the environment says not to write
@@ -53,7 +58,8 @@ step "build and lint: the workspace with its tests (the data tool with FFmpeg, t
 # workspace's crates again. One build for the executables and the tests: `cargo test` builds both
 # executables (the tests run them) with the library's test-only fault injection added; the demo
 # builds them without.
-RUSTC_WORKSPACE_WRAPPER=$(command -v clippy-driver)
+# An empty wrapper would build without the lints: a missing clippy-driver stops here.
+RUSTC_WORKSPACE_WRAPPER=$(command -v clippy-driver) || { echo "clippy-driver not found: rustup component add clippy" >&2; exit 1; }
 CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__" # clippy-driver's form of `-- -D warnings`
 export RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
 cargo test --release --locked --workspace --no-run
