@@ -1,16 +1,21 @@
 #!/usr/bin/env bash
-# A short real training of SlowFast R50 8x8 at 224x224 on a GPU, on the synthetic miniature's frames:
-# one epoch in fp16 and one in bf16 autocast, each printing clips/s and peak GPU memory; sized to
-# finish in a few minutes.
+# Real trainings on a GPU, on the synthetic miniature's frames, sized to finish in a few minutes:
+#   1. SlowFast R50 8x8 at 224x224 (the ava-r50 preset), three epochs in fp16 and three in bf16
+#      autocast, each printing the last epoch's clips/s and the peak GPU memory;
+#   2. the demo's training (synthetic-tiny, 40 epochs, patience 6) with the default device and
+#      precision, which must pick the GPU, printing its time and val mAP.
+# It fails when a training fails or libtorch prints a warning (a training prints none).
 #
 #   scripts/gpu-check.sh [DATA_DIR]
 #
-# DATA_DIR (default data/demo) must hold extracted frames, as scripts/demo.sh leaves them; on a GPU
-# node without FFmpeg, prepare it on another machine and copy it over. The binary is the
-# trainer-only build (no FFmpeg needed); it uses this machine's torch 2.11 libraries.
+# DATA_DIR (default data/demo) must hold extracted frames, as scripts/demo.sh leaves them. Only the
+# trainer runs here, so a GPU node needs neither FFmpeg nor Rust: where cargo is missing, copy
+# target/release/avaprep-train (built against torch 2.11 by scripts/setup.sh's environment) and
+# DATA_DIR over; the trainer then loads the node's own torch 2.11 libraries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:-data/demo}
+trainer=target/release/avaprep-train
 [ -f "$data/work/videos.json" ] || { echo "gpu-check: $data has no extracted dataset (run scripts/demo.sh first)" >&2; exit 1; }
 if [ -x .venv/bin/python ]; then
   eval "$(scripts/setup.sh)"
@@ -20,20 +25,42 @@ else
   export LIBTORCH=$torch_dir LIBTORCH_CXX11_ABI=1 AVAPREP_TORCH_LIB=$torch_dir/lib
 fi
 export LD_LIBRARY_PATH=$AVAPREP_TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-cargo build --release --locked -p avaprep-train -p avaprep-cli --no-default-features
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+if command -v cargo >/dev/null 2>&1; then
+  cargo build --release --locked -p avaprep-train
+fi
+[ -x "$trainer" ] || { echo "gpu-check: $trainer is missing (build it with scripts/setup.sh's environment: cargo build --release -p avaprep-train)" >&2; exit 1; }
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
-# One epoch in each mixed precision, each with its own peak-memory monitor.
-for precision in fp16 bf16; do
+# Runs the trainer with a peak-memory monitor beside it; prints wall time, peak memory and the
+# last epoch's record.
+train_with_monitor() {
+  local label=$1
+  shift
+  local peak_log output run started
   peak_log=$(mktemp)
-  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$peak_log" &
-  monitor=$!
+  output=$(mktemp)
   run=$(mktemp -d)
-  target/release/avaprep --data-dir "$data" train --preset ava-r50 --run-dir "$run" \
-    --set 'device="cuda"' --set "precision=\"$precision\"" --set crop_size=224 --set batch_size=8 \
-    --set epochs=1 --set eval_every=1 --set box_threshold=0.5
+  nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$peak_log" &
+  local monitor=$!
+  started=$(date +%s%N)
+  "$trainer" --data-dir "$data" train --run-dir "$run/run" "$@" 2>&1 | tee "$output"
+  local milliseconds=$((($(date +%s%N) - started) / 1000000))
   kill $monitor 2>/dev/null || true
-  echo "$precision: peak GPU memory $(sort -n "$peak_log" | tail -1) MiB"
-  grep -h '"type":"epoch"' "$run/metrics.jsonl" | tail -1
-  rm -rf "$peak_log" "$run"
+  echo "$label: $((milliseconds / 1000)).$(printf %03d $((milliseconds % 1000))) s, peak GPU memory $(sort -n "$peak_log" | tail -1) MiB"
+  grep -h '"type":"epoch"' "$run/run/metrics.jsonl" | tail -1
+  local warnings
+  warnings=$(grep -c '] Warning:' "$output" || true)
+  rm -rf "$peak_log" "$output" "$run"
+  if [ "$warnings" -gt 0 ]; then
+    echo "gpu-check: $label: libtorch printed $warnings warnings" >&2
+    return 1
+  fi
+}
+
+for precision in fp16 bf16; do
+  train_with_monitor "ava-r50 224 $precision" --preset ava-r50 \
+    --set 'device="cuda"' --set "precision=\"$precision\"" --set crop_size=224 --set batch_size=8 \
+    --set epochs=3 --set eval_every=3 --set box_threshold=0.5
 done
+train_with_monitor "demo training (synthetic-tiny, default device)" --preset synthetic-tiny \
+  --set epochs=40 --set patience=6

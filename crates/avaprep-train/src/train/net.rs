@@ -38,7 +38,7 @@ impl Net {
         let (slow, fast) = super::model::pack_pathways(&clips, self.config.alpha);
         let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
         let boxes = Tensor::from_slice(&flat).view([-1, 5]).to_device(device);
-        tch::autocast(autocast, || {
+        super::amp::cuda_autocast(autocast, || {
             self.model.forward_t(&slow, &fast, &boxes, train)
         })
         .to_kind(Kind::Float)
