@@ -17,6 +17,8 @@
 //!   init.json                    with init_weights: what was loaded, kept fresh, unused
 //! ```
 
+#[cfg(test)]
+mod acceptance_tests;
 mod amp;
 pub mod augment;
 pub mod bench;
@@ -48,11 +50,17 @@ pub use checkpoint::InitReport;
 pub use checkpoint::TrainState;
 
 /// libtorch's random generator is global to the process: tests that seed it and rely on the
-/// numbers that follow (bitwise-identical runs) must not interleave with each other.
+/// numbers that follow (bitwise-identical runs) must not interleave with each other. Tests hold it
+/// for their libtorch work only: their Python reference runs come before or after, beside other
+/// tests' trainings. The holder runs libtorch on one thread, so the tests leave the other core to
+/// the acceptance test's one-thread training (`acceptance_tests`); a test that wants more threads
+/// sets its own count.
 #[cfg(test)]
 pub(crate) fn torch_rng_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    let guard = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    tch::set_num_threads(1);
+    guard
 }
 
 /// The repository's venv, which `scripts/setup.sh` installs: a missing venv fails the test.

@@ -195,12 +195,14 @@ fn errors(ours: &Tensor, reference: &Tensor) -> (f64, f64) {
 }
 
 /// Loads pytorchvideo's weights (converted) into our model and compares the logits for both
-/// RoIAlign alignments.
+/// RoIAlign alignments. Python runs before the torch RNG lock is taken, beside other tests'
+/// trainings.
 fn check_against_pytorchvideo(depth: &str, base: SlowFastConfig) {
     let dir = tempfile::tempdir().unwrap();
     if run_reference(&["model", "--depth", depth], dir.path()).is_none() {
         return;
     }
+    let _rng = crate::train::torch_rng_lock();
     let io = read_tensors(&dir.path().join("io.safetensors"));
     let weights = dir.path().join("weights.safetensors");
     let file_names: BTreeSet<String> = read_tensors(&weights).into_keys().collect();
@@ -233,19 +235,16 @@ fn check_against_pytorchvideo(depth: &str, base: SlowFastConfig) {
 
 #[test]
 fn r50_matches_pytorchvideo() {
-    let _rng = crate::train::torch_rng_lock();
     check_against_pytorchvideo("50", SlowFastConfig::r50_8x8_ava());
 }
 
 #[test]
 fn r18_matches_pytorchvideo() {
-    let _rng = crate::train::torch_rng_lock();
     check_against_pytorchvideo("18", SlowFastConfig::r18_ava());
 }
 
 #[test]
 fn converter_reads_pytorchvideo_and_pyslowfast_checkpoints() {
-    let _rng = crate::train::torch_rng_lock();
     let dir = tempfile::tempdir().unwrap();
     let args = ["model", "--depth", "18", "--save-checkpoints"];
     if run_reference(&args, dir.path()).is_none() {
@@ -253,15 +252,20 @@ fn converter_reads_pytorchvideo_and_pyslowfast_checkpoints() {
     }
     let expected = read_tensors(&dir.path().join("weights.safetensors"));
     let script = crate::train::testing::repo_root().join("scripts/convert_checkpoint.py");
-    for source in ["pytorchvideo", "pyslowfast"] {
-        let converted = dir.path().join(format!("{source}.safetensors"));
+    let sources = ["pytorchvideo", "pyslowfast"];
+    for source in sources {
         let status = Command::new(crate::train::reference_python())
             .arg(&script)
             .arg(dir.path().join(format!("{source}.pyth")))
-            .arg(&converted)
+            .arg(dir.path().join(format!("{source}.safetensors")))
             .status()
             .unwrap();
         assert!(status.success(), "convert_checkpoint.py failed on {source}");
+    }
+    // Models are built (drawing from libtorch's random generator) once Python is done.
+    let _rng = crate::train::torch_rng_lock();
+    for source in sources {
+        let converted = dir.path().join(format!("{source}.safetensors"));
         let got = read_tensors(&converted);
         let got_names: BTreeSet<&String> = got.keys().collect();
         assert_eq!(got_names, expected.keys().collect(), "{source}");
@@ -282,12 +286,13 @@ fn converter_reads_pytorchvideo_and_pyslowfast_checkpoints() {
 /// give avaprep's probabilities on the same clip and boxes.
 #[test]
 fn exported_weights_come_back_and_give_avaprep_outputs() {
-    let _rng = crate::train::torch_rng_lock();
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     if run_reference(&["model", "--depth", "18"], dir).is_none() {
         return;
     }
+    // The lock covers building the model (libtorch's random generator), not the Python runs.
+    let rng = crate::train::torch_rng_lock();
     let io = read_tensors(&dir.join("io.safetensors"));
     // avaprep's network with non-trivial weights (the reference's calibrated BatchNorms),
     // written as the trainer writes its weights: the file records the network.
@@ -302,6 +307,7 @@ fn exported_weights_come_back_and_give_avaprep_outputs() {
             .forward_t(&io["slow"], &io["fast"], &io["boxes"], false)
             .sigmoid()
     });
+    drop(rng);
 
     let python = crate::train::reference_python();
     let scripts = crate::train::testing::repo_root().join("scripts");
@@ -437,11 +443,11 @@ fn init_skips_a_head_of_another_size(file: &Path, expected: &HashMap<String, Ten
 
 #[test]
 fn roi_align_matches_torchvision_forward_and_backward() {
-    let _rng = crate::train::torch_rng_lock();
     let dir = tempfile::tempdir().unwrap();
     if run_reference(&["roi-align"], dir.path()).is_none() {
         return;
     }
+    let _rng = crate::train::torch_rng_lock();
     let cases = read_tensors(&dir.path().join("roi_align.safetensors"));
     let count = cases.keys().filter(|k| k.ends_with(".params")).count();
     assert!(count >= 5);
