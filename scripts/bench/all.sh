@@ -14,7 +14,7 @@ cd "$(dirname "$0")/../.."
 RUNS=${RUNS:-3}
 OUT=${OUT:-BENCHMARKS.md}
 # name, times to run it: the ones marked 1 alternate both sides over several rounds themselves.
-benches=(startup:1 annotations:"$RUNS" validate:1 extract:1 extract-natural:1 fetch:1 loader:"$RUNS" train-step:1 ava-rehearsal:1 ava-fullsize:1)
+benches=(startup:1 annotations:"$RUNS" validate:1 extract:1 extract-natural:1 fetch:1 loader:"$RUNS" train-step:1 ava-rehearsal:1 ava-fullsize:1 fresh-clone:1)
 
 eval "$(scripts/setup.sh)" >/dev/null
 cargo build --release --locked --quiet
