@@ -43,9 +43,15 @@ train_with_monitor() {
   nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -lms 200 >"$peak_log" &
   local monitor=$!
   started=$(date +%s%N)
-  "$trainer" --data-dir "$data" train --run-dir "$run/run" "$@" 2>&1 | tee "$output"
+  local status=0
+  "$trainer" --data-dir "$data" train --run-dir "$run/run" "$@" 2>&1 | tee "$output" || status=$?
   local milliseconds=$((($(date +%s%N) - started) / 1000000))
   kill $monitor 2>/dev/null || true
+  if [ "$status" -ne 0 ]; then
+    echo "gpu-check: $label: the trainer failed (exit $status)" >&2
+    rm -rf "$peak_log" "$output" "$run"
+    return "$status"
+  fi
   echo "$label: $((milliseconds / 1000)).$(printf %03d $((milliseconds % 1000))) s, peak GPU memory $(sort -n "$peak_log" | tail -1) MiB"
   grep -h '"type":"epoch"' "$run/run/metrics.jsonl" | tail -1
   local warnings
