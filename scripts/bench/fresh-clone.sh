@@ -8,13 +8,20 @@
 #
 #   scripts/bench/fresh-clone.sh [demo] [test]        (default: both)
 #
-# Prints, for each command, its exit status, wall time and CPU time (user + system); for the demo,
-# its val mAP. The logs stay in the temporary folder it names.
+# Prints, for each command, its exit status, wall time and CPU time (user + system, by GNU time,
+# which scripts/setup.sh installs); for the demo, its val mAP. The logs stay in the temporary
+# folder it names.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 commands=("$@")
 [ ${#commands[@]} -gt 0 ] || commands=(demo test)
+for command in "${commands[@]}"; do
+  case "$command" in
+    demo | test) ;;
+    *) echo "fresh-clone: unknown command '$command' (demo or test)" >&2; exit 2 ;;
+  esac
+done
 work=$(mktemp -d)
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GB"
 echo "commit: $(git -C "$ROOT" log -1 --format='%h %cs')"
@@ -24,10 +31,6 @@ minutes() { printf '%d min %d s' $(($1 / 60)) $(($1 % 60)); }
 
 status=0
 for command in "${commands[@]}"; do
-  case "$command" in
-    demo | test) ;;
-    *) echo "fresh-clone: unknown command '$command' (demo or test)" >&2; exit 2 ;;
-  esac
   clone="$work/$command/avaprep"
   mkdir -p "$work/$command/tmp"
   git clone --quiet "$ROOT" "$clone"
@@ -38,7 +41,7 @@ for command in "${commands[@]}"; do
   (cd "$clone" && TMPDIR="$work/$command/tmp" /usr/bin/time -f '%U %S' -o "$times" "scripts/$command.sh") >"$log" 2>&1 || rc=$?
   seconds=$(($(date +%s) - started))
   read -r user system <"$times" || { user=0; system=0; }
-  cpu=$(printf '%.0f' "$(echo "$user + $system" | bc)")
+  cpu=$(awk -v u="$user" -v s="$system" 'BEGIN { printf "%.0f", u + s }')
   line="$command: exit $rc, $(minutes "$seconds") wall ($seconds s), CPU $(minutes "$cpu")"
   if [ "$command" = demo ]; then
     line+=", $(grep -ao 'val mAP [0-9.]* with the best weights' "$log" | tail -1)"
