@@ -68,5 +68,6 @@ for precision in fp16 bf16; do
     --set 'device="cuda"' --set "precision=\"$precision\"" --set crop_size=224 --set batch_size=8 \
     --set epochs=3 --set eval_every=3 --set box_threshold=0.5
 done
+# The demo's settings, as pipelines/demo.toml gives them.
 train_with_monitor "demo training (synthetic-tiny, default device)" --preset synthetic-tiny \
   --set epochs=40 --set patience=6

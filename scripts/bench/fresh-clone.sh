@@ -22,6 +22,7 @@ for command in "${commands[@]}"; do
     *) echo "fresh-clone: unknown command '$command' (demo or test)" >&2; exit 2 ;;
   esac
 done
+[ -x /usr/bin/time ] || { echo "fresh-clone: GNU time is missing (scripts/setup.sh installs it)" >&2; exit 1; }
 work=$(mktemp -d)
 echo "machine: $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(free -g | awk '/Mem:/ {print $2}') GB"
 echo "commit: $(git -C "$ROOT" log -1 --format='%h %cs')"

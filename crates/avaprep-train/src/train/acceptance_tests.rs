@@ -108,6 +108,7 @@ const ONE_THREAD_TRAINING: &str =
 
 #[test]
 fn tiny_slowfast_learns_with_one_and_two_libtorch_threads() {
+    // Built here first, so that the child finds the dataset made rather than making it again.
     data();
     let one_thread = std::process::Command::new(std::env::current_exe().unwrap())
         .args([ONE_THREAD_TRAINING, "--exact", "--ignored", "--nocapture"])

@@ -127,6 +127,8 @@ fn assert_bitwise_equal(a: &[(String, Tensor)], b: &[(String, Tensor)]) {
 #[test]
 fn repeated_and_resumed_runs_end_with_the_same_weights_bitwise() {
     let rng = crate::train::torch_rng_lock();
+    // Users resume on several threads: bit-for-bit must hold there, not only on one.
+    tch::set_num_threads(2);
     let base = TrainConfig {
         epochs: 3,
         eval_every: 100,
