@@ -126,9 +126,8 @@ fn assert_bitwise_equal(a: &[(String, Tensor)], b: &[(String, Tensor)]) {
 /// mid-epoch, resumed).
 #[test]
 fn repeated_and_resumed_runs_end_with_the_same_weights_bitwise() {
-    let rng = crate::train::torch_rng_lock();
     // Users resume on several threads: bit-for-bit must hold there, not only on one.
-    tch::set_num_threads(2);
+    let rng = super::acceptance_tests::torch_lock_on_both_cores();
     let base = TrainConfig {
         epochs: 3,
         eval_every: 100,
@@ -278,6 +277,24 @@ fn early_stopping_ends_a_plateaued_run() {
     };
     assert!(epoch < 10 && epoch == best_epoch + patience && patience == 2);
     assert_eq!(summary.epochs_run, epoch);
+    // The best checkpoint, loaded and evaluated again at the end, gives the mAP it was kept for.
+    let (best_map, best_at) = summary.best.unwrap();
+    assert_eq!(best_at, best_epoch);
+    let final_map = summary.best_weights_map.unwrap();
+    assert!(
+        (final_map - best_map).abs() < 1e-9,
+        "best weights: {final_map} at the end, {best_map} at epoch {best_at}"
+    );
+    for file in [
+        "detections.csv",
+        "metrics.csv",
+        "metrics.jsonl",
+        "curves.png",
+        "config.json",
+        "eval.json",
+    ] {
+        assert!(run.path().join(file).exists(), "{file}");
+    }
     let saved: TrainSummary =
         serde_json::from_slice(&std::fs::read(run.path().join("summary.json")).unwrap()).unwrap();
     assert_eq!(saved.epochs_run, summary.epochs_run);
