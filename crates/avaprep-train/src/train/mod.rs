@@ -53,8 +53,9 @@ pub use checkpoint::TrainState;
 /// numbers that follow (bitwise-identical runs) must not interleave with each other. Tests hold it
 /// for their libtorch work only: their Python reference runs come before or after, beside other
 /// tests' trainings. The holder runs libtorch on one thread, so the tests leave the other core to
-/// the acceptance test's one-thread training (`acceptance_tests`); a test that wants more threads
-/// sets its own count.
+/// the acceptance test's one-thread training (`acceptance_tests`); a test that trains on two
+/// threads takes `acceptance_tests::torch_lock_on_both_cores` instead, which waits for that
+/// training.
 #[cfg(test)]
 pub(crate) fn torch_rng_lock() -> std::sync::MutexGuard<'static, ()> {
     static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());

@@ -349,7 +349,9 @@ fn missing_frames_stop_training_before_the_first_step() {
     }
     let run = tempfile::tempdir().unwrap();
     let never = AtomicBool::new(false);
+    let torch = crate::train::torch_rng_lock();
     let error = train(&quick(), copy.path(), run.path(), &never, &quiet).unwrap_err();
+    drop(torch);
     let message = error.to_string();
     assert!(
         matches!(error, TrainError::FramesMissing { .. }),
@@ -377,6 +379,7 @@ fn a_failed_evaluation_is_redone_first_on_resume() {
     };
     let run = tempfile::tempdir().unwrap();
     let never = AtomicBool::new(false);
+    let _torch = crate::train::torch_rng_lock();
     let remove_at_epoch_end = |event: TrainEvent| {
         if let TrainEvent::EpochEnd { epoch: 1, .. } = event {
             std::fs::remove_dir_all(&frames).unwrap();
