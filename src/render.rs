@@ -7,7 +7,7 @@ use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::{
     AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore,
 };
-use avaprep::stages::StageId;
+use avaprep::stages::blocker_text;
 
 use avaprep_shell::{ExitStatus, GlobalArgs, Printer};
 
@@ -16,13 +16,13 @@ use avaprep_shell::{ExitStatus, GlobalArgs, Printer};
 /// The data directory, held by this command while it writes there (see [`DataDirLock`]).
 pub fn lock(global: &GlobalArgs, shard: Option<Shard>) -> anyhow::Result<DataDirLock> {
     let mode = match shard {
-        Some(shard) => LockMode::Shard(format!("{}-of-{}", shard.index, shard.count)),
+        Some(shard) => LockMode::Shard(shard),
         None => LockMode::Exclusive,
     };
     Ok(DataDirLock::acquire(
         &global.data_dir,
         mode,
-        &command_line(),
+        &avaprep_shell::command_line(),
     )?)
 }
 
@@ -69,15 +69,6 @@ pub fn run_stages(
     hand_on();
     print_run_report(printer, &report, &stages);
     Ok(report)
-}
-
-/// This command as its user typed it, for the note of who holds the data directory.
-pub fn command_line() -> String {
-    let mut words: Vec<String> = std::env::args().collect();
-    if let Some(program) = words.first_mut() {
-        *program = "avaprep".to_string();
-    }
-    words.join(" ")
 }
 
 pub fn exit_status(report: &RunReport) -> ExitStatus {
@@ -146,15 +137,7 @@ fn blocked_text(blockers: &[Blocker]) -> String {
     if blockers.is_empty() {
         return "not run: an earlier stage is not done".to_string();
     }
-    let reasons: Vec<String> = blockers
-        .iter()
-        .map(|blocker| {
-            let hint = StageId::from_name(&blocker.stage)
-                .map(|stage| format!("; run `{}` first", stage.command()))
-                .unwrap_or_default();
-            format!("{} {}{hint}", blocker.stage, blocker.reason)
-        })
-        .collect();
+    let reasons: Vec<String> = blockers.iter().map(blocker_text).collect();
     format!("not run: {}", reasons.join("; "))
 }
 

@@ -67,7 +67,7 @@ pub fn run(
         None => Some(DataDirLock::acquire(
             &global.data_dir,
             LockMode::Exclusive,
-            &crate::render::command_line(),
+            &avaprep_shell::command_line(),
         )?),
         Some(_) => None,
     };

@@ -51,16 +51,16 @@ fn touched(before: &Snapshot, after: &Snapshot) -> Vec<String> {
 /// The mirror's videos (hard links in a folder of the test's own), its annotations in a folder
 /// the test may edit, and its manifest without the train table's checksum (so an edit of it is
 /// accepted, as a user's fixed annotation file would be).
-struct Workspace {
-    videos: tempfile::TempDir,
-    annotations: tempfile::TempDir,
+pub(crate) struct Workspace {
+    pub(crate) videos: tempfile::TempDir,
+    pub(crate) annotations: tempfile::TempDir,
     manifest: PathBuf,
     _manifest_dir: tempfile::TempDir,
 }
 
-const TRAIN_TABLE: &str = "ava_train_v2.2.csv";
+pub(crate) const TRAIN_TABLE: &str = "ava_train_v2.2.csv";
 
-fn workspace() -> Workspace {
+pub(crate) fn workspace() -> Workspace {
     let fetched = fetched_data();
     let videos = tempfile::tempdir().unwrap();
     for entry in fs::read_dir(mirror().join("ava-dataset/trainval")).unwrap() {
@@ -99,10 +99,15 @@ fn copy_tree(from: &Path, to: &Path) {
 
 impl Workspace {
     /// The demo pipeline through `lists` on the videos and annotations of this workspace.
-    fn run(&self, data: &Path, extra: &[&str]) -> Output {
+    pub(crate) fn run(&self, data: &Path, extra: &[&str]) -> Output {
+        self.run_until(data, "lists", extra)
+    }
+
+    /// The demo pipeline through `stage` on the videos and annotations of this workspace.
+    pub(crate) fn run_until(&self, data: &Path, stage: &str, extra: &[&str]) -> Output {
         let set = |key: &str, path: &Path| format!("{key}=\"{}\"", path.display());
         demo_run(data)
-            .args(["--until", "lists"])
+            .args(["--until", stage])
             .args(["--set", &set("dataset", &self.manifest)])
             .args(["--set", &set("fetch.videos", self.videos.path())])
             .args(["--set", &set("fetch.annotations", self.annotations.path())])
@@ -143,7 +148,7 @@ fn listed(data: &Path) -> String {
         .collect()
 }
 
-fn assert_ran(output: &Output) {
+pub(crate) fn assert_ran(output: &Output) {
     assert!(
         output.status.success(),
         "{}\n{}",

@@ -5,6 +5,8 @@ mod cli_frame;
 mod extract;
 mod fetch;
 #[cfg(feature = "extract")]
+mod folders;
+#[cfg(feature = "extract")]
 mod hints;
 #[cfg(feature = "extract")]
 mod invalidation;

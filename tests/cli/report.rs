@@ -345,6 +345,24 @@ fn a_report_in_a_shared_folder_removes_only_its_own_files() {
         );
     }
 
+    // Without its record (deleted, or a report of a version that kept none), the report's own
+    // are its page and the pictures the page shows: a note beside them stays.
+    std::fs::remove_file(out.join(".avaprep-report.json")).unwrap();
+    std::fs::write(out.join("images/notes.md"), "mine").unwrap();
+    let third = report("4");
+    assert!(third.status.success(), "{}", stderr(&third));
+    let with_four_again = names_in(&out.join("images"));
+    for kept in ["album", "holiday.png", "notes.md"] {
+        assert!(
+            with_four_again.contains(&kept.to_string()),
+            "{kept} removed: {with_four_again:?}"
+        );
+    }
+    assert_eq!(
+        std::fs::read_to_string(out.join("images/notes.md")).unwrap(),
+        "mine"
+    );
+
     let foreign = tempfile::tempdir().unwrap();
     std::fs::write(foreign.path().join("index.html"), "<html>my page</html>").unwrap();
     let refused = avaprep(data)

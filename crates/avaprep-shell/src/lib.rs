@@ -84,6 +84,15 @@ pub fn output_folder(text: &str) -> Result<PathBuf, String> {
     }
 }
 
+/// This command as its user typed it, for the note of who holds a data directory.
+pub fn command_line() -> String {
+    let mut words: Vec<String> = std::env::args().collect();
+    if let Some(program) = words.first_mut() {
+        *program = "avaprep".to_string();
+    }
+    words.join(" ")
+}
+
 /// Set by the first Ctrl-C: long work stops at a clean point.
 pub static CANCEL: AtomicBool = AtomicBool::new(false);
 

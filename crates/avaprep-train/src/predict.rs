@@ -33,6 +33,11 @@ pub fn run(
 ) -> anyhow::Result<()> {
     let config = args.settings.train_config()?;
     check_split(&global.data_dir, &args.split)?;
+    // The frames it reads must not change under it.
+    let _held = avaprep::pipeline::lock::DataDirLock::acquire_unless_parent_holds(
+        &global.data_dir,
+        &avaprep_shell::command_line(),
+    )?;
     let summary = crate::train::predict(
         &config,
         &global.data_dir,

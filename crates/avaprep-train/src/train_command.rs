@@ -5,7 +5,8 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
-use avaprep_shell::Printer;
+use avaprep::pipeline::lock::DataDirLock;
+use avaprep_shell::{Printer, command_line};
 
 use crate::settings::SettingsArgs;
 use crate::train::{InitReport, TrainEvent};
@@ -34,6 +35,8 @@ pub fn run(
     cancel: &AtomicBool,
 ) -> anyhow::Result<()> {
     let mut config = args.settings.train_config()?;
+    let _held = DataDirLock::acquire_unless_parent_holds(&global.data_dir, &command_line())?;
+    refuse_stale_upstream(&global.data_dir)?;
     config.resume |= args.resume;
     if let Some(init) = &args.init {
         config.init_weights = Some(init.clone());
@@ -67,6 +70,20 @@ pub fn run(
         run_dir.display()
     ));
     Ok(())
+}
+
+/// Training reads the lists and the frames they name: on lists made from other annotations, or
+/// after validation failed, it would learn from the wrong data for hours.
+fn refuse_stale_upstream(data_dir: &std::path::Path) -> anyhow::Result<()> {
+    let blockers = avaprep::stages::train::upstream_blockers(data_dir);
+    if blockers.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "not training on {}: {}",
+        data_dir.display(),
+        blockers.join("; ")
+    )
 }
 
 /// The line a person sees for an event; batches only move the progress.

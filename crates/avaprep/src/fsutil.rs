@@ -43,6 +43,95 @@ pub fn sync_parent(path: &Path) -> io::Result<()> {
     }
 }
 
+/// Where a folder is built before [`replace_dir`] puts it at `destination`: beside it, so on
+/// the same filesystem whatever links lead there (frames on another disk), and hidden by its
+/// leading dot from anyone listing the folder's neighbours.
+pub fn staging_beside(destination: &Path) -> PathBuf {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(destination.file_name().unwrap_or_default());
+    name.push(".partial");
+    destination.with_file_name(name)
+}
+
+/// Puts the complete folder `staging` (see [`staging_beside`]) at `destination`. The old folder
+/// is moved aside, not deleted, until the new one is in place: a failure at any moment leaves a
+/// whole folder there, old or new, and only then is the old one removed. A link at
+/// `destination` is replaced, never followed into.
+pub fn replace_dir(staging: &Path, destination: &Path) -> io::Result<()> {
+    let mut name = std::ffi::OsString::from(".");
+    name.push(destination.file_name().unwrap_or_default());
+    name.push(".replaced");
+    let aside = destination.with_file_name(name);
+    remove_if_present(&aside)?;
+    let had_old = match fs::rename(destination, &aside) {
+        Ok(()) => true,
+        Err(error) if error.kind() == io::ErrorKind::NotFound => false,
+        Err(error) => return Err(error),
+    };
+    if let Err(error) = fs::rename(staging, destination) {
+        if had_old {
+            let _ = fs::rename(&aside, destination);
+        }
+        return Err(error);
+    }
+    sync_parent(destination)?;
+    remove_if_present(&aside)
+}
+
+/// Removes a folder, a file or a link (never what a link points at); nothing there is fine.
+pub fn remove_if_present(path: &Path) -> io::Result<()> {
+    let removed = match fs::symlink_metadata(path) {
+        Ok(meta) if meta.is_dir() => fs::remove_dir_all(path),
+        Ok(_) => fs::remove_file(path),
+        Err(error) => Err(error),
+    };
+    match removed {
+        Err(error) if error.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// Makes (or finds) a folder of avaprep's own (`.avaprep/` and the folders in it), refusing a
+/// link or anything but a directory there: anyone who can write to a shared data directory could
+/// plant a link that would have us create or delete files wherever it leads.
+pub fn own_dir(path: &Path) -> io::Result<()> {
+    match fs::symlink_metadata(path) {
+        Ok(meta) if meta.file_type().is_symlink() => Err(not_followed("a symbolic link")),
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(not_followed("not a directory")),
+        Err(error) if error.kind() == io::ErrorKind::NotFound => match fs::create_dir(path) {
+            Err(error) if error.kind() == io::ErrorKind::AlreadyExists => own_dir(path),
+            other => other,
+        },
+        Err(error) => Err(error),
+    }
+}
+
+/// Opens (creating) a file of avaprep's own for writing, never through a link (`O_NOFOLLOW`).
+pub fn open_own_file(path: &Path) -> io::Result<File> {
+    let opened = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    match opened {
+        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
+            Err(not_followed("a symbolic link"))
+        }
+        other => other,
+    }
+}
+
+fn not_followed(what: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "is {what}: avaprep never follows a link in its own folder .avaprep/ (anyone who can write to the data directory could point it elsewhere); remove it and run again"
+        ),
+    )
+}
+
 /// Writes a file the user named for output (`--junit`, `--out`) as a shell redirection would,
 /// but never half: a regular file is replaced atomically, once the new one is complete (through
 /// symbolic links, at their target; the links stay); a FIFO (a pipe a CI step reads) and a

@@ -90,14 +90,6 @@ impl DataLayout {
             .join(format!("{}.csv", video.as_str()))
     }
 
-    /// Where a video's frames are written before the complete set is renamed into `frames/`.
-    pub fn extracting(&self, video: &VideoId) -> PathBuf {
-        self.root
-            .join("work")
-            .join("extracting")
-            .join(video.as_str())
-    }
-
     /// What PySlowFast reads besides frames and lists: the filtered annotations and the config.
     pub fn slowfast(&self) -> PathBuf {
         self.root.join("slowfast")

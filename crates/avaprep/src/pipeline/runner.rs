@@ -512,9 +512,14 @@ impl<'a> Runner<'a> {
     /// stages, and theirs in turn) cannot be built on: one failed or was interrupted, what it made
     /// or read has changed since, or what it was made from has (a stage before it ran again).
     fn external_blockers(&self, stage: &dyn AnyStage) -> Vec<Blocker> {
+        self.dependency_blockers(&stage.depends_on())
+    }
+
+    /// [`Self::external_blockers`] of a command that reads what `dependencies` made without
+    /// running in the runner (training).
+    pub fn dependency_blockers(&self, dependencies: &[&str]) -> Vec<Blocker> {
         let in_this_run = |name: &str| self.stages.iter().any(|other| other.name() == name);
-        let mut queue: Vec<String> = stage
-            .depends_on()
+        let mut queue: Vec<String> = dependencies
             .iter()
             .filter(|dependency| !in_this_run(dependency))
             .map(|dependency| dependency.to_string())

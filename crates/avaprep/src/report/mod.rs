@@ -162,9 +162,9 @@ impl OwnFiles {
         let page = out.join(PAGE);
         let earlier = match recorded {
             Some(recorded) => recorded,
-            // A report of an earlier version, which kept no record: its folder was its own.
-            None if page.exists() && is_report_page(&page) => Self::listed(out),
-            None => OwnFiles::default(),
+            // A report of an earlier version, which kept no record (or a record deleted): its own
+            // are the page and the pictures the page shows, never whatever else is beside them.
+            None => report_page(&page).map_or_else(OwnFiles::default, |html| Self::of_page(&html)),
         };
         if page.exists() && !earlier.files.contains(PAGE) {
             return Err(refuse(
@@ -178,18 +178,6 @@ impl OwnFiles {
             ));
         }
         Ok(earlier)
-    }
-
-    /// A folder's page and pictures as they are.
-    fn listed(out: &Path) -> Self {
-        let pictures = std::fs::read_dir(out.join(page::IMAGES))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|entry| format!("{}/{}", page::IMAGES, entry.file_name().to_string_lossy()));
-        OwnFiles {
-            files: std::iter::once(PAGE.to_string()).chain(pictures).collect(),
-        }
     }
 
     /// Refuses, before anything is drawn, a picture name the report would write over a file in
@@ -248,10 +236,11 @@ impl OwnFiles {
     }
 }
 
-/// A page an earlier avaprep report wrote before reports recorded their files.
-fn is_report_page(path: &Path) -> bool {
+/// The text of a page an avaprep report wrote, found without its record.
+fn report_page(path: &Path) -> Option<String> {
     crate::fsutil::read_regular_text(path, crate::fsutil::FileKind::Config)
-        .is_ok_and(|html| html.contains("<title>avaprep report</title>"))
+        .ok()
+        .filter(|html| html.contains("<title>avaprep report</title>"))
 }
 
 /// A JSON file a stage may not have written yet: `None` when it is absent.

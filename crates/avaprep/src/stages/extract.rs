@@ -1,8 +1,10 @@
 //! `extract`: one item per planned video, several videos at once.
 //!
-//! A video's frames are written to `work/extracting/<id>/`, moved to `frames/<id>/` when all of
-//! them are there, and only then is its index written to `frame_index/<id>.csv`. A kill at any
-//! moment leaves either no index (the next run redoes the video) or a complete set.
+//! A video's frames are written to `frames/.<id>.partial/`, beside their place (so on its
+//! filesystem, wherever `frames/` leads), swapped with `frames/<id>/` when all of them are there,
+//! and only then is its index written to `frame_index/<id>.csv`. A kill at any moment leaves
+//! either no index (the next run redoes the video) or a complete set; the frames of an earlier
+//! extraction stay until the new ones are complete.
 
 use std::path::Path;
 
@@ -299,8 +301,8 @@ impl ExtractStage {
         let fail = |error: &dyn std::fmt::Display| {
             ItemError::input(format!("video {}: {error}", video.id))
         };
-        let staging = layout.extracting(&video.id);
         let final_dir = layout.video_frames(&video.id);
+        let staging = crate::fsutil::staging_beside(&final_dir);
         let index = layout.frame_index(&video.id);
         // A pre-cut clip's time 0 is the dataset's second `start`: the extractor works on the
         // file's clock, the index is written on the dataset's.
@@ -317,9 +319,9 @@ impl ExtractStage {
                 video.keyframes.len()
             )));
         }
-        // Whatever an interrupted or earlier run left is redone from scratch.
-        let _ = std::fs::remove_file(&index);
-        let _ = std::fs::remove_dir_all(&staging);
+        // Whatever an interrupted run left half-made is redone from scratch; the frames already
+        // in place stay until the new ones are complete.
+        crate::fsutil::remove_if_present(&staging).map_err(|error| fail(&error))?;
         std::fs::create_dir_all(&staging).map_err(|error| fail(&error))?;
         let item = video.id.to_string();
         let progress = |done: u64, total: u64| {
@@ -343,11 +345,9 @@ impl ExtractStage {
             .into_iter()
             .map(|row| row.starting_at(start))
             .collect();
-        let _ = std::fs::remove_dir_all(&final_dir);
-        if let Some(parent) = final_dir.parent() {
-            std::fs::create_dir_all(parent).map_err(|error| fail(&error))?;
-        }
-        std::fs::rename(&staging, &final_dir).map_err(|error| fail(&error))?;
+        // The index marks the frames complete: it goes while the folders are swapped.
+        crate::fsutil::remove_if_present(&index).map_err(|error| fail(&error))?;
+        crate::fsutil::replace_dir(&staging, &final_dir).map_err(|error| fail(&error))?;
         write_index(&index, &extraction.index).map_err(|error| fail(&error))?;
         Ok(extraction.stats)
     }

@@ -22,6 +22,38 @@ use crate::pipeline::{
 use crate::progress::Unit;
 use crate::records::TrainedRun;
 
+/// What training reads: the lists, and the dataset's validation.
+const TRAINING_READS: &[StageId] = &[StageId::Lists, StageId::Validate];
+
+/// Why `avaprep train` must not start on this data directory now, as the pipeline's train stage
+/// would not: what it depends on (lists, validate, and what they were made from) failed, did not
+/// finish, or changed since it was made. Each reason names the command that brings it up to date.
+pub fn upstream_blockers(data_dir: &Path) -> Vec<String> {
+    struct Silent;
+    impl crate::progress::Reporter for Silent {}
+    let cancel = std::sync::atomic::AtomicBool::new(false);
+    let runner = crate::pipeline::Runner {
+        stages: Vec::new(),
+        store: crate::pipeline::StateStore::new(data_dir, None),
+        shard: None,
+        context: StageContext {
+            data_dir,
+            reporter: &Silent,
+            cancel: &cancel,
+            fingerprint: "",
+            not_started: 0,
+        },
+        scrutiny: crate::pipeline::prints::Scrutiny::Listing,
+        before_per_video: None,
+    };
+    let dependencies: Vec<&str> = TRAINING_READS.iter().map(|stage| stage.name()).collect();
+    runner
+        .dependency_blockers(&dependencies)
+        .iter()
+        .map(super::blocker_text)
+        .collect()
+}
+
 /// The `[train]` table of a pipeline file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -201,7 +233,7 @@ impl Stage for TrainStage {
     }
 
     fn depends_on(&self) -> &'static [StageId] {
-        &[StageId::Lists, StageId::Validate]
+        TRAINING_READS
     }
 
     fn granularity(&self) -> Granularity {
@@ -402,6 +434,12 @@ pub fn run_trainer<T: serde::de::DeserializeOwned>(
     let mut command = Command::new(trainer);
     command
         .args(args)
+        // This process holds the data directory for the trainer, which would otherwise refuse
+        // to start beside it.
+        .env(
+            crate::pipeline::lock::PARENT_HOLDS_LOCK,
+            std::process::id().to_string(),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());

@@ -421,8 +421,8 @@ fn write_view(
     })
 }
 
-/// Fills a staging folder beside `folder` and renames it over `folder`: a reader never sees
-/// half a folder.
+/// Fills a staging folder beside `folder` and swaps it in: a reader never sees half a folder,
+/// and the old one stays until the new one is complete.
 fn replace_folder(
     folder: &Path,
     fill: impl FnOnce(&Path) -> Result<(), ItemError>,
@@ -430,20 +430,11 @@ fn replace_folder(
     let io = |path: &Path, error: std::io::Error| {
         ItemError::output(format!("{}: {error}", path.display()))
     };
-    let name = folder
-        .file_name()
-        .expect("a view folder has a name")
-        .to_string_lossy();
-    let staging = folder.with_file_name(format!(".{name}.partial"));
-    if staging.exists() {
-        std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
-    }
+    let staging = crate::fsutil::staging_beside(folder);
+    crate::fsutil::remove_if_present(&staging).map_err(|e| io(&staging, e))?;
     std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
     fill(&staging)?;
-    if folder.exists() {
-        std::fs::remove_dir_all(folder).map_err(|e| io(folder, e))?;
-    }
-    std::fs::rename(&staging, folder).map_err(|e| io(folder, e))
+    crate::fsutil::replace_dir(&staging, folder).map_err(|e| io(folder, e))
 }
 
 /// The list of a split that no longer has a video (its last one left the plan) would go on

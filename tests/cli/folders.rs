@@ -1,0 +1,149 @@
+//! Data directories as users lay them out and share them: frames on another disk behind a link,
+//! a training beside other commands, a dataset changed under a training. Nothing already made is
+//! destroyed, and nothing trains on data that is not what the lists were made from.
+
+use std::fs;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+
+use avaprep::pipeline::lock::{DataDirLock, LockMode};
+
+use crate::invalidation::{TRAIN_TABLE, assert_ran, workspace};
+use crate::support::{avaprep, stderr, stdout};
+
+/// Every frame file under `folder`, counted.
+fn frame_count(folder: &Path) -> usize {
+    fs::read_dir(folder)
+        .unwrap()
+        .map(|video| fs::read_dir(video.unwrap().path()).unwrap().count())
+        .sum()
+}
+
+/// `frames/` a link to a folder on another filesystem (a tmpfs here): the first extraction
+/// fills it, and extracting again at another rate swaps each video's frames there. Before,
+/// the old frames were deleted and the new ones could not be renamed across filesystems
+/// (EXDEV): every video failed and every frame was gone.
+#[test]
+fn frames_on_another_filesystem_are_replaced_never_destroyed() {
+    let workspace = workspace();
+    let data = tempfile::tempdir().unwrap();
+    let Ok(other_disk) = tempfile::tempdir_in("/dev/shm") else {
+        eprintln!("skipped: no /dev/shm to stand for another disk");
+        return;
+    };
+    if fs::metadata(other_disk.path()).unwrap().dev() == fs::metadata(data.path()).unwrap().dev() {
+        eprintln!("skipped: /dev/shm is on the data directory's filesystem here");
+        return;
+    }
+    let frames = other_disk.path().join("frames");
+    fs::create_dir(&frames).unwrap();
+    std::os::unix::fs::symlink(&frames, data.path().join("frames")).unwrap();
+
+    let first = workspace.run(data.path(), &[]);
+    assert_ran(&first);
+    let at_five = frame_count(&frames);
+    assert!(at_five > 0, "no frame on the other disk");
+
+    let again = workspace.run(data.path(), &["--set", "extract.fps=10"]);
+    assert_ran(&again);
+    let at_ten = frame_count(&frames);
+    assert!(
+        at_ten > at_five * 3 / 2,
+        "{at_ten} frames at 10 fps, {at_five} at 5"
+    );
+    assert!(
+        fs::symlink_metadata(data.path().join("frames"))
+            .unwrap()
+            .file_type()
+            .is_symlink(),
+        "the link stays"
+    );
+    // Nothing half-made is left beside the frames.
+    let hidden: Vec<String> = fs::read_dir(&frames)
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|name| name.starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "{hidden:?}");
+}
+
+/// Overwrites a file with zeros of its own length and gives it back its modification time: a
+/// frame damaged where a listing cannot see it (extraction stays done), which the full
+/// validation decodes.
+fn damage_unseen(path: &Path) {
+    let modified = fs::metadata(path).unwrap().modified().unwrap();
+    let length = fs::metadata(path).unwrap().len() as usize;
+    fs::write(path, vec![0u8; length]).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+}
+
+/// `avaprep train` and `predict` hold the data directory as every other writer does, and
+/// training refuses what the pipeline's train stage would not run on: a failed validation, or
+/// annotations edited since the lists were made. Before, both trained (or ran) regardless.
+#[test]
+fn training_takes_the_lock_and_refuses_a_failed_or_stale_dataset() {
+    let workspace = workspace();
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    // A quick validation first: the full one below then runs again (its parameters changed).
+    let quick = ["--set", "validate.quick=true"];
+    assert_ran(&workspace.run_until(data, "validate", &quick));
+
+    let held = DataDirLock::acquire(data, LockMode::Exclusive, "avaprep run mine.toml").unwrap();
+    for command in [
+        &["train", "--preset", "synthetic-tiny"][..],
+        &["predict", "--weights", "none.safetensors", "--out", "d.csv"][..],
+    ] {
+        let refused = avaprep(data).args(command).output().unwrap();
+        let message = stderr(&refused);
+        assert_eq!(refused.status.code(), Some(1), "{command:?}: {message}");
+        assert!(
+            message.contains("is in use by `avaprep run mine.toml`"),
+            "{command:?}: {message}"
+        );
+    }
+    drop(held);
+
+    let frame = fs::read_dir(data.join("frames"))
+        .unwrap()
+        .flat_map(|video| fs::read_dir(video.unwrap().path()).unwrap())
+        .map(|frame| frame.unwrap().path())
+        .next()
+        .unwrap();
+    damage_unseen(&frame);
+    let failed = workspace.run_until(data, "validate", &[]);
+    assert_eq!(failed.status.code(), Some(1), "{}", stdout(&failed));
+    let train = || {
+        avaprep(data)
+            .args(["train", "--preset", "synthetic-tiny"])
+            .output()
+            .unwrap()
+    };
+    let refused = train();
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("validate failed in its last run; run `avaprep validate` first"),
+        "{message}"
+    );
+    assert!(!data.join("runs").exists(), "a run folder was made");
+
+    let table = workspace.annotations.path().join(TRAIN_TABLE);
+    let mut text = fs::read_to_string(&table).unwrap();
+    let first_row = text.lines().next().unwrap().to_string();
+    text.push_str(&first_row.replacen(",", ",3", 1));
+    text.push('\n');
+    fs::write(&table, text).unwrap();
+    let refused = train();
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains("changed since") && message.contains(TRAIN_TABLE),
+        "{message}"
+    );
+}
