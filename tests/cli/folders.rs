@@ -147,3 +147,53 @@ fn training_takes_the_lock_and_refuses_a_failed_or_stale_dataset() {
         "{message}"
     );
 }
+
+/// `annotations = "ann"` in a pipeline file is the folder beside the file, and an edit there is
+/// read again. Before, the state recorded `ann/...` under the data directory (0 files), so the
+/// edit was never seen: `fetch-annotations up to date`, the old rows kept.
+#[test]
+fn an_edit_in_a_relative_annotations_folder_is_read_again() {
+    let workspace = workspace();
+    let data = tempfile::tempdir().unwrap();
+    let pipeline_folder = tempfile::tempdir().unwrap();
+    let pipeline = pipeline_folder.path().join("mine.toml");
+    fs::copy(
+        crate::support::repo_root().join("pipelines/demo.toml"),
+        &pipeline,
+    )
+    .unwrap();
+    let annotations = pipeline_folder.path().join("ann");
+    crate::invalidation::copy_tree(workspace.annotations.path(), &annotations);
+    let run = || {
+        // Run from the pipeline's folder and named relatively, as a user in that folder would.
+        avaprep(data.path())
+            .current_dir(pipeline_folder.path())
+            .args(["--json", "run", "mine.toml"])
+            .args(["--until", "lists", "--set", "extract.height=240"])
+            .arg("--set")
+            .arg(format!("dataset=\"{}\"", workspace.manifest.display()))
+            .arg("--set")
+            .arg(format!(
+                "fetch.videos=\"{}\"",
+                workspace.videos.path().display()
+            ))
+            .args(["--set", "fetch.annotations=\"ann\""])
+            .output()
+            .unwrap()
+    };
+    assert_ran(&run());
+    let table = annotations.join(TRAIN_TABLE);
+    let text = fs::read_to_string(&table).unwrap();
+    let kept: Vec<&str> = text.lines().skip(1).collect();
+    fs::write(&table, kept.join("\n") + "\n").unwrap();
+    let again = run();
+    assert_ran(&again);
+    assert_eq!(
+        crate::nothing_lost::completed(&again, "fetch-annotations"),
+        1,
+        "{}",
+        stdout(&again)
+    );
+    let copied = fs::read_to_string(data.path().join("annotations").join(TRAIN_TABLE)).unwrap();
+    assert_eq!(copied.lines().count(), kept.len());
+}

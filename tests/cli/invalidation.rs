@@ -54,7 +54,7 @@ fn touched(before: &Snapshot, after: &Snapshot) -> Vec<String> {
 pub(crate) struct Workspace {
     pub(crate) videos: tempfile::TempDir,
     pub(crate) annotations: tempfile::TempDir,
-    manifest: PathBuf,
+    pub(crate) manifest: PathBuf,
     _manifest_dir: tempfile::TempDir,
 }
 
@@ -84,7 +84,7 @@ pub(crate) fn workspace() -> Workspace {
     }
 }
 
-fn copy_tree(from: &Path, to: &Path) {
+pub(crate) fn copy_tree(from: &Path, to: &Path) {
     fs::create_dir_all(to).unwrap();
     for entry in fs::read_dir(from).unwrap() {
         let path = entry.unwrap().path();

@@ -94,6 +94,20 @@ impl FetchParams {
         }
     }
 
+    /// The folders made absolute (a relative one against the working directory), once: the
+    /// stages record what they read by these paths, and a relative one would be looked up under
+    /// the data directory (never found, so never seen to change).
+    pub fn make_absolute(&mut self) {
+        for path in [&mut self.videos, &mut self.annotations]
+            .into_iter()
+            .flatten()
+        {
+            if let Ok(absolute) = std::path::absolute(&*path) {
+                *path = absolute;
+            }
+        }
+    }
+
     pub fn policy(&self) -> RetryPolicy {
         RetryPolicy {
             attempts: self.attempts.max(1),

@@ -131,8 +131,9 @@ impl Dataset {
     pub fn new(
         mut manifest: DatasetManifest,
         selection: Selection,
-        fetch: FetchParams,
+        mut fetch: FetchParams,
     ) -> Result<Self, String> {
+        fetch.make_absolute();
         for base_url in &fetch.base_url {
             manifest
                 .apply_base_url(base_url)
