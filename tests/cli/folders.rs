@@ -197,3 +197,71 @@ fn an_edit_in_a_relative_annotations_folder_is_read_again() {
     let copied = fs::read_to_string(data.path().join("annotations").join(TRAIN_TABLE)).unwrap();
     assert_eq!(copied.lines().count(), kept.len());
 }
+
+/// Gives every file under `folder` a new modification time, as `touch` or a copy that does not
+/// keep times (`cp`, `rsync` without `-t`) would.
+fn touch_all(folder: &Path) {
+    for entry in fs::read_dir(folder).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            touch_all(&path);
+            continue;
+        }
+        let later =
+            fs::metadata(&path).unwrap().modified().unwrap() + std::time::Duration::from_secs(3600);
+        fs::File::options()
+            .write(true)
+            .open(&path)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+    }
+}
+
+/// A file's print is its content: videos and annotations touched (or copied without their
+/// times) redo nothing. Before, each touched video was checked, extracted, listed and trained
+/// on again, though every output came out byte-identical.
+#[test]
+fn touched_inputs_and_outputs_redo_nothing() {
+    let workspace = workspace();
+    let data = tempfile::tempdir().unwrap();
+    assert_ran(&workspace.run(data.path(), &[]));
+    touch_all(workspace.videos.path());
+    touch_all(workspace.annotations.path());
+    touch_all(&data.path().join("frames"));
+    touch_all(&data.path().join("frame_lists"));
+    let again = workspace.run(data.path(), &[]);
+    assert_ran(&again);
+    for stage in [
+        "fetch-annotations",
+        "parse",
+        "fetch-videos",
+        "extract",
+        "lists",
+    ] {
+        assert_eq!(
+            crate::nothing_lost::completed(&again, stage),
+            0,
+            "{stage} redone:\n{}",
+            stdout(&again)
+        );
+    }
+    // The new times are recorded: the next look is a listing again, and still nothing to do.
+    let third = workspace.run(data.path(), &[]);
+    assert_ran(&third);
+    assert_eq!(crate::nothing_lost::completed(&third, "extract"), 0);
+    // A real edit is still seen.
+    let table = workspace.annotations.path().join(TRAIN_TABLE);
+    let text = fs::read_to_string(&table).unwrap();
+    fs::write(
+        &table,
+        text.lines().skip(1).collect::<Vec<_>>().join("\n") + "\n",
+    )
+    .unwrap();
+    let edited = workspace.run(data.path(), &[]);
+    assert_ran(&edited);
+    assert_eq!(
+        crate::nothing_lost::completed(&edited, "fetch-annotations"),
+        1
+    );
+}

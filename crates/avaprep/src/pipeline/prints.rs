@@ -20,6 +20,10 @@ pub struct FilePrint {
     /// as sizes and times cannot tell a flipped bit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<String>,
+    /// The digest is over the files' names only: which files a folder holds (the videos a plan
+    /// is made from, whose bytes are checked where each is read).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub names_only: bool,
 }
 
 /// How closely recorded prints are compared with the files now.
@@ -50,6 +54,30 @@ impl FilePrint {
         Ok(FilePrint::of(relative, &listing(&data_dir.join(relative))?))
     }
 
+    /// The print of which files are under `relative`, by name only (see `names_only`).
+    pub fn take_names(data_dir: &Path, relative: &str) -> std::io::Result<FilePrint> {
+        Ok(FilePrint::of_names(
+            relative,
+            &listing(&data_dir.join(relative))?,
+        ))
+    }
+
+    fn of_names(relative: &str, entries: &[Entry]) -> FilePrint {
+        let mut hasher = Sha256::new();
+        for (name, _, _) in entries {
+            hasher.update(name.as_bytes());
+            hasher.update([0]);
+        }
+        FilePrint {
+            path: relative.to_string(),
+            files: entries.len() as u64,
+            bytes: 0,
+            digest: hex::encode(hasher.finalize()),
+            content: None,
+            names_only: true,
+        }
+    }
+
     fn of(relative: &str, entries: &[Entry]) -> FilePrint {
         let mut hasher = Sha256::new();
         let mut bytes = 0;
@@ -66,6 +94,7 @@ impl FilePrint {
             bytes,
             digest: hex::encode(hasher.finalize()),
             content: None,
+            names_only: false,
         }
     }
 
@@ -79,34 +108,65 @@ impl FilePrint {
     }
 
     /// What differs between this recorded print and the file as it is now, in words; `None` when
-    /// nothing does. With [`Scrutiny::Contents`] the bytes are hashed too, where a hash was
-    /// recorded.
+    /// nothing does (see [`Self::compare`]).
     pub fn changed(&self, data_dir: &Path, scrutiny: Scrutiny) -> Option<String> {
-        let listed = self.listing_changed(data_dir);
-        if listed.is_some() || scrutiny == Scrutiny::Listing {
-            return listed;
-        }
-        let recorded = self.content.as_ref()?;
-        let path = data_dir.join(&self.path);
-        match listing(&path).and_then(|entries| hash_contents(&path, &entries)) {
-            Ok(now) if &now == recorded => None,
-            Ok(_) => Some(format!(
-                "{}: its bytes differ from what was made (same names, sizes and times)",
-                self.path
-            )),
-            Err(error) => Some(format!("{}: cannot be read ({error})", self.path)),
+        match self.compare(data_dir, scrutiny) {
+            Comparison::Changed(change) => Some(change),
+            Comparison::Same | Comparison::Retimed(_) => None,
         }
     }
 
-    fn listing_changed(&self, data_dir: &Path) -> Option<String> {
-        let now = match FilePrint::take(data_dir, &self.path) {
-            Ok(now) => now,
-            Err(error) => return Some(format!("{}: cannot be read ({error})", self.path)),
+    /// How the file is now against this recorded print. A print is its content: where the
+    /// listing differs but the names and sizes do not (a `touch`, a copy that did not keep
+    /// times) and a content hash was recorded, the bytes are hashed and, if the same, the file
+    /// is unchanged, with the print to record in its place so the next look is a listing again.
+    /// With [`Scrutiny::Contents`] the bytes are hashed in any case, where a hash was recorded.
+    pub fn compare(&self, data_dir: &Path, scrutiny: Scrutiny) -> Comparison {
+        let path = data_dir.join(&self.path);
+        let unreadable = |error: std::io::Error| {
+            Comparison::Changed(format!("{}: cannot be read ({error})", self.path))
         };
-        if now.digest == self.digest {
-            return None;
+        let entries = match listing(&path) {
+            Ok(entries) => entries,
+            Err(error) => return unreadable(error),
+        };
+        let now = match self.names_only {
+            true => FilePrint::of_names(&self.path, &entries),
+            false => FilePrint::of(&self.path, &entries),
+        };
+        let listed_same = now.digest == self.digest;
+        let same_shape = now.files == self.files && now.bytes == self.bytes;
+        let hash_now = match (&self.content, listed_same, scrutiny) {
+            (Some(recorded), true, Scrutiny::Contents) | (Some(recorded), false, _)
+                if same_shape =>
+            {
+                Some((recorded, hash_contents(&path, &entries)))
+            }
+            _ => None,
+        };
+        match hash_now {
+            None if listed_same => Comparison::Same,
+            None => Comparison::Changed(self.listing_change(&now)),
+            Some((_, Err(error))) => unreadable(error),
+            Some((recorded, Ok(hash))) if &hash == recorded => match listed_same {
+                true => Comparison::Same,
+                false => Comparison::Retimed(FilePrint {
+                    digest: now.digest,
+                    ..self.clone()
+                }),
+            },
+            Some(_) => Comparison::Changed(match listed_same {
+                true => format!(
+                    "{}: its bytes differ from what was made (same names, sizes and times)",
+                    self.path
+                ),
+                false => format!("{} was modified after it was made", self.path),
+            }),
         }
-        Some(if now.files == 0 {
+    }
+
+    fn listing_change(&self, now: &FilePrint) -> String {
+        if now.files == 0 {
             format!("{} is gone", self.path)
         } else if now.files != self.files {
             format!(
@@ -120,8 +180,18 @@ impl FilePrint {
             )
         } else {
             format!("{} was modified after it was made", self.path)
-        })
+        }
     }
+}
+
+/// A recorded print against the file now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Comparison {
+    Same,
+    /// The same bytes under other modification times: the print to record instead.
+    Retimed(FilePrint),
+    /// What changed, in words.
+    Changed(String),
 }
 
 /// The first recorded print that no longer holds, described.
@@ -155,9 +225,23 @@ fn hash_contents(path: &Path, entries: &[Entry]) -> std::io::Result<String> {
         };
         hasher.update(name.as_bytes());
         hasher.update([0]);
-        hasher.update(Sha256::digest(std::fs::read(&file)?));
+        hasher.update(file_digest(&file)?);
     }
     Ok(hex::encode(hasher.finalize()))
+}
+
+/// sha256 of a file's bytes, read as it goes: a video on disk may be gigabytes.
+fn file_digest(path: &Path) -> std::io::Result<[u8; 32]> {
+    use std::io::Read as _;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buffer = vec![0u8; 1 << 20];
+    loop {
+        match file.read(&mut buffer)? {
+            0 => return Ok(hasher.finalize().into()),
+            read => hasher.update(&buffer[..read]),
+        }
+    }
 }
 
 /// One digest over several prints (the outputs of a whole-dataset stage), for the fingerprints of
@@ -262,6 +346,45 @@ mod tests {
                 .unwrap()
                 .contains("modified")
         );
+    }
+
+    /// A print is its content: a `touch` (or a copy that did not keep times) changes nothing,
+    /// and the print to record instead is a listing again; a rewrite of the same size does.
+    #[test]
+    fn a_touched_file_is_the_same_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let frames = dir.path().join("frames/v");
+        std::fs::create_dir_all(&frames).unwrap();
+        for k in 1..=3 {
+            std::fs::write(frames.join(format!("{k}.jpg")), vec![k as u8; 100]).unwrap();
+        }
+        let print = FilePrint::take_with_content(dir.path(), "frames/v").unwrap();
+        let later = |file: &Path, seconds: u64| {
+            std::fs::File::options()
+                .write(true)
+                .open(file)
+                .unwrap()
+                .set_modified(
+                    std::time::SystemTime::now() + std::time::Duration::from_secs(seconds),
+                )
+                .unwrap();
+        };
+        later(&frames.join("2.jpg"), 5);
+        let Comparison::Retimed(retimed) = print.compare(dir.path(), Scrutiny::Listing) else {
+            panic!("a touched file is the same file");
+        };
+        assert_ne!(retimed.digest, print.digest);
+        assert_eq!(retimed.content, print.content);
+        assert_eq!(
+            retimed.compare(dir.path(), Scrutiny::Listing),
+            Comparison::Same
+        );
+        std::fs::write(frames.join("3.jpg"), vec![9u8; 100]).unwrap();
+        later(&frames.join("3.jpg"), 9);
+        let Comparison::Changed(change) = retimed.compare(dir.path(), Scrutiny::Listing) else {
+            panic!("a rewrite of the same size is a change");
+        };
+        assert!(change.contains("modified"), "{change}");
     }
 
     /// A flipped bit keeps names, sizes and times: only the content hash (`--verify`) sees it.

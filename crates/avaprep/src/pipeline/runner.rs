@@ -650,20 +650,34 @@ impl<'a> Runner<'a> {
     }
 
     /// Finished items of `planned` whose outputs or inputs are no longer as recorded, with what
-    /// changed.
+    /// changed; the records of the others whose files were only touched are updated in `state`
+    /// (whether any was is returned too: the state is then worth saving).
     pub(super) fn changed_items(
         &self,
-        state: &StageState,
+        state: &mut StageState,
         planned: &[String],
-    ) -> Vec<(String, String)> {
+    ) -> (Vec<(String, String)>, bool) {
         let data_dir = self.context.data_dir;
-        planned
+        let compared: Vec<(String, Result<Option<super::state::ItemRecord>, String>)> = planned
             .par_iter()
             .filter_map(|item| {
                 let record = state.items.get(item)?;
-                Some((item.clone(), record.change(data_dir, self.scrutiny)?))
+                Some((item.clone(), record.compare(data_dir, self.scrutiny)))
             })
-            .collect()
+            .collect();
+        let mut changed = Vec::new();
+        let mut retimed = false;
+        for (item, comparison) in compared {
+            match comparison {
+                Err(change) => changed.push((item, change)),
+                Ok(Some(record)) => {
+                    state.items.insert(item, record);
+                    retimed = true;
+                }
+                Ok(None) => {}
+            }
+        }
+        (changed, retimed)
     }
 
     /// The stage at `index`, plus the per-video stages that directly follow it when it is one.
@@ -803,7 +817,7 @@ impl<'a> Runner<'a> {
         let read = self.whole_reads(stage);
         let read_changed = state.read != read;
         state.read = read;
-        let changed = self.changed_items(&state, &prepared.plan);
+        let (changed, retimed) = self.changed_items(&mut state, &prepared.plan);
         for (item, _) in &changed {
             state.items.remove(item);
         }
@@ -858,7 +872,7 @@ impl<'a> Runner<'a> {
         state.planned = prepared.plan.clone();
         state.planned_items = prepared.plan.len();
         state.failures.clear();
-        if !up_to_date || adopt || read_changed {
+        if !up_to_date || adopt || read_changed || retimed {
             self.store_for(&state.stage)
                 .save(&state)
                 .map_err(state_error)?;

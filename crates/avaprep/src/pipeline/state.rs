@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::prints::{FilePrint, Scrutiny, first_change};
+use super::prints::{Comparison, FilePrint, Scrutiny};
 use super::stage::FailureKind;
 use crate::fsutil;
 
@@ -80,19 +80,32 @@ impl ItemRecord {
         Ok(self)
     }
 
-    /// The record with the print of a folder it read by listing only (names, sizes, times; its
-    /// bytes are not hashed): a folder of videos on disk.
-    pub fn with_listed_input(mut self, data_dir: &Path, path: &str) -> std::io::Result<Self> {
-        self.inputs.push(FilePrint::take(data_dir, path)?);
+    /// The record with the print of which files a folder it read holds, by name (a folder of
+    /// videos on disk: each video's bytes are printed where it is read).
+    pub fn with_names_input(mut self, data_dir: &Path, path: &str) -> std::io::Result<Self> {
+        self.inputs.push(FilePrint::take_names(data_dir, path)?);
         Ok(self)
     }
 
-    /// How the item's outputs or inputs differ from what it recorded, in words; `None` when they
-    /// are as recorded.
-    pub fn change(&self, data_dir: &Path, scrutiny: Scrutiny) -> Option<String> {
-        first_change(&self.outputs, data_dir, scrutiny).or_else(|| {
-            first_change(&self.inputs, data_dir, scrutiny).map(|change| format!("input {change}"))
-        })
+    /// How the item's outputs or inputs differ from what it recorded, in words (`Err`); else
+    /// `Ok`, with the record to keep instead where files were only touched (see
+    /// [`FilePrint::compare`]).
+    pub fn compare(&self, data_dir: &Path, scrutiny: Scrutiny) -> Result<Option<Self>, String> {
+        let mut retimed = self.clone();
+        let mut touched = false;
+        for (prints, what) in [(&mut retimed.outputs, ""), (&mut retimed.inputs, "input ")] {
+            for print in prints.iter_mut() {
+                match print.compare(data_dir, scrutiny) {
+                    Comparison::Same => {}
+                    Comparison::Retimed(now) => {
+                        *print = now;
+                        touched = true;
+                    }
+                    Comparison::Changed(change) => return Err(format!("{what}{change}")),
+                }
+            }
+        }
+        Ok(touched.then_some(retimed))
     }
 
     /// What later stages see of this item: the content of what it made, when it recorded its

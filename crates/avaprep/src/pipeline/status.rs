@@ -141,7 +141,7 @@ impl Runner<'_> {
             }
             state.planned = plan.clone();
         }
-        let changed = self.changed_items(&state, &plan);
+        let (changed, _) = self.changed_items(&mut state, &plan);
         for (item, _) in &changed {
             state.items.remove(item);
         }

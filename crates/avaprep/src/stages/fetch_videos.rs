@@ -10,7 +10,6 @@ use crate::fetch::{FetchParams, HowFetched, fetch_file};
 use crate::fsutil;
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
-use crate::pipeline::prints::FilePrint;
 use crate::pipeline::{
     Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
 };
@@ -113,11 +112,12 @@ impl Stage for FetchVideosStage {
     fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
         let plan = VideoPlan::load(&DataLayout::new(context.data_dir).video_plan())
             .map_err(ItemError::input)?;
-        let source_print = |video: &crate::records::PlannedVideo| {
+        // A video that was missing and is there now is looked at again. Its size, not its time:
+        // a touched or copied video is the same one (its bytes are compared where it was read).
+        let source_size = |video: &crate::records::PlannedVideo| {
             let on_disk = plan.videos_on_disk.as_ref()?;
             let path = on_disk.folder.join(video.file_name.to_string());
-            let print = FilePrint::take(context.data_dir, &path.to_string_lossy()).ok()?;
-            Some(print.digest)
+            std::fs::metadata(path).ok().map(|meta| meta.len())
         };
         Ok(plan
             .videos
@@ -128,7 +128,7 @@ impl Stage for FetchVideosStage {
                     serde_json::json!({
                         "file": video.file_name,
                         "folder": video.folder,
-                        "source": source_print(video),
+                        "source_size": source_size(video),
                     }),
                 )
             })
@@ -239,7 +239,8 @@ fn find_on_disk(
             path.display()
         )));
     }
-    // Its print (size and time, not its bytes): a replaced file is checked and extracted again.
+    // Its print, by content: a replaced file is checked and extracted again, a touched or
+    // copied one is the same video.
     ItemRecord {
         files: 1,
         bytes: meta.len(),
@@ -249,7 +250,7 @@ fn find_on_disk(
         on_disk: 1,
         ..DownloadCounts::default()
     })
-    .with_listed_input(layout.root(), &path.to_string_lossy())
+    .with_files(layout.root(), &[], &[&path.to_string_lossy()])
     .map_err(ItemError::input)
 }
 

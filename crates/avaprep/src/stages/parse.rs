@@ -96,7 +96,7 @@ impl Stage for ParseStage {
         // file renamed) plans again.
         match &self.on_disk {
             Some(on_disk) => record.and_then(|record| {
-                record.with_listed_input(context.data_dir, &on_disk.folder.to_string_lossy())
+                record.with_names_input(context.data_dir, &on_disk.folder.to_string_lossy())
             }),
             None => record,
         }
