@@ -22,6 +22,7 @@ ava-r18 / ava-r50 networks.
 
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -62,6 +63,15 @@ class ExportError(Exception):
     pass
 
 
+class UsageError(ExportError):
+    """Arguments that cannot work whatever the weights hold (exit status 2, as argparse's)."""
+
+
+def _one_line(error):
+    # Library messages may span lines; the refusal is one line on stderr.
+    return " ".join(str(error).split())
+
+
 def read_weights(path, depth=None):
     """The tensors and the network config of an avaprep weights file."""
     try:
@@ -69,19 +79,105 @@ def read_weights(path, depth=None):
             metadata = weights.metadata() or {}
             tensors = {name: weights.get_tensor(name) for name in weights.keys()}
     except Exception as error:  # safetensors raises its own types for a bad header
-        raise ExportError(f"{path}: not a safetensors weights file ({error})") from None
+        raise ExportError(f"{path}: not a safetensors weights file ({_one_line(error)})") from None
     if METADATA_KEY in metadata:
-        return tensors, json.loads(metadata[METADATA_KEY])
-    if depth is None:
+        config = recorded_network(path, metadata[METADATA_KEY])
+    elif depth is None:
         raise ExportError(
             f"{path}: records no network (weights avaprep wrote before, or converted ones); "
             "name it with --depth 18 or --depth 50 (avaprep's ava-r18 / ava-r50)"
         )
-    if "head.projection.weight" not in tensors:
-        raise ExportError(f"{path}: no head.projection.weight: not the weights of avaprep's detector")
-    config = dict(PRESETS[depth])
-    config["num_classes"] = tensors["head.projection.weight"].shape[0]
+    else:
+        head = tensors.get("head.projection.weight")
+        if head is None or head.dim() != 2:
+            raise ExportError(
+                f"{path}: no head.projection.weight matrix: not the weights of avaprep's detector"
+            )
+        config = dict(PRESETS[depth])
+        config["num_classes"] = head.shape[0]
+    check_network(path, tensors, config)
     return tensors, config
+
+
+def recorded_network(path, text):
+    """The SlowFastConfig a weights file records, each field of the form the trainer writes."""
+    where = f"{path}: header {METADATA_KEY}"
+    try:
+        config = json.loads(text)
+    except ValueError as error:
+        raise ExportError(f"{where} is not JSON ({_one_line(error)})") from None
+    if not isinstance(config, dict):
+        raise ExportError(f"{where} is a JSON {type(config).__name__}, not the object of a SlowFastConfig")
+    for name, like in _R50.items():
+        if name not in config:
+            raise ExportError(f"{where} lacks the field {name}")
+        problem = _field_problem(name, config[name], like)
+        if problem:
+            raise ExportError(f"{where}: {problem}")
+    return config
+
+
+def _field_problem(name, value, like):
+    """What is wrong with a recorded field, judged by the preset's value of it; None if nothing.
+
+    The preset gives the type and the list lengths; a whole number may be 0 only where the
+    preset's is (roi_sampling_ratio's 0 is "adaptive"; elsewhere 0 divides by zero or builds
+    nothing), and both fractional fields (dropout, roi_spatial_scale) lie in [0, 1].
+    """
+    shown = json.dumps(value)
+    if isinstance(like, list):
+        if not isinstance(value, list):
+            return f"{name} is {shown}, not a list of {len(like)}"
+        if len(value) != len(like):
+            return f"{name} has {len(value)} items, not {len(like)}"
+        problems = (_field_problem(f"{name}[{i}]", v, w) for i, (v, w) in enumerate(zip(value, like)))
+        return next(filter(None, problems), None)
+    if isinstance(like, bool):
+        fits, kind = isinstance(value, bool), "true or false"
+    elif isinstance(like, int):
+        least = min(like, 1)
+        fits = isinstance(value, int) and not isinstance(value, bool) and value >= least
+        kind = f"a whole number >= {least}"
+    else:
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        fits, kind = number and math.isfinite(value) and 0 <= value <= 1, "a number from 0 to 1"
+    return None if fits else f"{name} is {shown}, not {kind}"
+
+
+def network_tensors(config):
+    """The tensors every avaprep SlowFast with the config's stage depths holds, stems to head.
+
+    The shortcut projections (branch1) are left out: whether a block has one depends on its
+    widths, and the blocks' branch2 already tell one network from another.
+    """
+    names = []
+
+    def conv_bn(conv, bn):
+        names.append(f"{conv}.weight")
+        names.extend(f"{bn}.{t}" for t in ("weight", "bias", "running_mean", "running_var"))
+
+    for pathway in (0, 1):
+        conv_bn(f"s1.pathway{pathway}_stem.conv", f"s1.pathway{pathway}_stem.bn")
+    for fusion in range(1, 5):
+        conv_bn(f"s{fusion}_fuse.conv_f2s", f"s{fusion}_fuse.bn")
+    for stage, blocks in enumerate(config["stage_depths"], start=2):
+        for pathway in (0, 1):
+            for block in range(blocks):
+                branch = f"s{stage}.pathway{pathway}_res{block}.branch2"
+                for conv in "abc":
+                    conv_bn(f"{branch}.{conv}", f"{branch}.{conv}_bn")
+    return names + ["head.projection.weight", "head.projection.bias"]
+
+
+def check_network(path, tensors, config):
+    # Without it a file of any tensors would leave as a "PySlowFast checkpoint".
+    names = network_tensors(config)
+    missing = [name for name in names if name not in tensors]
+    if missing:
+        raise ExportError(
+            f"{path}: no tensor {missing[0]} ({len(missing)} of {len(names)} missing): not the weights "
+            f"of avaprep's SlowFast with {config['stage_depths']} blocks per stage"
+        )
 
 
 def pytorchvideo_arguments(config):
@@ -167,16 +263,50 @@ def traced_detector(tensors, config):
         return torch.jit.trace(model, ([slow, fast], boxes), check_trace=False)
 
 
-def export(weights_path, out_path, to, depth=None):
-    tensors, config = read_weights(weights_path, depth)
-    partial = f"{out_path}.partial"
+def check_out(weights_path, out_path):
+    """Refuses an OUT that would destroy WEIGHTS (by any path to it) or that names a folder."""
+    if os.path.isdir(out_path):
+        raise UsageError(f"{out_path}: is a directory; OUT names the file to write")
+    # The export is written to OUT.partial first, then renamed onto OUT: neither may be WEIGHTS.
+    for path in (out_path, f"{out_path}.partial"):
+        if os.path.exists(path) and os.path.exists(weights_path) and os.path.samefile(path, weights_path):
+            raise UsageError(
+                f"{path}: is WEIGHTS ({weights_path}) itself; writing it would destroy the weights"
+            )
+
+
+def exported(tensors, config, to):
+    """What --to writes, and the function that saves it to a path."""
     if to == "pyslowfast":
-        torch.save(pyslowfast_checkpoint(tensors), partial)
-    elif to == "pytorchvideo":
-        torch.save(pytorchvideo_state_dict(tensors, config)[0], partial)
-    else:
-        traced_detector(tensors, config).save(partial)
-    os.replace(partial, out_path)
+        return pyslowfast_checkpoint(tensors), torch.save
+    if to == "pytorchvideo":
+        return pytorchvideo_state_dict(tensors, config)[0], torch.save
+    return traced_detector(tensors, config), lambda module, path: module.save(path)
+
+
+def write(out_path, value, save):
+    """OUT whole or untouched: saved to OUT.partial, renamed onto OUT; no .partial outlives a failure."""
+    partial = f"{out_path}.partial"
+    try:
+        save(value, partial)
+        os.replace(partial, out_path)
+    except (OSError, RuntimeError) as error:  # torch.save reports an unwritable path as RuntimeError
+        raise ExportError(f"{out_path}: cannot write it ({_one_line(error)})") from None
+    finally:
+        # A folder there was not ours to remove (the save failed on it).
+        if os.path.lexists(partial) and not os.path.isdir(partial):
+            os.remove(partial)
+
+
+def export(weights_path, out_path, to, depth=None):
+    check_out(weights_path, out_path)
+    tensors, config = read_weights(weights_path, depth)
+    try:
+        value, save = exported(tensors, config, to)
+    except ExportError as error:
+        # The network's checks name a tensor or a depth; the user needs the file too.
+        raise ExportError(f"{weights_path}: {error}") from None
+    write(out_path, value, save)
     return config
 
 
@@ -191,7 +321,7 @@ def main(argv=None):
         config = export(args.weights, args.out, args.to, args.depth)
     except ExportError as error:
         print(f"error: {error}", file=sys.stderr)
-        return 1
+        return 2 if isinstance(error, UsageError) else 1
     if args.to != "pyslowfast":
         arguments = ", ".join(f"{k}={v!r}" for k, v in pytorchvideo_arguments(config).items())
         print(f"pytorchvideo network: create_slowfast_with_roi_head({arguments}); "

@@ -19,6 +19,9 @@ WORK=${1:-/tmp/avaprep-fullsize}
 (cd "$ROOT" && eval "$(scripts/setup.sh)" >/dev/null && cargo build --release --locked --quiet --bin avaprep)
 AVAPREP="$ROOT/target/release/avaprep"
 PYTHON="$ROOT/.venv/bin/python"
+# rehearsal_mirror.py imports natural_videos.py, which loads scikit-image (not in setup.sh's venv).
+"$PYTHON" -c 'import skimage' 2>/dev/null ||
+  "$PYTHON" -m pip install --disable-pip-version-check -q scikit-image >&2
 mkdir -p "$WORK"
 DATA="$WORK/data"
 SOURCE="$WORK/source.mp4"

@@ -551,3 +551,164 @@ fn timing_forward_backward_cpu() {
     let r50_8x8 = SlowFastConfig::r50_8x8_ava();
     time_step(&r50_8x8, 1, 112, 4);
 }
+/// `scripts/export_checkpoint.py` refuses what it cannot export in one line that names the file and
+/// the problem, with no traceback and nothing written: an OUT that is WEIGHTS (by another spelling,
+/// a symbolic or a hard link; or whose OUT.partial is WEIGHTS) or a folder (usage errors, exit 2;
+/// WEIGHTS left as it was), and weights whose `avaprep.model` header is malformed or whose tensors
+/// are not avaprep's network, or a file that is not safetensors at all (exit 1).
+#[test]
+fn exporter_refuses_in_one_line_and_writes_nothing() {
+    fn listing(dir: &Path) -> BTreeSet<std::path::PathBuf> {
+        let mut found = BTreeSet::new();
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() && !path.is_symlink() {
+                found.extend(listing(&path));
+            }
+            found.insert(path);
+        }
+        found
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let dir = dir.path();
+    let python = crate::train::reference_python();
+    let script = crate::train::testing::repo_root().join("scripts/export_checkpoint.py");
+
+    // The header the trainer writes, on files that are not its network or whose header is broken.
+    let network = serde_json::to_string(&SlowFastConfig::r18_ava()).unwrap();
+    let output = Command::new(&python)
+        .arg("-c")
+        .arg(
+            "import json, sys, torch\n\
+             from safetensors.torch import save_file\n\
+             out, network = sys.argv[1], json.loads(sys.argv[2])\n\
+             x = {'x': torch.zeros(2)}\n\
+             headers = {\n\
+             'not-json': '{\"stage_depths\": [1, 1',\n\
+             'array': json.dumps([1, 2]),\n\
+             'no-alpha': json.dumps({k: v for k, v in network.items() if k != 'alpha'}),\n\
+             'text-alpha': json.dumps(dict(network, alpha='4')),\n\
+             'short-depths': json.dumps(dict(network, stage_depths=[1, 1])),\n\
+             'one-tensor': json.dumps(network),\n\
+             }\n\
+             for name, header in headers.items(): save_file(x, f'{out}/{name}.safetensors', metadata={'avaprep.model': header})\n\
+             save_file(x, f'{out}/no-header.safetensors')\n",
+        )
+        .arg(dir)
+        .arg(&network)
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    std::fs::write(dir.join("notes.txt"), "not a weights file\n").unwrap();
+    let weights = dir.join("one-tensor.safetensors");
+    std::fs::create_dir(dir.join("folder")).unwrap();
+    std::os::unix::fs::symlink(&weights, dir.join("symlink.pyth")).unwrap();
+    std::fs::hard_link(&weights, dir.join("hardlink.pyth")).unwrap();
+    std::fs::copy(&weights, dir.join("w.pyth.partial")).unwrap();
+    let saved = std::fs::read(&weights).unwrap();
+
+    let refuses =
+        |weights: &Path, out: &Path, to: &str, extra: &[&str], code: i32, problem: &str| {
+            let before = listing(dir);
+            let output = Command::new(&python)
+                .arg(&script)
+                .arg(weights)
+                .arg(out)
+                .args(["--to", to])
+                .args(extra)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let what = format!(
+                "{} -> {} --to {to} {extra:?}: exit {:?}, stderr {stderr:?}",
+                weights.display(),
+                out.display(),
+                output.status.code()
+            );
+            assert_eq!(output.status.code(), Some(code), "{what}");
+            assert!(!stderr.contains("Traceback"), "{what}");
+            assert_eq!(stderr.trim_end().lines().count(), 1, "{what}");
+            // The file at fault: OUT for a usage error, WEIGHTS otherwise.
+            let culprit = if code == 2 { out } else { weights };
+            let name = culprit.file_name().unwrap().to_string_lossy();
+            assert!(stderr.contains(&*name), "{what}: does not name {name}");
+            assert!(stderr.contains(problem), "{what}: does not say {problem:?}");
+            assert_eq!(listing(dir), before, "{what}: left or removed files");
+        };
+
+    // OUT is WEIGHTS: the same path, another spelling, links, or OUT.partial; then a folder.
+    let same = [
+        weights.clone(),
+        dir.join(".").join("one-tensor.safetensors"),
+        dir.join("symlink.pyth"),
+        dir.join("hardlink.pyth"),
+    ];
+    for out in &same {
+        refuses(&weights, out, "pyslowfast", &[], 2, "WEIGHTS");
+        assert!(
+            std::fs::read(&weights).unwrap() == saved,
+            "{} was overwritten",
+            weights.display()
+        );
+    }
+    let partial = dir.join("w.pyth.partial");
+    let kept = std::fs::read(&partial).unwrap();
+    refuses(
+        &partial,
+        &dir.join("w.pyth"),
+        "pyslowfast",
+        &[],
+        2,
+        "WEIGHTS",
+    );
+    assert!(
+        std::fs::read(&partial).unwrap() == kept,
+        "{} was overwritten",
+        partial.display()
+    );
+    refuses(
+        &weights,
+        &dir.join("folder"),
+        "pytorchvideo",
+        &[],
+        2,
+        "directory",
+    );
+
+    // Weights that are not avaprep's: a broken header, a file of one tensor, not safetensors.
+    let out = dir.join("exported.pyth");
+    let bad: [(&str, &[&str], &str); 8] = [
+        ("not-json.safetensors", &[], "JSON"),
+        ("array.safetensors", &[], "avaprep.model"),
+        ("no-alpha.safetensors", &[], "alpha"),
+        ("text-alpha.safetensors", &[], "alpha"),
+        ("short-depths.safetensors", &[], "stage_depths"),
+        (
+            "one-tensor.safetensors",
+            &[],
+            "s1.pathway0_stem.conv.weight",
+        ),
+        (
+            "no-header.safetensors",
+            &["--depth", "18"],
+            "head.projection.weight",
+        ),
+        ("notes.txt", &[], "not a safetensors"),
+    ];
+    for (file, extra, problem) in bad {
+        refuses(&dir.join(file), &out, "pyslowfast", extra, 1, problem);
+    }
+    // Checked before pytorchvideo builds the network, as for PySlowFast.
+    refuses(
+        &weights,
+        &out,
+        "torchscript",
+        &[],
+        1,
+        "s1.pathway0_stem.conv.weight",
+    );
+}
