@@ -56,6 +56,43 @@ fn usage_error_exits_2() {
     );
 }
 
+/// A data directory whose path is not UTF-8 cannot be written into PySlowFast's and mmaction2's
+/// configs: refused before any work (exit 2), from the flag or the environment. Before, `run`
+/// and `lists` panicked (exit 101) and configs got a U+FFFD-mangled path.
+#[test]
+fn a_data_directory_path_that_is_not_utf8_is_refused() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let strange = dir.path().join(std::ffi::OsStr::from_bytes(b"data-\xff"));
+    for command in [&["lists"][..], &["run", "pipelines/demo.toml"][..]] {
+        let output = avaprep(&strange).args(command).output().unwrap();
+        assert_eq!(
+            output.status.code(),
+            Some(2),
+            "{command:?}: {}",
+            stderr(&output)
+        );
+        assert!(
+            stderr(&output).contains("--data-dir") && stderr(&output).contains("not UTF-8"),
+            "{}",
+            stderr(&output)
+        );
+    }
+    let mut from_environment = std::process::Command::new(env!("CARGO_BIN_EXE_avaprep"));
+    from_environment
+        .env("AVAPREP_DATA_DIR", &strange)
+        .arg("lists")
+        .current_dir(dir.path());
+    let output = from_environment.output().unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(stderr(&output).contains("UTF-8"), "{}", stderr(&output));
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing made"
+    );
+}
+
 #[test]
 fn validate_before_lists_says_what_to_run() {
     let dir = tempfile::tempdir().unwrap();

@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Args;
+use clap::builder::TypedValueParser as _;
 
 pub mod printer;
 
@@ -19,7 +20,8 @@ pub struct GlobalArgs {
         long,
         global = true,
         default_value = "./data",
-        env = "AVAPREP_DATA_DIR"
+        env = "AVAPREP_DATA_DIR",
+        value_parser = clap::builder::OsStringValueParser::new().try_map(data_dir)
     )]
     pub data_dir: PathBuf,
 
@@ -66,6 +68,18 @@ pub enum ExitStatus {
 #[error("{0}")]
 pub struct UsageError(pub String);
 
+/// The data directory, as UTF-8 text: the configs written there name it for PySlowFast and
+/// mmaction2, which read UTF-8. A path of other bytes is refused while the arguments are read,
+/// before any work (exit 2).
+fn data_dir(text: std::ffi::OsString) -> Result<PathBuf, String> {
+    text.into_string().map(PathBuf::from).map_err(|text| {
+        format!(
+            "{} is not UTF-8 text, which the configs written there must name it in: rename the folder or name another",
+            text.to_string_lossy()
+        )
+    })
+}
+
 /// A file the user names for output (`--junit`, `predict --out`): anything but a directory,
 /// refused while the arguments are read, before any work (exit 2).
 pub fn output_file(text: &str) -> Result<PathBuf, String> {
@@ -86,7 +100,9 @@ pub fn output_folder(text: &str) -> Result<PathBuf, String> {
 
 /// This command as its user typed it, for the note of who holds a data directory.
 pub fn command_line() -> String {
-    let mut words: Vec<String> = std::env::args().collect();
+    let mut words: Vec<String> = std::env::args_os()
+        .map(|word| word.to_string_lossy().into_owned())
+        .collect();
     if let Some(program) = words.first_mut() {
         *program = "avaprep".to_string();
     }
