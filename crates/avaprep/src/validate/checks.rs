@@ -316,11 +316,13 @@ fn check_exclusions(request: &ValidateRequest, dataset: &Dataset, check: &mut Ch
     }
 }
 
-/// Rows of a video contiguous and numbered 0, 1, 2, ...; videos numbered by first appearance
-/// across all lists (train, then test), each keeping its number everywhere.
+/// Rows of a video contiguous and numbered 0, 1, 2, ... (PySlowFast takes a video's frames in
+/// row order); each video one number throughout its list. How lists number their videos is
+/// theirs (PySlowFast and pytorchvideo read only the name and the path; AVA's own val list
+/// starts again at 0).
 fn check_list_order(dataset: &Dataset, check: &mut CheckResult) {
-    let mut numbers: HashMap<&str, i32> = HashMap::new();
     for list in dataset.splits.iter().flat_map(|split| &split.lists) {
+        let mut numbers: HashMap<&str, i32> = HashMap::new();
         let mut finished: HashSet<&str> = HashSet::new();
         let mut current: Option<&str> = None;
         let mut next_frame = 0;
@@ -346,11 +348,10 @@ fn check_list_order(dataset: &Dataset, check: &mut CheckResult) {
                 current = Some(&*row.video);
                 next_frame = 0;
             }
-            let expected_number = numbers.len() as i32;
-            let number = *numbers.entry(&*row.video).or_insert(expected_number);
+            let number = *numbers.entry(&*row.video).or_insert(row.number);
             if row.number != number {
                 check.fail(format!(
-                    "{at}: video_id {} for {}, expected {number} (videos are numbered by first appearance)",
+                    "{at}: video_id {} for {}, which its earlier rows number {number} (a video keeps one number in a list)",
                     row.number, row.video
                 ));
             } else if row.frame_id != next_frame {

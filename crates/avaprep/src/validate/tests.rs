@@ -225,6 +225,28 @@ fn the_clean_dataset_passes_every_check() {
     assert_eq!(report.check(CheckId::ClipFrames).checked, 6 + 6 + 6);
 }
 
+/// Each list numbers its own videos (AVA's val list starts again at 0): PySlowFast reads only
+/// the names and paths, so list-order accepts it. Before, only one numbering across all lists
+/// passed.
+#[test]
+fn a_list_that_numbers_its_videos_from_zero_passes() {
+    let fixture = dataset();
+    edit_lines(&fixture.lists().join("val.csv"), |lines| {
+        for line in lines.iter_mut().skip(1) {
+            let mut fields: Vec<&str> = line.split(' ').collect();
+            fields[1] = "0";
+            *line = fields.join(" ");
+        }
+    });
+    let report = fixture.validate(Depth::Quick);
+    assert_eq!(
+        report.check(CheckId::ListOrder).status(),
+        CheckStatus::Passed,
+        "{:?}",
+        report.check(CheckId::ListOrder).examples
+    );
+}
+
 /// A planted defect: what it does, the checks that must fail (and the text their examples must
 /// hold), and checks it may also fail as a consequence.
 struct Defect {
@@ -335,6 +357,19 @@ fn defects() -> Vec<Defect> {
                 ),
                 (CheckId::Checksums, "ava_train_v2.2.csv"),
             ],
+            may: &[],
+        },
+        Defect {
+            name: "a video renumbered within its list",
+            plant: |f| {
+                edit_lines(&f.lists().join("train.csv"), |lines| {
+                    lines[50] = lines[50].replacen(" 0 ", " 7 ", 1);
+                });
+            },
+            must: &[(
+                CheckId::ListOrder,
+                "train.csv:51: video_id 7 for trainvideo1, which its earlier rows number 0",
+            )],
             may: &[],
         },
         Defect {
