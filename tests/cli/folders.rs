@@ -265,3 +265,64 @@ fn touched_inputs_and_outputs_redo_nothing() {
         1
     );
 }
+
+/// Every table the lists stage writes that names `video`, by file.
+fn tables_naming(data: &Path, video: &str) -> Vec<String> {
+    let mut naming = Vec::new();
+    for folder in ["frame_lists", "slowfast/annotations"] {
+        for entry in fs::read_dir(data.join(folder)).unwrap() {
+            let path = entry.unwrap().path();
+            if fs::read_to_string(&path).is_ok_and(|text| text.contains(video)) {
+                naming.push(path.display().to_string());
+            }
+        }
+    }
+    naming
+}
+
+/// A video renamed in the folder, and another replaced by a file libav cannot open: both leave
+/// the lists and the annotations, and `dropped_videos.txt` says why; their frames stay on disk.
+/// Before, the lists kept their rows (on the frames of the earlier extraction) and
+/// `dropped_videos.txt` was empty.
+#[test]
+fn a_video_that_cannot_be_used_leaves_every_table() {
+    let workspace = workspace();
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    assert_ran(&workspace.run(data, &[]));
+    let mut listed: Vec<String> = fs::read_dir(data.join("frames"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    listed.sort();
+    let (renamed, broken) = (&listed[0], &listed[1]);
+    let video_file = |id: &str| {
+        fs::read_dir(workspace.videos.path())
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .find(|path| path.file_stem().unwrap().to_string_lossy() == id)
+            .unwrap()
+    };
+    let renamed_file = video_file(renamed);
+    fs::rename(
+        &renamed_file,
+        renamed_file.with_file_name(format!("{renamed} (1).mp4")),
+    )
+    .unwrap();
+    let broken_file = video_file(broken);
+    fs::remove_file(&broken_file).unwrap();
+    fs::write(&broken_file, b"not a video").unwrap();
+
+    let again = workspace.run(data, &[]);
+    assert_eq!(again.status.code(), Some(1), "{}", stdout(&again));
+    let dropped = fs::read_to_string(data.join("slowfast/dropped_videos.txt")).unwrap();
+    for video in [renamed, broken] {
+        assert_eq!(tables_naming(data, video), Vec::<String>::new(), "{video}");
+        assert!(dropped.contains(video.as_str()), "{video}: {dropped}");
+        assert!(
+            data.join("frames").join(video).is_dir(),
+            "{video}'s frames kept"
+        );
+    }
+    assert!(!tables_naming(data, &listed[2]).is_empty());
+}

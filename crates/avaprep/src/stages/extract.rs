@@ -319,8 +319,10 @@ impl ExtractStage {
                 video.keyframes.len()
             )));
         }
-        // Whatever an interrupted run left half-made is redone from scratch; the frames already
-        // in place stay until the new ones are complete.
+        // Whatever an interrupted run left half-made is redone from scratch. The frames already
+        // in place stay until the new ones are complete, but are no longer indexed: made under
+        // other settings, they must not be listed if this extraction fails.
+        crate::fsutil::remove_if_present(&index).map_err(|error| fail(&error))?;
         crate::fsutil::remove_if_present(&staging).map_err(|error| fail(&error))?;
         std::fs::create_dir_all(&staging).map_err(|error| fail(&error))?;
         let item = video.id.to_string();
@@ -345,8 +347,6 @@ impl ExtractStage {
             .into_iter()
             .map(|row| row.starting_at(start))
             .collect();
-        // The index marks the frames complete: it goes while the folders are swapped.
-        crate::fsutil::remove_if_present(&index).map_err(|error| fail(&error))?;
         crate::fsutil::replace_dir(&staging, &final_dir).map_err(|error| fail(&error))?;
         write_index(&index, &extraction.index).map_err(|error| fail(&error))?;
         Ok(extraction.stats)

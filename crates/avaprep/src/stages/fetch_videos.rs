@@ -209,6 +209,16 @@ impl Stage for FetchVideosStage {
     }
 }
 
+/// A video that cannot be used now (gone, renamed, unopenable) leaves every table the lists
+/// stage writes: its frame index goes, so its frames (kept on disk) are no longer taken for
+/// complete, and the lists, annotations and proposals drop it, saying why.
+fn forget_frames(
+    layout: &DataLayout,
+    video: &crate::records::PlannedVideo,
+) -> Result<(), ItemError> {
+    fsutil::remove_if_present(&layout.frame_index(&video.id)).map_err(ItemError::output)
+}
+
 /// A video the user already has, found where the plan says; one that is not there is reported
 /// missing and dropped everywhere, as a video the server does not have.
 fn find_on_disk(
@@ -229,11 +239,13 @@ fn find_on_disk(
             on_disk.folder.display()
         );
         fsutil::write_atomic(&marker, message.as_bytes()).map_err(ItemError::output)?;
+        forget_frames(layout, video)?;
         return Err(ItemError::missing(message));
     };
     let _ = std::fs::remove_file(&marker);
     #[cfg(feature = "extract")]
     if let Err(problem) = check_video(plan, item, &path, on_disk.start_seconds) {
+        forget_frames(layout, video)?;
         return Err(ItemError::input(format!(
             "video {item}: {}: {problem}; the file is left as it is",
             path.display()

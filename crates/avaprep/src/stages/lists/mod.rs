@@ -358,7 +358,7 @@ fn write_all(
 fn missing_reason(layout: &DataLayout, video: &PlannedVideo) -> String {
     let missing = layout.missing_videos().join(video.id.as_str());
     match std::fs::read_to_string(&missing) {
-        Ok(reason) => format!("not on the server: {}", reason.trim()),
+        Ok(reason) => format!("missing: {}", reason.trim()),
         Err(_) => "no frames: its extraction did not finish".to_string(),
     }
 }
