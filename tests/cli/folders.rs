@@ -326,3 +326,66 @@ fn a_video_that_cannot_be_used_leaves_every_table() {
     }
     assert!(!tables_naming(data, &listed[2]).is_empty());
 }
+
+/// A `lists` that fails removes the lists, views and configs of the run before (they may name
+/// frames made under other settings), and `status` says it failed and why. Before, they stayed
+/// for any loader to read, and `status` said "stale, not made yet".
+#[test]
+fn a_failed_lists_withdraws_the_old_lists_and_status_says_failed() {
+    let workspace = workspace();
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    assert_ran(&workspace.run(data, &["--set", "lists.pytorchvideo=true"]));
+    assert!(data.join("frame_lists/train.csv").is_file());
+    // Clips of 64 frames 8 rows apart (17 s) reach far past the frames kept around each
+    // keyframe.
+    let too_long = [
+        "--set",
+        "lists.pytorchvideo=true",
+        "--set",
+        "lists.num_frames=64",
+        "--set",
+        "lists.sampling_rate=8",
+    ];
+    let failed = workspace.run(data, &too_long);
+    assert_eq!(failed.status.code(), Some(1), "{}", stdout(&failed));
+    let errors = stderr(&failed);
+    assert!(errors.contains("were removed"), "{errors}");
+    for gone in [
+        "frame_lists/train.csv",
+        "frame_lists/val.csv",
+        "pytorchvideo",
+        "slowfast/ava.yaml",
+        "slowfast/train.yaml",
+    ] {
+        assert!(
+            !data.join(gone).exists(),
+            "{gone} kept after a failed lists"
+        );
+    }
+    let set = |key: &str, path: &Path| format!("{key}=\"{}\"", path.display());
+    let status = avaprep(data)
+        .args(["--json", "status", "pipelines/demo.toml"])
+        .args(["--set", &set("dataset", &workspace.manifest)])
+        .args(["--set", &set("fetch.videos", workspace.videos.path())])
+        .args([
+            "--set",
+            &set("fetch.annotations", workspace.annotations.path()),
+        ])
+        .args(["--set", "extract.height=240"])
+        .args(too_long)
+        .output()
+        .unwrap();
+    let lists = stdout(&status)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|record| record["stage"] == "lists")
+        .unwrap_or_else(|| panic!("no lists line: {}", stdout(&status)));
+    assert_eq!(lists["condition"], "failed", "{lists}");
+    assert!(
+        lists["detail"]
+            .as_str()
+            .is_some_and(|detail| !detail.is_empty()),
+        "{lists}"
+    );
+}

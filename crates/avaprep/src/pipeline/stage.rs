@@ -126,6 +126,12 @@ impl ItemError {
         Self::of(FailureKind::Trainer, message)
     }
 
+    /// The same error with what was done about it after the message.
+    pub fn with_note(mut self, note: &str) -> Self {
+        self.message = format!("{}; {note}", self.message);
+        self
+    }
+
     fn of(kind: FailureKind, message: impl Display) -> Self {
         ItemError {
             kind,

@@ -165,6 +165,10 @@ impl Runner<'_> {
                     plan.len()
                 ),
             );
+        } else if done < plan.len() && state.status == StageStatus::Failed {
+            // Its inputs are as they were when it failed: the next run fails the same way
+            // unless something changes (`detail` holds the first failure).
+            line.condition = StageCondition::Failed;
         } else if done < plan.len() || state.planned != plan {
             let new = plan.len() - done;
             stale(

@@ -154,7 +154,17 @@ impl Stage for ListsStage {
                 layout.video_plan().display()
             )));
         }
-        let written = write_all(&layout, &plan, &self.params)?;
+        let written = write_all(&layout, &plan, &self.params).map_err(|error| {
+            match withdraw_lists(&layout, &plan) {
+                Ok(()) => error.with_note(
+                    "the lists, views and configs of the earlier run were removed: they may name frames made under other settings",
+                ),
+                Err(removal) => error.with_note(&format!(
+                    "the lists of the earlier run could not all be removed ({}); do not train on them",
+                    removal.message
+                )),
+            }
+        })?;
         let made: Vec<String> = written
             .files
             .iter()
@@ -435,6 +445,21 @@ fn replace_folder(
     std::fs::create_dir_all(&staging).map_err(|e| io(&staging, e))?;
     fill(&staging)?;
     crate::fsutil::replace_dir(&staging, folder).map_err(|e| io(folder, e))
+}
+
+/// After a failed run the lists, views and configs of the run before would still be read, on
+/// frames that may since show other instants: they go, so every loader and `validate` refuses
+/// the data directory until a run succeeds. (Only the files: a folder may be a link elsewhere.)
+fn withdraw_lists(layout: &DataLayout, plan: &VideoPlan) -> Result<(), ItemError> {
+    for split in plan.files.splits.keys() {
+        remove_file(&layout.frame_lists().join(format!("{split}.csv")))?;
+    }
+    remove_view(&layout.pytorchvideo())?;
+    remove_view(&layout.mmaction2())?;
+    for name in ["ava.yaml", "train.yaml", WRITTEN_TIMING] {
+        remove_file(&layout.slowfast().join(name))?;
+    }
+    Ok(())
 }
 
 /// The list of a split that no longer has a video (its last one left the plan) would go on
