@@ -93,10 +93,10 @@ fn main() -> ExitCode {
         #[cfg(feature = "extract")]
         Command::Extract(args) => extract::run(global, args, &printer, cancel),
         Command::Lists(args) => lists::run(global, args, &printer, cancel),
-        Command::Validate(args) => validate::run(global, args, &printer),
+        Command::Validate(args) => validate::run(global, args, &printer, cancel),
         Command::Train(_) | Command::Predict(_) => unreachable!("handled above"),
         Command::Eval(args) => eval::run(args, &printer),
-        Command::Report(args) => report::run(global, args, &printer),
+        Command::Report(args) => report::run(global, args, &printer, cancel),
         #[cfg(feature = "extract")]
         Command::Synth(args) => synth::run(args, &printer),
         Command::Serve(args) => serve::run(args, &printer),

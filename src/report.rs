@@ -61,6 +61,7 @@ pub fn run(
     global: &GlobalArgs,
     args: &ReportArgs,
     printer: &Printer,
+    cancel: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
     // The page goes into the data directory unless another folder is named: it writes there.
     let _lock = match &args.out {
@@ -90,7 +91,7 @@ pub fn run(
         sample: args.sample,
         min_score: args.min_score,
     };
-    let summary = write_report(&request).map_err(|error| match error {
+    let summary = write_report(&request, cancel).map_err(|error| match error {
         ReportError::OutFolder { .. } => anyhow::Error::new(UsageError(error.to_string())),
         error => anyhow::Error::new(error),
     })?;

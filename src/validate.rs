@@ -62,9 +62,10 @@ pub fn run(
     global: &GlobalArgs,
     args: &ValidateArgs,
     printer: &Printer,
+    cancel: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
     let request = request(global, args).map_err(reported)?;
-    let report = validate(&request, printer).map_err(reported)?;
+    let report = validate(&request, printer, cancel).map_err(reported)?;
     if let Some(path) = &args.junit {
         avaprep::fsutil::write_output(path, to_junit(&report).as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;

@@ -494,3 +494,23 @@ fn the_closing_lines_put_the_training_figure_beside_its_own_split_only() {
     );
     assert!(!text.contains("frame-mAP@"), "{text}");
 }
+
+/// The first Ctrl-C stops a report at the next keyframe, with nothing of the page written.
+/// Before, it was ignored until every picture was drawn.
+#[test]
+fn a_cancelled_report_writes_no_page() {
+    let data = reported();
+    let out = tempfile::tempdir().unwrap();
+    let request = avaprep::report::ReportRequest {
+        data_dir: data.to_path_buf(),
+        run: None,
+        out: out.path().join("page"),
+        keyframes: Vec::new(),
+        sample: 4,
+        min_score: 0.0,
+    };
+    let cancelled = std::sync::atomic::AtomicBool::new(true);
+    let error = avaprep::report::write_report(&request, &cancelled).unwrap_err();
+    assert!(error.to_string().contains("interrupted"), "{error}");
+    assert!(!out.path().join("page/index.html").exists());
+}

@@ -1119,6 +1119,13 @@ impl<'a> Runner<'a> {
                     });
                 Some(Handoff::Missing(item, error.message))
             }
+            // Stopped by Ctrl-C: the item is left to redo, as if it had never begun.
+            Err(_) if self.context.cancelled() => {
+                self.context
+                    .reporter
+                    .item_finished(name, &item, Some("interrupted"));
+                None
+            }
             Err(error) => {
                 self.context
                     .reporter

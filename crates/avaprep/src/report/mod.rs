@@ -49,6 +49,8 @@ pub enum ReportError {
     /// The folder named for the report cannot take it (the user's to choose another).
     #[error("{path}: {message}")]
     OutFolder { path: PathBuf, message: String },
+    #[error("interrupted: the page was not written (the one before is as it was); run it again")]
+    Interrupted,
 }
 
 impl ReportError {
@@ -87,7 +89,12 @@ pub struct ReportSummary {
 /// Gathers the numbers, draws the gallery and writes the page (atomically: a reader sees the
 /// previous page or this one). The folder may hold other files: the page goes beside them, and
 /// only files an earlier report recorded as its own are ever removed.
-pub fn write_report(request: &ReportRequest) -> Result<ReportSummary, ReportError> {
+/// `cancel`: the first Ctrl-C; drawing stops at the next keyframe and nothing of the page is
+/// written.
+pub fn write_report(
+    request: &ReportRequest,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> Result<ReportSummary, ReportError> {
     let earlier = OwnFiles::check_folder(&request.out)?;
     let layout = DataLayout::new(&request.data_dir);
     let stats = DatasetStats::gather(&layout)?;
@@ -113,7 +120,12 @@ pub fn write_report(request: &ReportRequest) -> Result<ReportSummary, ReportErro
         .map_or((DEFAULT_CLIP_FRAMES, DEFAULT_CLIP_STRIDE), |run| run.clip);
     let gallery = keys
         .iter()
-        .map(|key| gallery::draw_entry(&layout, &stats, run.as_ref(), *key, clip, &images))
+        .map(
+            |key| match cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                true => Err(ReportError::Interrupted),
+                false => gallery::draw_entry(&layout, &stats, run.as_ref(), *key, clip, &images),
+            },
+        )
         .collect::<Result<Vec<_>, _>>()?;
     let mut image_count = gallery.iter().map(GalleryEntry::image_count).sum::<usize>();
     if let Some(run) = &run {

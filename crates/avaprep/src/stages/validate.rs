@@ -71,7 +71,8 @@ impl Stage for ValidateStage {
         };
         let request =
             ValidateRequest::for_data_dir(context.data_dir, depth).map_err(ItemError::input)?;
-        let report = validate(&request, context.reporter).map_err(ItemError::input)?;
+        let report =
+            validate(&request, context.reporter, context.cancel).map_err(ItemError::input)?;
         let layout = DataLayout::new(context.data_dir);
         let path = layout.slowfast().join("validation.json");
         let json = serde_json::to_vec_pretty(&report.findings_json()).expect("a report serialises");

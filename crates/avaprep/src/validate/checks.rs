@@ -443,6 +443,7 @@ pub fn check_frames(
     dataset: &Dataset,
     results: &mut Results,
     reporter: &dyn Reporter,
+    cancel: &std::sync::atomic::AtomicBool,
 ) -> FrameTotals {
     let frames = listed_frames(dataset);
     let decode: Vec<bool> = decode_choice(&frames, request.depth);
@@ -453,6 +454,10 @@ pub fn check_frames(
         .par_iter()
         .zip(decode.par_iter())
         .map(|((path, _), &decode)| {
+            if cancel.load(Ordering::Relaxed) {
+                // Read no more: the caller stops once the workers are back.
+                return (FrameState::Missing, None);
+            }
             let state = inspect(&request.frame_dir.join(path), decode);
             let count = done.fetch_add(1, Ordering::Relaxed) + 1;
             if count.is_multiple_of(512) || count == total {

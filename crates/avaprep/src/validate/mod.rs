@@ -411,6 +411,8 @@ pub enum ValidateError {
     BadName { name: String, message: String },
     #[error("{0}")]
     BadValue(String),
+    #[error("interrupted before every frame was read: nothing was written; run it again")]
+    Interrupted,
 }
 
 impl ValidateError {
@@ -488,9 +490,12 @@ impl ValidationReport {
 }
 
 /// Runs every check. Progress over the frames goes to `reporter` (stage `validate`).
+/// `cancel`: the first Ctrl-C; the frames are no longer read and the validation ends
+/// [`ValidateError::Interrupted`] within moments (it writes nothing until it is complete).
 pub fn validate(
     request: &ValidateRequest,
     reporter: &dyn Reporter,
+    cancel: &std::sync::atomic::AtomicBool,
 ) -> Result<ValidationReport, ValidateError> {
     let started = std::time::Instant::now();
     for name in request.names.all() {
@@ -505,7 +510,10 @@ pub fn validate(
         .collect();
     let dataset = checks::Dataset::load(request, &mut results);
     checks::check_tables(request, &dataset, &mut results);
-    let frames = checks::check_frames(request, &dataset, &mut results, reporter);
+    let frames = checks::check_frames(request, &dataset, &mut results, reporter, cancel);
+    if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+        return Err(ValidateError::Interrupted);
+    }
     checks::check_checksums(request, &mut results);
     checks::check_mmaction2_view(request, &dataset, &mut results);
     let checks: Vec<CheckResult> = results.into_values().collect();

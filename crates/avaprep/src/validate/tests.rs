@@ -7,6 +7,8 @@ use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+static NOT_CANCELLED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 use sha2::{Digest, Sha256};
 
 use super::*;
@@ -68,7 +70,7 @@ impl Fixture {
     }
 
     fn validate(&self, depth: Depth) -> ValidationReport {
-        validate(&self.request(depth), &Silent).unwrap()
+        validate(&self.request(depth), &Silent, &NOT_CANCELLED).unwrap()
     }
 
     /// Rewrites an annotation file line by line (its SHA256SUMS entry stays: an edit).
@@ -574,6 +576,19 @@ fn each_planted_defect_fails_its_check_and_names_it() {
     }
 }
 
+/// The first Ctrl-C ends a validation within moments, as interrupted (AVA's full validation
+/// takes a quarter of an hour; before, the first Ctrl-C was ignored until the end).
+#[test]
+fn a_cancelled_validation_stops_reading_frames_and_says_so() {
+    let fixture = dataset();
+    let cancelled = std::sync::atomic::AtomicBool::new(true);
+    let error = validate(&fixture.request(Depth::Full), &Silent, &cancelled).unwrap_err();
+    assert!(
+        matches!(error, crate::validate::ValidateError::Interrupted),
+        "{error}"
+    );
+}
+
 #[test]
 fn a_quick_check_decodes_a_sample_but_still_finds_every_missing_frame() {
     let fixture = dataset();
@@ -590,7 +605,7 @@ fn a_foreign_dataset_without_index_or_checksums_skips_those_checks_only() {
     fs::remove_file(fixture.annotations().join("SHA256SUMS")).unwrap();
     let mut request = fixture.request(Depth::Full);
     request.frame_index_dir = None;
-    let report = validate(&request, &Silent).unwrap();
+    let report = validate(&request, &Silent, &NOT_CANCELLED).unwrap();
     let skipped: BTreeSet<CheckId> = report
         .checks
         .iter()
@@ -614,7 +629,7 @@ fn a_name_that_leaves_the_folder_is_refused_before_reading() {
     let fixture = dataset();
     let mut request = fixture.request(Depth::Full);
     request.names.train_lists = vec!["../../etc/passwd".into()];
-    let error = validate(&request, &Silent).unwrap_err();
+    let error = validate(&request, &Silent, &NOT_CANCELLED).unwrap_err();
     assert!(error.is_usage(), "{error}");
 }
 
@@ -636,7 +651,7 @@ fn missing_files_are_a_failed_check_not_an_error() {
 fn validate_within_seconds(request: ValidateRequest) -> ValidationReport {
     let (send, receive) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
-        let _ = send.send(validate(&request, &Silent).unwrap());
+        let _ = send.send(validate(&request, &Silent, &NOT_CANCELLED).unwrap());
     });
     receive
         .recv_timeout(std::time::Duration::from_secs(60))

@@ -154,7 +154,7 @@ impl Stage for ListsStage {
                 layout.video_plan().display()
             )));
         }
-        let written = write_all(&layout, &plan, &self.params).map_err(|error| {
+        let written = write_all(&layout, &plan, &self.params, context.cancel).map_err(|error| {
             match withdraw_lists(&layout, &plan) {
                 Ok(()) => error.with_note(
                     "the lists, views and configs of the earlier run were removed: they may name frames made under other settings",
@@ -243,10 +243,13 @@ fn split_order(plan: &VideoPlan) -> Vec<String> {
     splits
 }
 
+/// `cancel`: the first Ctrl-C; the lists stop at the next video (and are withdrawn, as after
+/// any failure: half of them would name frames of other settings).
 fn write_all(
     layout: &DataLayout,
     plan: &VideoPlan,
     params: &ListsParams,
+    cancel: &std::sync::atomic::AtomicBool,
 ) -> Result<Written, ItemError> {
     let mut files = Vec::new();
     let mut counts = ListCounts::default();
@@ -261,6 +264,9 @@ fn write_all(
         let mut text = format!("{FRAME_LIST_HEADER}\n");
         let mut view_text = format!("{FRAME_LIST_HEADER}\n");
         for video in plan.videos.iter().filter(|video| video.split == split) {
+            if cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                return Err(ItemError::input("interrupted"));
+            }
             let index_path = layout.frame_index(&video.id);
             if !index_path.exists() {
                 dropped.insert(video.id, missing_reason(layout, video));
