@@ -2,12 +2,14 @@
 
 use std::sync::atomic::AtomicBool;
 
+use anyhow::anyhow;
 use avaprep::pipeline::lock::{DataDirLock, LockMode};
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::{
     AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore,
 };
 use avaprep::stages::blocker_text;
+use avaprep::stages::lists::relocate_configs;
 
 use avaprep_shell::{ExitStatus, GlobalArgs, Printer};
 
@@ -46,6 +48,12 @@ pub fn run_stages(
         None => None,
     };
     let turn = std::sync::Mutex::new(turn);
+    if let Some(old) = relocate_configs(&global.data_dir).map_err(|error| anyhow!(error.message))? {
+        printer.note(&format!(
+            "the data directory was moved or copied from {}: its PySlowFast configs now name this one",
+            old.display()
+        ));
+    }
     let hand_on = || {
         if let Some(turn) = turn.lock().expect("turn lock").take() {
             turn.end();

@@ -65,6 +65,13 @@ pub fn run(
     cancel: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
     let request = request(global, args).map_err(reported)?;
+    // A config may name any folders (a copy's may still name the original's): say which.
+    printer.note(&format!(
+        "checking the frames in {}, the lists in {}, the annotations in {}",
+        request.frame_dir.display(),
+        request.frame_list_dir.display(),
+        request.annotation_dir.display()
+    ));
     let report = validate(&request, printer, cancel).map_err(reported)?;
     if let Some(path) = &args.junit {
         avaprep::fsutil::write_output(path, to_junit(&report).as_bytes())

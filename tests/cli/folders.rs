@@ -389,3 +389,61 @@ fn a_failed_lists_withdraws_the_old_lists_and_status_says_failed() {
         "{lists}"
     );
 }
+
+/// A data directory copied (`cp -a`): its next command rewrites PySlowFast's configs to name the
+/// copy and redoes nothing; mmaction2's names its files beside itself; `validate` refuses a
+/// config that still names the original. Before, the copy's configs named the original's
+/// frames, every stage was up to date and `validate` passed.
+#[test]
+fn a_copied_data_directory_names_itself() {
+    let workspace = workspace();
+    let parent = tempfile::tempdir().unwrap();
+    let original = parent.path().join("original");
+    let copy = parent.path().join("copy");
+    let mmaction2 = ["--set", "lists.mmaction2=true"];
+    assert_ran(&workspace.run_until(&original, "validate", &mmaction2));
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&original)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let named = |data: &Path| fs::read_to_string(data.join("slowfast/ava.yaml")).unwrap();
+    assert!(named(&copy).contains(&*original.to_string_lossy()));
+
+    let refused = avaprep(&copy).arg("validate").output().unwrap();
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{message}");
+    assert!(message.contains("moved or copied"), "{message}");
+
+    let again = workspace.run_until(&copy, "validate", &mmaction2);
+    assert_ran(&again);
+    for stage in ["extract", "lists", "validate"] {
+        assert_eq!(
+            crate::nothing_lost::completed(&again, stage),
+            0,
+            "{stage} redone: {}",
+            stdout(&again)
+        );
+    }
+    for config in [
+        "slowfast/ava.yaml",
+        "slowfast/train.yaml",
+        "mmaction2/ava.py",
+    ] {
+        let text = fs::read_to_string(copy.join(config)).unwrap();
+        assert!(
+            !text.contains(&*original.to_string_lossy()),
+            "{config}:\n{text}"
+        );
+    }
+    assert!(named(&copy).contains(&*copy.join("frames").to_string_lossy()));
+    let checked = avaprep(&copy).arg("validate").output().unwrap();
+    assert!(checked.status.success(), "{}", stderr(&checked));
+    assert!(
+        stderr(&checked).contains(&*copy.join("frames").to_string_lossy()),
+        "{}",
+        stderr(&checked)
+    );
+}

@@ -62,6 +62,8 @@ impl DataDirLock {
     pub fn acquire(data_dir: &Path, mode: LockMode, command: &str) -> Result<Self, LockError> {
         let folder = data_dir.join(".avaprep");
         let holders = folder.join("holders");
+        // The data directory itself may be a link (to another disk): the user's to choose.
+        fs::create_dir_all(data_dir).map_err(|source| io_error(data_dir, source))?;
         for own in [&folder, &holders] {
             own_dir(own).map_err(|source| io_error(own, source))?;
         }

@@ -80,6 +80,16 @@ impl ItemRecord {
         Ok(self)
     }
 
+    /// The record with outputs printed by name only: files that name where the data directory
+    /// is (loader configs), rewritten when it moves, which must be there but whose bytes say
+    /// nothing about the data.
+    pub fn with_named_outputs(mut self, data_dir: &Path, paths: &[&str]) -> std::io::Result<Self> {
+        for path in paths {
+            self.outputs.push(FilePrint::take_names(data_dir, path)?);
+        }
+        Ok(self)
+    }
+
     /// The record with the print of which files a folder it read holds, by name (a folder of
     /// videos on disk: each video's bytes are printed where it is read).
     pub fn with_names_input(mut self, data_dir: &Path, path: &str) -> std::io::Result<Self> {

@@ -312,6 +312,7 @@ impl ValidateRequest {
             return Err(ValidateError::NotPrepared { path: config_path });
         }
         let config = PySlowFastYaml::load(&config_path)?;
+        check_names_this_directory(&config, &config_path, &layout)?;
         let written: WrittenTiming = read_json(&layout.slowfast().join(WRITTEN_TIMING))?;
         Ok(ValidateRequest {
             frame_dir: layout.frames(),
@@ -379,6 +380,27 @@ impl ValidateRequest {
             depth,
             mmaction2_view: None,
         })
+    }
+}
+
+/// The data directory's config names its own folders: one moved or copied still names the old
+/// place (where PySlowFast would read) until a command that writes there rewrites it.
+fn check_names_this_directory(
+    config: &PySlowFastYaml,
+    config_path: &Path,
+    layout: &DataLayout,
+) -> Result<(), ValidateError> {
+    let here = std::path::absolute(layout.frames()).unwrap_or_else(|_| layout.frames());
+    match &config.frame_dir {
+        Some(named) if *named != here => Err(ValidateError::Config {
+            path: config_path.to_path_buf(),
+            message: format!(
+                "names the frames at {}, not this data directory's ({}): it was moved or copied; `avaprep lists` rewrites the configs for it",
+                named.display(),
+                here.display()
+            ),
+        }),
+        _ => Ok(()),
     }
 }
 

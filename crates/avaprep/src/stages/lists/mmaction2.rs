@@ -200,7 +200,9 @@ fn link_atomic(target: &Path, path: &Path) -> Result<(), ItemError> {
     std::fs::rename(&temporary, path).map_err(io)
 }
 
-/// The dataset half of an mmaction2 config. Paths are absolute so it works from any folder.
+/// The dataset half of an mmaction2 config. Paths are relative to the config's own folder
+/// (mmengine's `{{ fileDirname }}`), so it works from any folder and with the data directory
+/// moved or copied.
 fn config_py(
     layout: &DataLayout,
     view: &Mmaction2View,
@@ -209,8 +211,14 @@ fn config_py(
     datasets: &[SplitDataset],
 ) -> String {
     let path = |path: &Path| {
-        let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
-        python_string(&absolute.to_string_lossy())
+        let beside = match path.strip_prefix(layout.mmaction2()) {
+            Ok(inside) => inside.to_path_buf(),
+            Err(_) => Path::new("..").join(path.strip_prefix(layout.root()).unwrap_or(path)),
+        };
+        python_string(&format!(
+            "{{{{ fileDirname }}}}/{}",
+            beside.to_string_lossy()
+        ))
     };
     let optional = |file: &Option<PathBuf>| file.as_ref().map_or("None".to_string(), |p| path(p));
     let mut text = String::new();

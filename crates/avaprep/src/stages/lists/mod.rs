@@ -25,7 +25,7 @@ pub mod pyslowfast_train;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -165,12 +165,13 @@ impl Stage for ListsStage {
                 )),
             }
         })?;
-        let made: Vec<String> = written
+        let (configs, made): (Vec<String>, Vec<String>) = written
             .files
             .iter()
             .map(|path| layout.relative(path))
-            .collect();
+            .partition(|path| LOCATED_CONFIGS.contains(&path.as_str()));
         let made: Vec<&str> = made.iter().map(String::as_str).collect();
+        let configs: Vec<&str> = configs.iter().map(String::as_str).collect();
         let bytes = written
             .files
             .iter()
@@ -183,6 +184,7 @@ impl Stage for ListsStage {
         }
         .with_counts(&written.counts)
         .with_files(context.data_dir, &made, &[])
+        .and_then(|record| record.with_named_outputs(context.data_dir, &configs))
         .map_err(ItemError::input)
     }
 
@@ -218,6 +220,50 @@ impl Stage for ListsStage {
         }
         lines
     }
+}
+
+/// PySlowFast's configs, which name the data directory's absolute path (PySlowFast reads them
+/// from the working directory): rewritten for its new place when the directory moves
+/// ([`relocate_configs`]), so printed by name only, never part of what the stages after read.
+const LOCATED_CONFIGS: [&str; 2] = ["slowfast/ava.yaml", "slowfast/train.yaml"];
+
+/// A data directory moved or copied (`cp -a`, `rsync`) still holds configs naming the old one,
+/// so PySlowFast would read the old frames: they are rewritten to name this one, as they are,
+/// their other keys kept. Returns the old place when they were rewritten. Every command that
+/// writes to the data directory calls it first.
+pub fn relocate_configs(data_dir: &Path) -> Result<Option<PathBuf>, ItemError> {
+    let layout = DataLayout::new(data_dir);
+    let config = layout.slowfast().join("ava.yaml");
+    let Ok(named) = crate::validate::PySlowFastYaml::load(&config) else {
+        return Ok(None);
+    };
+    let here = std::path::absolute(data_dir).map_err(ItemError::input)?;
+    let Some(old) = named
+        .frame_dir
+        .as_deref()
+        .filter(|frames| frames.file_name() == Some("frames".as_ref()))
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .filter(|old| *old != here)
+    else {
+        return Ok(None);
+    };
+    // Paths are written as JSON strings: the old place's quoted form, up to its last character,
+    // followed by a `/`, starts each path that lies in it.
+    let quoted = |root: &Path| {
+        let text = yaml_string(&format!("{}/", root.to_string_lossy()));
+        text[..text.len() - 1].to_string()
+    };
+    let (from, to) = (quoted(&old), quoted(&here));
+    for name in LOCATED_CONFIGS {
+        let path = data_dir.join(name);
+        let Ok(text) = crate::fsutil::read_regular_text(&path, crate::fsutil::FileKind::Config)
+        else {
+            continue;
+        };
+        write_file(&path, text.replace(&from, &to).as_bytes())?;
+    }
+    Ok(Some(old))
 }
 
 struct Written {
