@@ -62,6 +62,11 @@ pub struct StatusArgs {
     /// Show the state of shard I of N instead of the unsharded run. Default: the unsharded run.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Shard>,
+
+    /// The stages `run --until STAGE` runs, only: a pipeline whose later stages cannot run
+    /// (a train-only dataset has no val split to train against) is shown as far as it goes.
+    #[arg(long, value_name = "STAGE", value_parser = parse_stage)]
+    pub until: Option<StageId>,
 }
 
 /// The stages a pipeline file describes, with its `--set` overrides applied; an invalid value in
@@ -117,7 +122,10 @@ pub fn status(
     args: &StatusArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
-    let built = load(&args.pipeline, &args.overrides, None)?;
+    let mut built = load(&args.pipeline, &args.overrides, args.until)?;
+    if let Some(last) = args.until {
+        built = built.through(last);
+    }
     let cancel = AtomicBool::new(false);
     let runner = Runner {
         stages: built.as_refs(),

@@ -447,3 +447,38 @@ fn a_copied_data_directory_names_itself() {
         stderr(&checked)
     );
 }
+
+/// A pipeline of the train split alone validates, writes a PySlowFast config without a test
+/// phase, and `status` reads the same file `run` does. Before, `files-present` failed on the
+/// val annotations, `train.yaml` enabled a test with no lists, and `status` refused the file.
+#[test]
+fn a_train_only_pipeline_runs_through_validation() {
+    let workspace = workspace();
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    let train_only = ["--set", "splits=[\"train\"]"];
+    let ran = workspace.run_until(data, "validate", &train_only);
+    assert_ran(&ran);
+    let train_yaml = fs::read_to_string(data.join("slowfast/train.yaml")).unwrap();
+    assert!(!train_yaml.contains("TEST_LISTS: []"), "{train_yaml}");
+    let set = |key: &str, path: &Path| format!("{key}=\"{}\"", path.display());
+    let status = avaprep(data)
+        .args(["status", "pipelines/demo.toml", "--until", "validate"])
+        .args(["--set", &set("dataset", &workspace.manifest)])
+        .args(["--set", &set("fetch.videos", workspace.videos.path())])
+        .args([
+            "--set",
+            &set("fetch.annotations", workspace.annotations.path()),
+        ])
+        .args(["--set", "extract.height=240"])
+        .args(train_only)
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", stderr(&status));
+    let validate = stdout(&status)
+        .lines()
+        .find(|line| line.starts_with("validate"))
+        .map(str::to_string)
+        .unwrap_or_default();
+    assert!(validate.contains("done"), "{}", stdout(&status));
+}

@@ -98,9 +98,23 @@ impl Dataset {
             BoxKind::Predicted,
             results,
         ));
-        let mut test_boxes = read_boxes(&names.test_predict_box_lists, BoxKind::Predicted, results);
+        // PySlowFast reads the test tables only for its test lists: a config without any (a
+        // train-only dataset) needs none of them.
+        let test_phase = !names.test_lists.is_empty();
+        let test_tables = |names: &[String]| {
+            if test_phase {
+                names.to_vec()
+            } else {
+                Vec::new()
+            }
+        };
+        let mut test_boxes = read_boxes(
+            &test_tables(&names.test_predict_box_lists),
+            BoxKind::Predicted,
+            results,
+        );
         test_boxes.extend(read_boxes(
-            names.groundtruth_file.as_slice(),
+            &test_tables(names.groundtruth_file.as_slice()),
             BoxKind::GroundTruth,
             results,
         ));
@@ -127,11 +141,15 @@ impl Dataset {
             ids.extend(all_classes(&request.annotation_dir, results));
             ids
         });
-        let exclusions = names.exclusion_file.as_ref().and_then(|name| {
-            let text = read_text(&request.annotation_dir, name, FileKind::Table, results)?;
-            let format = result(results, CheckId::AnnotationFormat);
-            Some(tables::read_exclusions(name, &text, format))
-        });
+        let exclusions = names
+            .exclusion_file
+            .as_ref()
+            .filter(|_| test_phase)
+            .and_then(|name| {
+                let text = read_text(&request.annotation_dir, name, FileKind::Table, results)?;
+                let format = result(results, CheckId::AnnotationFormat);
+                Some(tables::read_exclusions(name, &text, format))
+            });
         let indexes = read_indexes(request, &splits, results);
         Dataset {
             splits,

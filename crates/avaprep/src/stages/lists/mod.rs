@@ -396,6 +396,7 @@ fn write_all(
                 params.list_fps,
                 largest_action_id(layout, plan)?,
                 &root.join("runs").join("pyslowfast"),
+                split_order(plan).iter().any(|split| split == "val"),
             );
             write_file(&train_config, text.as_bytes())?;
             files.push(train_config);
@@ -680,10 +681,13 @@ fn config_yaml(layout: &DataLayout, plan: &VideoPlan, params: &ListsParams) -> S
         let quoted: Vec<String> = names.iter().map(|name| yaml_string(name)).collect();
         format!("[{}]", quoted.join(", "))
     };
+    // Only the splits that have videos: a train-only dataset names no val tables.
+    let listed = split_order(plan);
     let split_file = |split: &str, pick: fn(&crate::records::SplitFiles) -> &Option<String>| {
         plan.files
             .splits
             .get(split)
+            .filter(|_| listed.iter().any(|name| name == split))
             .and_then(|files| pick(files).as_deref())
             .map(|name| base_name(name).to_string())
     };

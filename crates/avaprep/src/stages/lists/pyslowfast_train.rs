@@ -120,6 +120,7 @@ pub fn train_yaml(
     list_fps: f64,
     num_classes: u32,
     output_dir: &Path,
+    test_split: bool,
 ) -> String {
     let batch = recipe.batch_per_gpu;
     let lr = recipe.lr_at(batch);
@@ -166,7 +167,7 @@ TRAIN:
   CHECKPOINT_PERIOD: 1
   AUTO_RESUME: True
 TEST:
-  ENABLE: True
+  ENABLE: {test}
   DATASET: ava
   BATCH_SIZE: {batch}
 DATA:
@@ -256,6 +257,8 @@ OUTPUT_DIR: {output_dir}
         warmup_start_lr = yaml_float(warmup_start_lr),
         warmup = recipe.warmup_epochs,
         output_dir = super::yaml_string(&output_dir.to_string_lossy()),
+        // Without a val split there is nothing to test on (TEST_LISTS is empty).
+        test = if test_split { "True" } else { "False" },
     )
     .expect("a string");
     text
