@@ -514,3 +514,25 @@ fn a_cancelled_report_writes_no_page() {
     assert!(error.to_string().contains("interrupted"), "{error}");
     assert!(!out.path().join("page/index.html").exists());
 }
+
+/// The weights a run wrote record their network: `predict` builds it from them, without being
+/// told the preset that trained them. Before, it built the default preset's R50 and failed with
+/// `no tensor s2.pathway0_res2...`.
+#[test]
+fn predict_builds_the_network_the_weights_record() {
+    let data = reported();
+    let trained: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data.join("work/train.json")).unwrap()).unwrap();
+    let weights = data.join(trained["weights"].as_str().unwrap());
+    let out = tempfile::tempdir().unwrap();
+    let predicted = avaprep(data)
+        .args(["predict", "--split", "val", "--weights"])
+        .arg(&weights)
+        .arg("--out")
+        .arg(out.path().join("detections.csv"))
+        .output()
+        .unwrap();
+    assert!(predicted.status.success(), "{}", stderr(&predicted));
+    let rows = std::fs::read_to_string(out.path().join("detections.csv")).unwrap();
+    assert!(rows.lines().count() > 10, "{rows}");
+}

@@ -247,6 +247,38 @@ pub fn check_safetensors(path: &Path) -> Result<(), String> {
     Ok(())
 }
 
+/// The network a weights file records in its header (what [`write_weights`] writes); `None`
+/// for weights that record none (converted ones, or written before headers).
+pub fn recorded_network(path: &Path) -> Result<Option<SlowFastConfig>, TrainError> {
+    let unreadable =
+        |problem: String| TrainError::Checkpoint(format!("{}: {problem}", path.display()));
+    let mut file = File::open(path).map_err(|e| TrainError::io(path, e))?;
+    let mut start = [0u8; 8];
+    file.read_exact(&mut start)
+        .map_err(|e| unreadable(e.to_string()))?;
+    let mut header = vec![0u8; u64::from_le_bytes(start) as usize];
+    file.read_exact(&mut header)
+        .map_err(|e| unreadable(e.to_string()))?;
+    #[derive(Deserialize)]
+    struct Header {
+        #[serde(rename = "__metadata__", default)]
+        metadata: HashMap<String, String>,
+    }
+    let header: Header =
+        serde_json::from_slice(&header).map_err(|e| unreadable(format!("its header: {e}")))?;
+    header
+        .metadata
+        .get(MODEL_METADATA_KEY)
+        .map(|text| {
+            serde_json::from_str(text).map_err(|e| {
+                unreadable(format!(
+                    "the network its header records ({MODEL_METADATA_KEY}): {e}"
+                ))
+            })
+        })
+        .transpose()
+}
+
 /// Copies saved values into the model; every variable must be present with its shape.
 pub fn load_model(vs: &nn::VarStore, path: &Path) -> Result<(), TrainError> {
     let saved: std::collections::HashMap<String, Tensor> =

@@ -20,6 +20,11 @@ impl Net {
         if let Some(dropout) = config.dropout {
             cfg.dropout = dropout;
         }
+        Self::of_network(cfg, device)
+    }
+
+    /// The network a weights file recorded, as it was built.
+    pub fn of_network(cfg: SlowFastConfig, device: Device) -> Self {
         let vs = nn::VarStore::new(device);
         let model = SlowFast::new(&vs.root(), &cfg);
         Self {

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tch::Device;
 
 use super::TrainError;
-use super::checkpoint::{check_safetensors, load_model};
+use super::checkpoint::{check_safetensors, load_model, recorded_network};
 use super::dataset::{Classes, ClipSample, Dataset};
 use super::device::resolve_device;
 use super::loader::{Augment, Loader, LoaderSpec, eval_batches};
@@ -89,6 +89,22 @@ pub struct PredictSummary {
 /// Scores the detector boxes of `split` with `weights` (a `model-*` or `best-*` file, or any
 /// safetensors with these names) and writes `out` in the AVA format; evaluates it when the split
 /// has ground truth.
+/// Weights of another class count score another label map: named before anything is read.
+fn check_classes(
+    weights: &Path,
+    network: &super::model::SlowFastConfig,
+    classes: usize,
+) -> Result<(), TrainError> {
+    match network.num_classes as usize == classes {
+        true => Ok(()),
+        false => Err(TrainError::Checkpoint(format!(
+            "{}: weights for {} classes, but this dataset's label map has {classes}; train on it, or start from these weights with `avaprep train --init`",
+            weights.display(),
+            network.num_classes
+        ))),
+    }
+}
+
 pub fn predict(
     config: &TrainConfig,
     data_dir: &Path,
@@ -102,8 +118,20 @@ pub fn predict(
         .map_err(|problem| TrainError::Checkpoint(format!("{}: {problem}", weights.display())))?;
     let (device, precision) = resolve_device(config)?;
     let data = Dataset::open(data_dir)?;
+    // The weights' own network, where they record it: `--preset` names it only for weights
+    // that do not.
+    let recorded = recorded_network(weights)?;
+    let mut config = config.clone();
+    if let Some(network) = &recorded {
+        check_classes(weights, network, data.classes.len())?;
+        config.clip_frames = network.num_frames;
+    }
+    let config = &config;
     let (clips, annotations, _) = data.clips(config, split, false)?;
-    let net = Net::new(config, data.classes.len(), device);
+    let net = match recorded {
+        Some(network) => Net::of_network(network, device),
+        None => Net::new(config, data.classes.len(), device),
+    };
     load_model(&net.vs, weights)?;
     if cancel.load(Ordering::Relaxed) {
         return Err(TrainError::Config("cancelled before inference".into()));
