@@ -482,3 +482,69 @@ fn a_train_only_pipeline_runs_through_validation() {
         .unwrap_or_default();
     assert!(validate.contains("done"), "{}", stdout(&status));
 }
+
+/// A keyframe the detector alone names, with a box at or above the loaders' threshold (0.8,
+/// written into their configs), is one PySlowFast and mmaction2 read: its clip is extracted.
+/// One whose boxes all score below it is not. Before, extraction took the ground truth's
+/// keyframes only.
+#[test]
+fn detector_keyframes_that_pass_the_threshold_are_extracted() {
+    let workspace = workspace();
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    // Two annotated seconds of a train video lose their ground truth; the detector keeps a box
+    // at each, one scoring 0.95, one 0.5.
+    let table = workspace.annotations.path().join(TRAIN_TABLE);
+    let ground_truth = fs::read_to_string(&table).unwrap();
+    let video = ground_truth
+        .lines()
+        .next()
+        .unwrap()
+        .split(',')
+        .next()
+        .unwrap()
+        .to_string();
+    let second_of = |line: &str| -> u32 { line.split(',').nth(1).unwrap().parse().unwrap() };
+    let mut annotated: Vec<u32> = ground_truth
+        .lines()
+        .filter(|line| line.starts_with(&format!("{video},")))
+        .map(second_of)
+        .collect();
+    annotated.dedup();
+    let (passing, failing) = (annotated[2], annotated[3]);
+    let without = |text: &str| -> String {
+        text.lines()
+            .filter(|line| {
+                !(line.starts_with(&format!("{video},"))
+                    && [passing, failing].contains(&second_of(line)))
+            })
+            .map(|line| format!("{line}\n"))
+            .collect()
+    };
+    fs::write(&table, without(&ground_truth)).unwrap();
+    let detections = workspace.annotations.path().join(
+        "person_box_67091280_iou90/ava_detection_train_boxes_and_labels_include_negative_v2.2.csv",
+    );
+    let mut text = without(&fs::read_to_string(&detections).unwrap());
+    text.push_str(&format!("{video},{passing:04},0.1,0.1,0.5,0.9,,0.95\n"));
+    text.push_str(&format!("{video},{failing:04},0.1,0.1,0.5,0.9,,0.5\n"));
+    fs::write(&detections, text).unwrap();
+    assert_ran(&workspace.run_until(data, "validate", &[]));
+    let plan: serde_json::Value =
+        serde_json::from_slice(&fs::read(data.join("work/videos.json")).unwrap()).unwrap();
+    let keyframes: Vec<u64> = plan["videos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|planned| planned["id"] == video)
+        .unwrap()["keyframes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|second| second.as_u64().unwrap())
+        .collect();
+    assert!(keyframes.contains(&u64::from(passing)), "{keyframes:?}");
+    assert!(!keyframes.contains(&u64::from(failing)), "{keyframes:?}");
+    let config = fs::read_to_string(data.join("slowfast/ava.yaml")).unwrap();
+    assert!(config.contains("DETECTION_SCORE_THRESH: 0.8"), "{config}");
+}

@@ -17,6 +17,12 @@ mod error;
 mod labels;
 mod lines;
 mod lists;
+/// The person detector's score a box needs to be a proposal: what AVA's PySlowFast configs
+/// (`AVA.DETECTION_SCORE_THRESH`) and mmaction2's (`person_det_score_thr`) use, written into the
+/// configs `avaprep lists` makes. A keyframe whose detector boxes all score below it is not read
+/// by either; one with a box at or above it is, so its frames are extracted.
+pub const DETECTION_SCORE_THRESHOLD: f32 = 0.8;
+
 pub mod plan;
 mod types;
 mod video;

@@ -206,15 +206,24 @@ fn split_videos(
         PlanError::UnknownSplit(split_name.to_string(), known.join(", "))
     })?;
     let annotations = layout.annotations();
-    let keyframes = split_keyframes(manifest, &annotations, split, range, labels)?;
+    let mut keyframes = split_keyframes(manifest, &annotations, split, range, labels)?;
     if let Some(excluded) = &split.excluded_timestamps {
         read_excluded_timestamps(&annotations.join(excluded), range)?;
     }
     if let Some(boxes) = &split.detected_boxes {
-        read_predicted_boxes(
+        let proposals = read_predicted_boxes(
             &annotations.join(boxes),
             &ReadOptions::new(range, Some(labels)),
         )?;
+        // The loaders take a keyframe from any box of the detector that passes the threshold:
+        // its clip must be extracted too.
+        for proposal in proposals {
+            if proposal.score >= crate::annotations::DETECTION_SCORE_THRESHOLD
+                && let Some(seconds) = keyframes.get_mut(&proposal.key.video)
+            {
+                seconds.insert(proposal.key.second);
+            }
+        }
     }
     let folder = &manifest.videos[&split.videos];
     let list_file = &manifest.name_lists[&folder.name_list];

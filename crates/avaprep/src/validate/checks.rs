@@ -45,8 +45,20 @@ impl Split {
         videos
     }
 
-    fn keyframes(&self) -> BTreeMap<&str, BTreeSet<i64>> {
-        self.keyframes_of(|_| true)
+    /// The keyframes PySlowFast takes: every ground-truth box's, and every detector box's that
+    /// scores at least `threshold` (it skips the rest).
+    fn keyframes(&self, threshold: f64) -> BTreeMap<&str, BTreeSet<i64>> {
+        let mut keyframes: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
+        for file in &self.box_files {
+            let proposed = file
+                .rows
+                .iter()
+                .filter(|row| row.score.is_none_or(|score| score >= threshold));
+            for row in proposed {
+                keyframes.entry(&*row.video).or_default().insert(row.second);
+            }
+        }
+        keyframes
     }
 
     /// The keyframes of the ground truth alone: mmaction2's `AVADataset` reads no other.
@@ -654,7 +666,7 @@ fn check_clips(
 ) {
     let timing = request.timing;
     let span = i64::from(timing.num_frames * timing.sampling_rate);
-    let keyframes = split.keyframes();
+    let keyframes = split.keyframes(request.detection_score_thresh);
     let rows_of = split.video_rows();
     for (video, rows) in &rows_of {
         let wanted = timing.rows_per_video();

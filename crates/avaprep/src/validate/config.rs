@@ -62,6 +62,8 @@ pub struct PySlowFastYaml {
     pub names: DatasetNames,
     pub num_frames: u32,
     pub sampling_rate: u32,
+    /// AVA.DETECTION_SCORE_THRESH: a detector's box below it is no proposal.
+    pub detection_score_thresh: f64,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -88,6 +90,7 @@ struct AvaKeys {
     exclusion_file: Option<String>,
     label_map_file: Option<String>,
     groundtruth_file: Option<String>,
+    detection_score_thresh: Option<f64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -110,6 +113,7 @@ impl PySlowFastYaml {
             names: DatasetNames::default(),
             num_frames: 8,
             sampling_rate: 8,
+            detection_score_thresh: 0.9,
         }
     }
 
@@ -187,6 +191,7 @@ impl PySlowFastYaml {
             set(&mut names.exclusion_file, ava.exclusion_file);
             replace(&mut names.label_map_file, ava.label_map_file);
             set(&mut names.groundtruth_file, ava.groundtruth_file);
+            replace(&mut self.detection_score_thresh, ava.detection_score_thresh);
         }
         if let Some(data) = file.data {
             replace(&mut self.num_frames, data.num_frames);

@@ -287,6 +287,8 @@ pub struct ValidateRequest {
     pub depth: Depth,
     /// The data directory's mmaction2 view (`lists --mmaction2`), when it has one.
     pub mmaction2_view: Option<PathBuf>,
+    /// A detector's box below this score is no proposal, so no keyframe for the loaders.
+    pub detection_score_thresh: f64,
 }
 
 impl WrittenTiming {
@@ -326,6 +328,7 @@ impl ValidateRequest {
             depth,
             mmaction2_view: Some(layout.mmaction2())
                 .filter(|view| view.join(Mmaction2View::RECORD).exists()),
+            detection_score_thresh: config.detection_score_thresh,
         })
     }
 
@@ -379,6 +382,7 @@ impl ValidateRequest {
             known_sha256: BTreeMap::new(),
             depth,
             mmaction2_view: None,
+            detection_score_thresh: config.detection_score_thresh,
         })
     }
 }

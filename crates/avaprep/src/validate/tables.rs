@@ -69,6 +69,8 @@ pub struct BoxRow {
     pub second: i64,
     pub bbox: [f64; 4],
     pub action: Option<i64>,
+    /// A detector's score (its boxes only).
+    pub score: Option<f64>,
 }
 
 #[derive(Debug, Clone, Default)]
@@ -256,19 +258,23 @@ fn parse_box_row(line: usize, text: &str, kind: BoxKind) -> Result<BoxRow, Strin
                 .map_err(|_| format!("action id `{field}` is not an integer"))?,
         ),
     };
-    if kind == BoxKind::Predicted {
-        fields[7]
-            .parse::<f64>()
-            .ok()
-            .filter(|score| score.is_finite())
-            .ok_or_else(|| format!("score `{}` is not a number", fields[7]))?;
-    }
+    let score = match kind {
+        BoxKind::Predicted => Some(
+            fields[7]
+                .parse::<f64>()
+                .ok()
+                .filter(|score| score.is_finite())
+                .ok_or_else(|| format!("score `{}` is not a number", fields[7]))?,
+        ),
+        BoxKind::GroundTruth => None,
+    };
     Ok(BoxRow {
         line,
         video: fields[0].to_string(),
         second,
         bbox,
         action,
+        score,
     })
 }
 

@@ -66,6 +66,7 @@ impl Fixture {
             known_sha256: BTreeMap::new(),
             depth,
             mmaction2_view: None,
+            detection_score_thresh: 0.8,
         }
     }
 
@@ -225,6 +226,35 @@ fn the_clean_dataset_passes_every_check() {
     assert_eq!(report.frames_decoded, 150);
     // 5 train + 1 val keyframes per video... every keyframe's clip was looked at.
     assert_eq!(report.check(CheckId::ClipFrames).checked, 6 + 6 + 6);
+}
+
+/// A keyframe that only the detector's boxes name, all below the config's threshold, is no
+/// keyframe for PySlowFast (it skips such boxes), so its clip is not checked; at or above the
+/// threshold it is. Before, every detector box made a keyframe, so AVA-timed data failed
+/// clip-frames on keyframes no loader reads.
+#[test]
+fn only_detector_boxes_that_pass_the_threshold_make_keyframes() {
+    let fixture = dataset();
+    let predicted = fixture.annotations().join("ava_val_predicted_boxes.csv");
+    edit_lines(&predicted, |lines| {
+        for line in lines.iter_mut() {
+            if line.contains(&format!(",{EXCLUDED_SECOND},")) {
+                *line = line.replace(",0.95", ",0.5");
+            }
+        }
+    });
+    let clips = |thresh: f64| {
+        let mut request = fixture.request(Depth::Quick);
+        request.detection_score_thresh = thresh;
+        validate(&request, &Silent, &NOT_CANCELLED)
+            .unwrap()
+            .check(CheckId::ClipFrames)
+            .checked
+    };
+    // 6 keyframes in each of the three videos; the val one named by the detector alone now
+    // scores 0.5.
+    assert_eq!(clips(0.8), 17);
+    assert_eq!(clips(0.4), 18);
 }
 
 /// Each list numbers its own videos (AVA's val list starts again at 0): PySlowFast reads only

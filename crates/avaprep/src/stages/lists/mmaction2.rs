@@ -263,7 +263,7 @@ fn config_py(
         };
         writeln!(
             text,
-            "{loader} = dict(\n    batch_size=8,\n    num_workers=8,\n    persistent_workers=True,\n    sampler=dict(type='DefaultSampler', shuffle={shuffle}),\n    dataset=dict(\n        type=dataset_type,\n        ann_file={ann_file},\n        exclude_file={exclude_file},\n        proposal_file={proposal_file},\n        pipeline={pipeline},\n        label_file=label_file,\n        num_classes=num_classes,\n        person_det_score_thr=0.8,\n        data_prefix=dict(img=data_root),\n        filename_tmpl={template},\n        start_index=0,\n        fps={fps},\n        timestamp_start={start},\n        timestamp_end={end},\n        test_mode={test_mode}))",
+            "{loader} = dict(\n    batch_size=8,\n    num_workers=8,\n    persistent_workers=True,\n    sampler=dict(type='DefaultSampler', shuffle={shuffle}),\n    dataset=dict(\n        type=dataset_type,\n        ann_file={ann_file},\n        exclude_file={exclude_file},\n        proposal_file={proposal_file},\n        pipeline={pipeline},\n        label_file=label_file,\n        num_classes=num_classes,\n        person_det_score_thr={threshold},\n        data_prefix=dict(img=data_root),\n        filename_tmpl={template},\n        start_index=0,\n        fps={fps},\n        timestamp_start={start},\n        timestamp_end={end},\n        test_mode={test_mode}))",
             loader = dataset.loader,
             ann_file = path(&dataset.ann_file),
             exclude_file = optional(&dataset.exclude_file),
@@ -273,6 +273,7 @@ fn config_py(
             start = view.timestamp_start,
             end = view.timestamp_end,
             test_mode = if test_mode { "True" } else { "False" },
+            threshold = crate::annotations::DETECTION_SCORE_THRESHOLD,
         )
         .expect("a string");
         if test_mode {

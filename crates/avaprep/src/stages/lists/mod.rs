@@ -758,6 +758,12 @@ fn config_yaml(layout: &DataLayout, plan: &VideoPlan, params: &ListsParams) -> S
     if let Some(name) = split_file("val", |f| &f.ground_truth) {
         writeln!(text, "  GROUNDTRUTH_FILE: {}", yaml_string(&name)).expect("a string");
     }
+    writeln!(
+        text,
+        "  DETECTION_SCORE_THRESH: {}",
+        crate::annotations::DETECTION_SCORE_THRESHOLD
+    )
+    .expect("a string");
     writeln!(text, "DATA:").expect("a string");
     writeln!(text, "  NUM_FRAMES: {}", params.num_frames).expect("a string");
     writeln!(text, "  SAMPLING_RATE: {}", params.sampling_rate).expect("a string");
