@@ -74,11 +74,15 @@ fn damage_unseen(path: &Path) {
     let modified = fs::metadata(path).unwrap().modified().unwrap();
     let length = fs::metadata(path).unwrap().len() as usize;
     fs::write(path, vec![0u8; length]).unwrap();
+    set_modified(path, modified);
+}
+
+fn set_modified(path: &Path, time: std::time::SystemTime) {
     fs::File::options()
         .write(true)
         .open(path)
         .unwrap()
-        .set_modified(modified)
+        .set_modified(time)
         .unwrap();
 }
 
@@ -209,12 +213,7 @@ fn touch_all(folder: &Path) {
         }
         let later =
             fs::metadata(&path).unwrap().modified().unwrap() + std::time::Duration::from_secs(3600);
-        fs::File::options()
-            .write(true)
-            .open(&path)
-            .unwrap()
-            .set_modified(later)
-            .unwrap();
+        set_modified(&path, later);
     }
 }
 
@@ -363,19 +362,8 @@ fn a_failed_lists_withdraws_the_old_lists_and_status_says_failed() {
             "{gone} kept after a failed lists"
         );
     }
-    let set = |key: &str, path: &Path| format!("{key}=\"{}\"", path.display());
-    let status = avaprep(data)
-        .args(["--json", "status", "pipelines/demo.toml"])
-        .args(["--set", &set("dataset", &workspace.manifest)])
-        .args(["--set", &set("fetch.videos", workspace.videos.path())])
-        .args([
-            "--set",
-            &set("fetch.annotations", workspace.annotations.path()),
-        ])
-        .args(["--set", "extract.height=240"])
-        .args(too_long)
-        .output()
-        .unwrap();
+    let json = ["--json"];
+    let status = workspace.status(data, &[&json[..], &too_long].concat());
     let lists = stdout(&status)
         .lines()
         .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
@@ -461,19 +449,8 @@ fn a_train_only_pipeline_runs_through_validation() {
     assert_ran(&ran);
     let train_yaml = fs::read_to_string(data.join("slowfast/train.yaml")).unwrap();
     assert!(!train_yaml.contains("TEST_LISTS: []"), "{train_yaml}");
-    let set = |key: &str, path: &Path| format!("{key}=\"{}\"", path.display());
-    let status = avaprep(data)
-        .args(["status", "pipelines/demo.toml", "--until", "validate"])
-        .args(["--set", &set("dataset", &workspace.manifest)])
-        .args(["--set", &set("fetch.videos", workspace.videos.path())])
-        .args([
-            "--set",
-            &set("fetch.annotations", workspace.annotations.path()),
-        ])
-        .args(["--set", "extract.height=240"])
-        .args(train_only)
-        .output()
-        .unwrap();
+    let until = ["--until", "validate"];
+    let status = workspace.status(data, &[&until[..], &train_only].concat());
     assert!(status.status.success(), "{}", stderr(&status));
     let validate = stdout(&status)
         .lines()

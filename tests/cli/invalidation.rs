@@ -116,6 +116,24 @@ impl Workspace {
             .unwrap()
     }
 
+    /// `avaprep status` of the demo pipeline on this workspace, as [`Self::run`] runs it.
+    pub(crate) fn status(&self, data: &Path, extra: &[&str]) -> Output {
+        let set = |key: &str, path: &Path| format!("{key}=\"{}\"", path.display());
+        crate::support::avaprep(data)
+            .args([
+                "status",
+                "pipelines/demo.toml",
+                "--set",
+                "extract.height=240",
+            ])
+            .args(["--set", &set("dataset", &self.manifest)])
+            .args(["--set", &set("fetch.videos", self.videos.path())])
+            .args(["--set", &set("fetch.annotations", self.annotations.path())])
+            .args(extra)
+            .output()
+            .unwrap()
+    }
+
     /// The train table's rows of its first video, and that video.
     fn first_train_video(&self) -> (String, Vec<String>) {
         let text = fs::read_to_string(self.annotations.path().join(TRAIN_TABLE)).unwrap();

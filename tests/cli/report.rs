@@ -520,7 +520,16 @@ fn a_cancelled_report_writes_no_page() {
 /// `no tensor s2.pathway0_res2...`.
 #[test]
 fn predict_builds_the_network_the_weights_record() {
-    let data = reported();
+    // A copy: predict holds its data directory, which the other tests here run pipelines in.
+    let copy = tempfile::tempdir().unwrap();
+    let data = &copy.path().join("data");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(reported())
+        .arg(data)
+        .status()
+        .unwrap();
+    assert!(copied.success());
     let trained: serde_json::Value =
         serde_json::from_slice(&std::fs::read(data.join("work/train.json")).unwrap()).unwrap();
     let weights = data.join(trained["weights"].as_str().unwrap());
