@@ -105,12 +105,9 @@ impl Workspace {
 
     /// The demo pipeline through `stage` on the videos and annotations of this workspace.
     pub(crate) fn run_until(&self, data: &Path, stage: &str, extra: &[&str]) -> Output {
-        let set = |key: &str, path: &Path| format!("{key}=\"{}\"", path.display());
         demo_run(data)
             .args(["--until", stage])
-            .args(["--set", &set("dataset", &self.manifest)])
-            .args(["--set", &set("fetch.videos", self.videos.path())])
-            .args(["--set", &set("fetch.annotations", self.annotations.path())])
+            .args(self.sets())
             .args(extra)
             .output()
             .unwrap()
@@ -118,20 +115,26 @@ impl Workspace {
 
     /// `avaprep status` of the demo pipeline on this workspace, as [`Self::run`] runs it.
     pub(crate) fn status(&self, data: &Path, extra: &[&str]) -> Output {
-        let set = |key: &str, path: &Path| format!("{key}=\"{}\"", path.display());
         crate::support::avaprep(data)
-            .args([
-                "status",
-                "pipelines/demo.toml",
-                "--set",
-                "extract.height=240",
-            ])
-            .args(["--set", &set("dataset", &self.manifest)])
-            .args(["--set", &set("fetch.videos", self.videos.path())])
-            .args(["--set", &set("fetch.annotations", self.annotations.path())])
+            .args(["status", "pipelines/demo.toml"])
+            .args(["--set", "extract.height=240"])
+            .args(self.sets())
             .args(extra)
             .output()
             .unwrap()
+    }
+
+    /// The pipeline's keys that point it at this workspace.
+    fn sets(&self) -> Vec<String> {
+        let set = |key: &str, path: &Path| format!("{key}=\"{}\"", path.display());
+        [
+            set("dataset", &self.manifest),
+            set("fetch.videos", self.videos.path()),
+            set("fetch.annotations", self.annotations.path()),
+        ]
+        .into_iter()
+        .flat_map(|pair| ["--set".to_string(), pair])
+        .collect()
     }
 
     /// The train table's rows of its first video, and that video.
