@@ -525,3 +525,56 @@ fn detector_keyframes_that_pass_the_threshold_are_extracted() {
     let config = fs::read_to_string(data.join("slowfast/ava.yaml")).unwrap();
     assert!(config.contains("DETECTION_SCORE_THRESH: 0.8"), "{config}");
 }
+
+/// Data on AVA's own clock (`synth --profile ava-times`, seed 5, where the detector names
+/// keyframes with low-scoring boxes only) passes validation. Before, clip-frames failed 9 of
+/// 3,249 keyframes, each one whose boxes PySlowFast skips.
+#[test]
+fn ava_timed_data_passes_validation() {
+    let mirror = tempfile::tempdir().unwrap();
+    let made = avaprep(mirror.path())
+        .args([
+            "-q",
+            "synth",
+            "--profile",
+            "ava-times",
+            "--seed",
+            "5",
+            "--out",
+        ])
+        .arg(mirror.path())
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", stderr(&made));
+    let server = avaprep::serve::start(avaprep::serve::ServeConfig::new(mirror.path())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let ran = avaprep(data.path())
+        .args([
+            "--json",
+            "run",
+            "pipelines/demo.toml",
+            "--until",
+            "validate",
+        ])
+        .arg("--set")
+        .arg(format!(
+            "dataset=\"{}\"",
+            mirror.path().join("manifest.toml").display()
+        ))
+        .arg("--set")
+        .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
+        .output()
+        .unwrap();
+    assert_ran(&ran);
+    let report: serde_json::Value =
+        serde_json::from_slice(&fs::read(data.path().join("slowfast/validation.json")).unwrap())
+            .unwrap();
+    let clips = report["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|check| check["name"] == "clip-frames")
+        .unwrap();
+    assert_eq!(clips["status"], "passed", "{clips}");
+    assert!(clips["checked"].as_u64().unwrap() > 3000, "{clips}");
+}
