@@ -120,7 +120,9 @@ pub fn start(global: &GlobalArgs) {
         if CANCEL.swap(true, Ordering::SeqCst) {
             std::process::exit(130);
         }
-        eprintln!("interrupted: finishing the work in progress (Ctrl-C again to stop at once)");
+        eprintln!(
+            "interrupted: stopping at the next clean point, what is done kept (Ctrl-C again to stop at once)"
+        );
     });
 }
 

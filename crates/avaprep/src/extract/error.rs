@@ -80,6 +80,9 @@ pub enum ExtractError {
     /// Only between the reading and the encoding thread: the thread's own error is reported.
     #[error("the JPEG encoding thread stopped")]
     EncoderStopped,
+    /// The caller's progress said to stop (Ctrl-C): the frames written so far are no set.
+    #[error("interrupted")]
+    Interrupted,
     #[error("{path}: JPEG encoding failed: {source}")]
     Encode {
         path: PathBuf,

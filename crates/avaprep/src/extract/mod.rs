@@ -156,7 +156,8 @@ pub struct Extraction {
 /// and which the caller renames into place after `Ok`. `segment` is the annotated segment
 /// `[start, end)` in seconds from the stream's first timestamp: frame numbers count from its
 /// start, and its source frames are counted for the stats. `progress(done, planned)` is called
-/// after each frame.
+/// after each frame and says whether to go on: `false` (Ctrl-C) ends the extraction
+/// [`ExtractError::Interrupted`] at once.
 pub fn extract_video(
     input: &Path,
     video_id: &str,
@@ -164,7 +165,7 @@ pub fn extract_video(
     segment: [f64; 2],
     spec: &ExtractSpec,
     out_dir: &Path,
-    progress: &dyn Fn(u64, u64),
+    progress: &dyn Fn(u64, u64) -> bool,
 ) -> Result<Extraction, ExtractError> {
     spec.validate()?;
     if frames.first().is_some_and(|&k| k == 0) || frames.windows(2).any(|w| w[0] >= w[1]) {

@@ -33,7 +33,7 @@ pub struct Request<'a> {
     pub segment: [f64; 2],
     pub spec: &'a ExtractSpec,
     pub out_dir: &'a Path,
-    pub progress: &'a dyn Fn(u64, u64),
+    pub progress: &'a dyn Fn(u64, u64) -> bool,
 }
 
 pub fn extract(req: &Request) -> Result<Extraction, ExtractError> {
@@ -574,8 +574,10 @@ impl<'a> Run<'a> {
             width: 0,
             height: 0,
         });
-        (self.req.progress)(self.index.len() as u64, self.targets.len() as u64);
-        Ok(())
+        match (self.req.progress)(self.index.len() as u64, self.targets.len() as u64) {
+            true => Ok(()),
+            false => Err(ExtractError::Interrupted),
+        }
     }
 
     /// The time from the source frame at `ts` to its neighbour on the target's side, from the

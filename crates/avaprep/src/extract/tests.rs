@@ -146,6 +146,7 @@ fn check(i: usize, ranges: &[TimeRange], spec: &ExtractSpec, tag: &str) -> Extra
     let result = extract_video(&path, &v.id, &frames, seg, spec, &dir, &|d, planned| {
         assert_eq!(planned, frames.len() as u64);
         done.set(d);
+        true
     })
     .unwrap_or_else(|e| panic!("{tag}: {e}"));
     let elapsed = started.elapsed().as_secs_f64();
@@ -224,6 +225,31 @@ fn every_kind_of_video_at_5_fps() {
     }
 }
 
+/// Ctrl-C stops the video in progress at its next frame, with one thread or with the encoding
+/// thread beside the decoder (which ends with it). Before, the first Ctrl-C let every video in
+/// progress run to its end.
+#[test]
+fn a_stopped_extraction_ends_at_the_next_frame() {
+    let (v, path, _) = video(0);
+    let seg = segment();
+    let frames = frame_numbers(&typical_ranges(), seg[0], 5.0);
+    for threads in [1, 2] {
+        let spec = ExtractSpec {
+            threads,
+            ..ExtractSpec::default()
+        };
+        let dir = out_dir(&format!("stopped{threads}"));
+        let done = std::cell::Cell::new(0);
+        let error = extract_video(&path, &v.id, &frames, seg, &spec, &dir, &|d, _| {
+            done.set(d);
+            d < 3
+        })
+        .unwrap_err();
+        assert!(matches!(error, ExtractError::Interrupted), "{error}");
+        assert_eq!(done.get(), 3, "{threads} threads");
+    }
+}
+
 #[test]
 fn ten_fps_ties_and_frame_threads() {
     // At 10 fps a 25 fps source has a tie on every other target (0.1 s between 0.08 and 0.12).
@@ -293,7 +319,7 @@ fn skipping_changes_nothing() {
                 let dir = out_dir(&format!("skip{i}-{threads}-{skip}"));
                 let started = Instant::now();
                 let result =
-                    extract_video(&path, &v.id, &frames, seg, &spec, &dir, &|_, _| {}).unwrap();
+                    extract_video(&path, &v.id, &frames, seg, &spec, &dir, &|_, _| true).unwrap();
                 eprintln!(
                     "{} threads={threads} skip={skip}: decoded {} of {} read, {:.2} s",
                     v.file_name,
@@ -367,7 +393,7 @@ fn extract_err(path: &Path, frames: &[u32]) -> ExtractError {
             threads,
             ..ExtractSpec::default()
         };
-        extract_video(path, "x", frames, segment(), &spec, &dir, &|_, _| {}).unwrap_err()
+        extract_video(path, "x", frames, segment(), &spec, &dir, &|_, _| true).unwrap_err()
     });
     assert_eq!(one_thread.to_string(), encoding_thread.to_string());
     one_thread
@@ -414,7 +440,7 @@ fn errors_are_clear() {
         fps: 1000.0,
         ..ExtractSpec::default()
     };
-    let err = extract_video(&path, "x", &frames, segment(), &spec, &dir, &|_, _| {}).unwrap_err();
+    let err = extract_video(&path, "x", &frames, segment(), &spec, &dir, &|_, _| true).unwrap_err();
     eprintln!("{err}");
     assert!(matches!(err, ExtractError::RateAboveSource { .. }), "{err}");
     assert!(err.to_string().contains("or less"), "{err}");
@@ -465,7 +491,7 @@ fn invalid_requests() {
         quality: 1,
         ..ExtractSpec::default()
     };
-    let err = extract_video(&path, "x", &[1], segment(), &bad, &dir, &|_, _| {}).unwrap_err();
+    let err = extract_video(&path, "x", &[1], segment(), &bad, &dir, &|_, _| true).unwrap_err();
     assert!(matches!(err, ExtractError::InvalidSpec(_)));
     let err = extract_video(
         &path,
@@ -474,7 +500,7 @@ fn invalid_requests() {
         segment(),
         &ExtractSpec::default(),
         &dir,
-        &|_, _| {},
+        &|_, _| true,
     )
     .unwrap_err();
     assert!(matches!(err, ExtractError::InvalidSpec(_)));
@@ -527,7 +553,7 @@ fn rotated_videos_come_out_upright_as_the_ffmpeg_cli_shows_them() {
             height: 120,
             ..ExtractSpec::default()
         };
-        extract_video(&rotated, "x", &[1], [5.0, 7.0], &spec, &out, &|_, _| {}).unwrap();
+        extract_video(&rotated, "x", &[1], [5.0, 7.0], &spec, &out, &|_, _| true).unwrap();
         ours.push(luma(&out.join("x_000001.jpg")));
         let cli = dir.join(format!("cli{rotate}.png"));
         ffmpeg_cli(&[

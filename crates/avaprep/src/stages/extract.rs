@@ -326,10 +326,13 @@ impl ExtractStage {
         crate::fsutil::remove_if_present(&staging).map_err(|error| fail(&error))?;
         std::fs::create_dir_all(&staging).map_err(|error| fail(&error))?;
         let item = video.id.to_string();
+        // Ctrl-C stops the video in progress too: its frames so far are no set, and the next
+        // run extracts it again.
         let progress = |done: u64, total: u64| {
             context
                 .reporter
                 .item_progress(self.id().name(), &item, done, total, Unit::Frames);
+            !context.cancelled()
         };
         let segment = [plan.segment[0] - start, plan.segment[1] - start];
         let mut extraction = extract_video(
