@@ -112,6 +112,19 @@ fn training_takes_the_lock_and_refuses_a_failed_or_stale_dataset() {
         );
     }
     drop(held);
+    // A run folder outside the data directory is held too (by a training of another one here).
+    let runs = tempfile::tempdir().unwrap();
+    let run = runs.path().join("shared-run");
+    let other = DataDirLock::acquire(&run, LockMode::Exclusive, "avaprep train other").unwrap();
+    let refused = avaprep(data)
+        .args(["train", "--preset", "synthetic-tiny", "--run-dir"])
+        .arg(&run)
+        .output()
+        .unwrap();
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(1), "{message}");
+    assert!(message.contains("`avaprep train other`"), "{message}");
+    drop(other);
 
     let frame = fs::read_dir(data.join("frames"))
         .unwrap()

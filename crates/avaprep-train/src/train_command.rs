@@ -5,7 +5,7 @@ use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
-use avaprep::pipeline::lock::DataDirLock;
+use avaprep::pipeline::lock::{DataDirLock, LockMode};
 use avaprep_shell::{Printer, command_line};
 
 use crate::settings::SettingsArgs;
@@ -47,6 +47,16 @@ pub fn run(
             .join("runs")
             .join(args.settings.preset.name())
     });
+    // A run folder outside the data directory has a lock of its own: two trainings of two data
+    // directories must not write one run's checkpoints either.
+    let _run_held = match inside(&run_dir, &global.data_dir) {
+        true => None,
+        false => Some(DataDirLock::acquire(
+            &run_dir,
+            LockMode::Exclusive,
+            &command_line(),
+        )?),
+    };
     let progress = |event: TrainEvent| {
         if printer.json
             && let Some(line) = tagged_line(&event)
@@ -70,6 +80,13 @@ pub fn run(
         run_dir.display()
     ));
     Ok(())
+}
+
+fn inside(path: &std::path::Path, folder: &std::path::Path) -> bool {
+    match (std::path::absolute(path), std::path::absolute(folder)) {
+        (Ok(path), Ok(folder)) => path.starts_with(folder),
+        _ => false,
+    }
 }
 
 /// Training reads the lists and the frames they name: on lists made from other annotations, or
