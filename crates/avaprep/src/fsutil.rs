@@ -47,10 +47,21 @@ pub fn sync_parent(path: &Path) -> io::Result<()> {
 /// the same filesystem whatever links lead there (frames on another disk), and hidden by its
 /// leading dot from anyone listing the folder's neighbours.
 pub fn staging_beside(destination: &Path) -> PathBuf {
+    hidden_beside(destination, ".partial")
+}
+
+/// `.<name><suffix>` in the folder of `path`.
+fn hidden_beside(path: &Path, suffix: &str) -> PathBuf {
     let mut name = std::ffi::OsString::from(".");
-    name.push(destination.file_name().unwrap_or_default());
-    name.push(".partial");
-    destination.with_file_name(name)
+    name.push(path.file_name().unwrap_or_default());
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// Whether two paths name one folder: the same text, or the same folder reached another way (a
+/// link, `./`); a path that does not exist is no other's.
+pub fn same_place(a: &Path, b: &Path) -> bool {
+    a == b || matches!((fs::canonicalize(a), fs::canonicalize(b)), (Ok(a), Ok(b)) if a == b)
 }
 
 /// Puts the complete folder `staging` (see [`staging_beside`]) at `destination`. The old folder
@@ -58,10 +69,7 @@ pub fn staging_beside(destination: &Path) -> PathBuf {
 /// whole folder there, old or new, and only then is the old one removed. A link at
 /// `destination` is replaced, never followed into.
 pub fn replace_dir(staging: &Path, destination: &Path) -> io::Result<()> {
-    let mut name = std::ffi::OsString::from(".");
-    name.push(destination.file_name().unwrap_or_default());
-    name.push(".replaced");
-    let aside = destination.with_file_name(name);
+    let aside = hidden_beside(destination, ".replaced");
     remove_if_present(&aside)?;
     let had_old = match fs::rename(destination, &aside) {
         Ok(()) => true,

@@ -187,8 +187,9 @@ pub fn read_tensors(path: &Path) -> Result<Vec<(String, Tensor)>, TrainError> {
 
 /// What libtorch's reader would report in its own terms (`HeaderTooLarge`,
 /// `MetadataIncompleteBuffer`, an OS error), said of the file: missing, not a regular file, a
-/// PyTorch checkpoint that needs converting, or a truncated safetensors file.
-pub fn check_safetensors(path: &Path) -> Result<(), String> {
+/// PyTorch checkpoint that needs converting, or a truncated safetensors file. Returns the
+/// header's metadata (`__metadata__`: text by key).
+pub fn check_safetensors(path: &Path) -> Result<HashMap<String, String>, String> {
     const CONVERT: &str = "convert it with `scripts/convert_checkpoint.py CHECKPOINT OUT.safetensors`, then name OUT.safetensors";
     // Far above any SlowFast's header (a few hundred tensors): a larger one is no header.
     const MOST_HEADER: u64 = 64 << 20;
@@ -244,35 +245,28 @@ pub fn check_safetensors(path: &Path) -> Result<(), String> {
             8 + header_len + data_end
         ));
     }
-    Ok(())
+    let metadata = entries
+        .get("__metadata__")
+        .map(|metadata| serde_json::from_value(metadata.clone()))
+        .transpose()
+        .map_err(|_| "not a safetensors file (its __metadata__ is not text by key)".to_string())?;
+    Ok(metadata.unwrap_or_default())
 }
 
-/// The network a weights file records in its header (what [`write_weights`] writes); `None`
-/// for weights that record none (converted ones, or written before headers).
-pub fn recorded_network(path: &Path) -> Result<Option<SlowFastConfig>, TrainError> {
-    let unreadable =
-        |problem: String| TrainError::Checkpoint(format!("{}: {problem}", path.display()));
-    let mut file = File::open(path).map_err(|e| TrainError::io(path, e))?;
-    let mut start = [0u8; 8];
-    file.read_exact(&mut start)
-        .map_err(|e| unreadable(e.to_string()))?;
-    let mut header = vec![0u8; u64::from_le_bytes(start) as usize];
-    file.read_exact(&mut header)
-        .map_err(|e| unreadable(e.to_string()))?;
-    #[derive(Deserialize)]
-    struct Header {
-        #[serde(rename = "__metadata__", default)]
-        metadata: HashMap<String, String>,
-    }
-    let header: Header =
-        serde_json::from_slice(&header).map_err(|e| unreadable(format!("its header: {e}")))?;
-    header
-        .metadata
+/// The network a weights file records in its header metadata (what [`write_weights`] writes,
+/// as [`check_safetensors`] returns it); `None` for weights that record none (converted ones,
+/// or written before headers).
+pub fn recorded_network(
+    path: &Path,
+    metadata: &HashMap<String, String>,
+) -> Result<Option<SlowFastConfig>, TrainError> {
+    metadata
         .get(MODEL_METADATA_KEY)
         .map(|text| {
             serde_json::from_str(text).map_err(|e| {
-                unreadable(format!(
-                    "the network its header records ({MODEL_METADATA_KEY}): {e}"
+                TrainError::Checkpoint(format!(
+                    "{}: the network its header records ({MODEL_METADATA_KEY}): {e}",
+                    path.display()
                 ))
             })
         })

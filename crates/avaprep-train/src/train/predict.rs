@@ -89,22 +89,6 @@ pub struct PredictSummary {
 /// Scores the detector boxes of `split` with `weights` (a `model-*` or `best-*` file, or any
 /// safetensors with these names) and writes `out` in the AVA format; evaluates it when the split
 /// has ground truth.
-/// Weights of another class count score another label map: named before anything is read.
-fn check_classes(
-    weights: &Path,
-    network: &super::model::SlowFastConfig,
-    classes: usize,
-) -> Result<(), TrainError> {
-    match network.num_classes as usize == classes {
-        true => Ok(()),
-        false => Err(TrainError::Checkpoint(format!(
-            "{}: weights for {} classes, but this dataset's label map has {classes}; train on it, or start from these weights with `avaprep train --init`",
-            weights.display(),
-            network.num_classes
-        ))),
-    }
-}
-
 pub fn predict(
     config: &TrainConfig,
     data_dir: &Path,
@@ -114,13 +98,13 @@ pub fn predict(
     cancel: &AtomicBool,
 ) -> Result<PredictSummary, TrainError> {
     // A wrong weights file is named before the data is read.
-    check_safetensors(weights)
+    let metadata = check_safetensors(weights)
         .map_err(|problem| TrainError::Checkpoint(format!("{}: {problem}", weights.display())))?;
     let (device, precision) = resolve_device(config)?;
     let data = Dataset::open(data_dir)?;
     // The weights' own network, where they record it: `--preset` names it only for weights
     // that do not.
-    let recorded = recorded_network(weights)?;
+    let recorded = recorded_network(weights, &metadata)?;
     let mut config = config.clone();
     if let Some(network) = &recorded {
         check_classes(weights, network, data.classes.len())?;
@@ -154,4 +138,20 @@ pub fn predict(
         rows: detections.len(),
         report,
     })
+}
+
+/// Weights of another class count score another label map: named before anything is read.
+fn check_classes(
+    weights: &Path,
+    network: &super::model::SlowFastConfig,
+    classes: usize,
+) -> Result<(), TrainError> {
+    match network.num_classes as usize == classes {
+        true => Ok(()),
+        false => Err(TrainError::Checkpoint(format!(
+            "{}: weights for {} classes, but this dataset's label map has {classes}; train on it, or start from these weights with `avaprep train --init`",
+            weights.display(),
+            network.num_classes
+        ))),
+    }
 }

@@ -176,7 +176,6 @@ impl Dataset {
     }
 }
 
-/// Reads the video list file named by a command's `--video-list`.
 /// "parse failed in its last run; run `avaprep fetch` first".
 pub fn blocker_text(blocker: &crate::pipeline::Blocker) -> String {
     let hint = StageId::from_name(&blocker.stage)
@@ -185,6 +184,7 @@ pub fn blocker_text(blocker: &crate::pipeline::Blocker) -> String {
     format!("{} {}{hint}", blocker.stage, blocker.reason)
 }
 
+/// Reads the video list file named by a command's `--video-list`.
 pub fn read_video_list(path: &Path) -> anyhow::Result<Vec<crate::annotations::VideoId>> {
     read_video_ids(path).with_context(|| format!("reading the video list {}", path.display()))
 }

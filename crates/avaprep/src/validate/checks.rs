@@ -9,7 +9,7 @@ use image::ImageDecoder as _;
 use rayon::prelude::*;
 use sha2::{Digest, Sha256};
 
-use super::tables::{self, BoxFile, BoxKind, FrameList};
+use super::tables::{self, BoxFile, BoxKind, BoxRow, FrameList};
 use super::{CheckId, CheckResult, Depth, QUICK_DECODE_EVERY, ValidateRequest};
 use crate::annotations::parse_label_map;
 use crate::frame_index::FrameIndex;
@@ -48,28 +48,22 @@ impl Split {
     /// The keyframes PySlowFast takes: every ground-truth box's, and every detector box's that
     /// scores at least `threshold` (it skips the rest).
     fn keyframes(&self, threshold: f64) -> BTreeMap<&str, BTreeSet<i64>> {
-        let mut keyframes: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
-        for file in &self.box_files {
-            let proposed = file
-                .rows
-                .iter()
-                .filter(|row| row.score.is_none_or(|score| score >= threshold));
-            for row in proposed {
-                keyframes.entry(&*row.video).or_default().insert(row.second);
-            }
-        }
-        keyframes
+        self.keyframes_of(|_, row| row.score.is_none_or(|score| score >= threshold))
     }
 
     /// The keyframes of the ground truth alone: mmaction2's `AVADataset` reads no other.
     fn ground_truth_keyframes(&self) -> BTreeMap<&str, BTreeSet<i64>> {
-        self.keyframes_of(|file| file.ground_truth)
+        self.keyframes_of(|file, _| file.ground_truth)
     }
 
-    fn keyframes_of(&self, read: impl Fn(&BoxFile) -> bool) -> BTreeMap<&str, BTreeSet<i64>> {
+    /// The keyframes of the rows `read` takes.
+    fn keyframes_of(
+        &self,
+        read: impl Fn(&BoxFile, &BoxRow) -> bool,
+    ) -> BTreeMap<&str, BTreeSet<i64>> {
         let mut keyframes: BTreeMap<&str, BTreeSet<i64>> = BTreeMap::new();
-        for file in self.box_files.iter().filter(|file| read(file)) {
-            for row in &file.rows {
+        for file in &self.box_files {
+            for row in file.rows.iter().filter(|row| read(file, row)) {
                 keyframes.entry(&*row.video).or_default().insert(row.second);
             }
         }

@@ -396,7 +396,7 @@ fn check_names_this_directory(
 ) -> Result<(), ValidateError> {
     let here = std::path::absolute(layout.frames()).unwrap_or_else(|_| layout.frames());
     match &config.frame_dir {
-        Some(named) if *named != here => Err(ValidateError::Config {
+        Some(named) if !crate::fsutil::same_place(named, &here) => Err(ValidateError::Config {
             path: config_path.to_path_buf(),
             message: format!(
                 "names the frames at {}, not this data directory's ({}): it was moved or copied; `avaprep lists` rewrites the configs for it",

@@ -244,7 +244,7 @@ pub fn relocate_configs(data_dir: &Path) -> Result<Option<PathBuf>, ItemError> {
         .filter(|frames| frames.file_name() == Some("frames".as_ref()))
         .and_then(Path::parent)
         .map(Path::to_path_buf)
-        .filter(|old| *old != here)
+        .filter(|old| !crate::fsutil::same_place(old, &here))
     else {
         return Ok(None);
     };
