@@ -63,8 +63,8 @@ pub struct StatusArgs {
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Shard>,
 
-    /// The stages `run --until STAGE` runs, only: a pipeline whose later stages cannot run
-    /// (a train-only dataset has no val split to train against) is shown as far as it goes.
+    /// The stages `run --until STAGE` runs, only: the splits of the stages after it are not
+    /// checked, as `run --until STAGE` does not check them.
     #[arg(long, value_name = "STAGE", value_parser = parse_stage)]
     pub until: Option<StageId>,
 }

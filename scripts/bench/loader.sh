@@ -15,6 +15,10 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DATA=${1:-$ROOT/data/demo}
 PASSES=${PASSES:-3}
+# On a fresh clone the default dataset is the demo's: make it first (about 10 minutes).
+if [[ -z "${1:-}" && ! -d "$DATA/frame_index" ]]; then
+  "$ROOT/scripts/demo.sh" >&2
+fi
 if [[ ! -d "$DATA/frame_index" ]]; then
   echo "loader: $DATA/frame_index is missing; make the demo dataset with scripts/demo.sh" \
     "(or run avaprep's pipeline up to extract on DATA_DIR)" >&2

@@ -261,6 +261,66 @@ fn a_missing_video_is_reported_recorded_and_the_rest_finish() {
     assert!(again.status.success(), "{}", stderr(&again));
 }
 
+/// The first Ctrl-C stops a download in progress within seconds, its partial file kept, and the
+/// next fetch sends only the rest. Before, fetch finished every download in progress first (here
+/// about 30 s at the throttled rate).
+#[test]
+fn the_first_ctrl_c_stops_a_download_in_progress_and_keeps_its_partial_file() {
+    let root = mirror();
+    let (slow_url, slow_source) = largest_video(root);
+    let size = fs::metadata(&slow_source).unwrap().len();
+    let server = start(root, vec![rule(&slow_url, Fault::Slow(size / 30), None)]);
+    let data = tempfile::tempdir().unwrap();
+    let mut child = avaprep(data.path())
+        .arg("fetch")
+        .arg("--dataset")
+        .arg(root.join("manifest.toml"))
+        .args(["--base-url", &server.url(), "--split", "train,val,test"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let part = avaprep::fetch::download::part_path(&fetched(data.path(), &slow_url));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while fs::metadata(&part).map_or(0, |meta| meta.len()) < size / 20 {
+        assert!(
+            Instant::now() < deadline,
+            "the slow download made no progress"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // SAFETY: a signal to the child this test started and has not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let interrupted = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            interrupted.elapsed() < Duration::from_secs(5),
+            "fetch went on downloading after Ctrl-C"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut errors = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut errors).unwrap();
+    assert_eq!(status.code(), Some(1), "{errors}");
+    assert!(errors.contains("interrupted"), "{errors}");
+    assert!(!fetched(data.path(), &slow_url).exists());
+    let kept = fs::metadata(&part).unwrap().len();
+    assert!(kept >= size / 20 && kept < size, "{kept} of {size}");
+
+    let fast = start(root, Vec::new());
+    let output = fetch(data.path(), root, &fast, &[]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_same_files(data.path(), root);
+    let sent = fast.stats().path(&slow_url).unwrap().body_bytes;
+    assert!(
+        sent <= size - kept,
+        "{sent} bytes sent again; {kept} were kept"
+    );
+}
+
 #[test]
 fn kill_9_mid_download_then_rerun_resumes_and_skips_what_was_complete() {
     let root = mirror();

@@ -331,3 +331,57 @@ fn a_run_killed_during_training_continues_from_the_last_checkpoint() {
     let run_dir = assert_outputs(data.path());
     assert_eq!(run_dir, checkpoint.parent().unwrap(), "the same run folder");
 }
+
+/// A train-only pipeline (no val split fetched) trains its whole schedule without evaluating,
+/// keeps the last weights, and has no split to score; a misspelt val split is still refused.
+/// Before, the pipeline file was refused (`settings.val_split: "val" is not one of the
+/// pipeline's splits`) and the trainer could not run without a val split.
+#[test]
+fn a_train_only_pipeline_trains_the_whole_schedule_and_keeps_the_last_weights() {
+    const EPOCHS: u32 = 2;
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let train_only = ["--set", "splits=[\"train\"]"];
+    let output = run(data.path(), &server, EPOCHS, &train_only);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let trained = json(&data.path().join("work/train.json"));
+    assert_eq!(trained["epochs_run"].as_u64(), Some(u64::from(EPOCHS)));
+    assert_eq!(trained["best"], serde_json::Value::Null, "{trained}");
+    let weights = trained["weights"].as_str().unwrap();
+    assert!(weights.contains("/model-s"), "the last weights: {weights}");
+    assert!(data.path().join(weights).is_file());
+    let run_dir = data.path().join(trained["run_dir"].as_str().unwrap());
+    let metrics = fs::read_to_string(run_dir.join("metrics.jsonl")).unwrap();
+    assert!(!metrics.contains("\"eval\""), "{metrics}");
+    assert_eq!(trained["val_split"], "", "{trained}");
+    let evaluation = json(&data.path().join("work/eval.json"));
+    assert_eq!(evaluation["splits"], serde_json::json!([]), "{evaluation}");
+    for split in [
+        "frame_lists/val.csv",
+        "slowfast/annotations/ava_val_v2.2.csv",
+    ] {
+        assert!(!data.path().join(split).exists(), "{split}");
+    }
+    let report = crate::support::avaprep(data.path())
+        .arg("report")
+        .output()
+        .unwrap();
+    assert!(report.status.success(), "{}", stderr(&report));
+
+    let misspelt = run(
+        data.path(),
+        &server,
+        EPOCHS,
+        &[
+            &train_only[..],
+            &["--set", "train.settings.val_split=\"vall\""],
+        ]
+        .concat(),
+    );
+    assert_eq!(misspelt.status.code(), Some(2), "{}", stderr(&misspelt));
+    assert!(
+        stderr(&misspelt).contains("\"vall\""),
+        "{}",
+        stderr(&misspelt)
+    );
+}

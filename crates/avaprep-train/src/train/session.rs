@@ -36,7 +36,8 @@ struct Session<'a> {
     progress: &'a dyn Fn(TrainEvent),
     data: Dataset,
     train: Arc<Vec<ClipSample>>,
-    val: Validation,
+    /// None when the settings name no val split: the whole schedule runs, the last weights kept.
+    val: Option<Validation>,
     net: Net,
     sgd: Sgd,
     state: TrainState,
@@ -71,8 +72,18 @@ pub(crate) fn run(
     if config.shuffle_labels {
         super::dataset::shuffle_labels(&mut train, config.seed);
     }
-    let (val, val_annotations, skipped_val) = data.clips(config, &config.val_split, false)?;
-    super::dataset::check_frames_exist(&[&train, &val])?;
+    let val = match config.validates() {
+        true => Some(data.clips(config, &config.val_split, false)?),
+        false => None,
+    };
+    let (val_clips, skipped_val) = val.as_ref().map_or((0, 0), |v| (v.0.len(), v.2));
+    let val = val.map(|(clips, annotations, _)| Validation {
+        clips: Arc::new(clips),
+        ground_truth: annotations.ground_truth,
+        excluded: annotations.excluded,
+    });
+    let val_samples: &[ClipSample] = val.as_ref().map_or(&[], |v| &v.clips);
+    super::dataset::check_frames_exist(&[&train, val_samples])?;
     // The initial weights are drawn from libtorch's global generator: seed it for the run.
     tch::manual_seed(config.seed as i64);
     let net = Net::new(config, data.classes.len(), device);
@@ -92,7 +103,7 @@ pub(crate) fn run(
         device: format!("{device:?}"),
         precision,
         train_clips: train.len(),
-        val_clips: val.len(),
+        val_clips,
         keyframes_without_frames: skipped_train + skipped_val,
         resumed_from,
     });
@@ -103,11 +114,7 @@ pub(crate) fn run(
         progress,
         data,
         train: Arc::new(train),
-        val: Validation {
-            clips: Arc::new(val),
-            ground_truth: val_annotations.ground_truth,
-            excluded: val_annotations.excluded,
-        },
+        val,
         net,
         sgd,
         state,
@@ -394,11 +401,12 @@ impl Session<'_> {
     /// best weights, named in the state the next checkpoint commits.
     fn maybe_evaluate(&mut self) -> Result<Option<Verdict>, TrainError> {
         let epoch = self.state.epoch;
-        if !epoch.is_multiple_of(self.config.eval_every) && epoch != self.config.last_epoch() {
+        let due = epoch.is_multiple_of(self.config.eval_every) || epoch == self.config.last_epoch();
+        let Some(val) = self.val.as_ref().filter(|_| due) else {
             return Ok(None);
-        }
+        };
         let started = Instant::now();
-        let (report, _) = self.evaluate()?;
+        let (report, _) = self.evaluate(val)?;
         let map = report.mean_ap;
         let verdict = self
             .state
@@ -426,25 +434,29 @@ impl Session<'_> {
     }
 
     /// The official frame-mAP of the current weights on the validation split.
-    fn evaluate(&self) -> Result<(EvalReport, Vec<avaprep::annotations::Detection>), TrainError> {
+    fn evaluate(
+        &self,
+        val: &Validation,
+    ) -> Result<(EvalReport, Vec<avaprep::annotations::Detection>), TrainError> {
         let autocast = self.precision != Precision::Fp32;
         let detections = infer(
             &self.net,
-            &self.val.clips,
+            &val.clips,
             self.config,
             &self.data.classes,
             autocast,
         )?;
         let report = evaluate(
-            &self.val.ground_truth,
+            &val.ground_truth,
             &detections,
             &self.data.classes.scored,
-            &self.val.excluded,
+            &val.excluded,
         );
         Ok((report, detections))
     }
 
-    /// Detections and evaluation of the best weights (the last ones if none was evaluated).
+    /// Detections and evaluation of the best weights (the last ones if none was evaluated); a
+    /// run without a val split has nothing to score.
     fn finish(&mut self, reason: StopReason) -> Result<TrainSummary, TrainError> {
         let notes = CurveNotes {
             status: reason.to_string(),
@@ -462,11 +474,13 @@ impl Session<'_> {
             detections: None,
             train_clips_per_s: self.throughput.0 as f64 / self.throughput.1.max(1e-9),
         };
-        if !matches!(reason, StopReason::Cancelled { .. }) {
+        if let Some(val) = self.val.as_ref()
+            && !matches!(reason, StopReason::Cancelled { .. })
+        {
             if let Some(best) = checkpoint::named(self.run_dir, &self.state.best_file) {
                 checkpoint::load_model(&self.net.vs, &best)?;
             }
-            let (report, detections) = self.evaluate()?;
+            let (report, detections) = self.evaluate(val)?;
             let path = self.run_dir.join("detections.csv");
             write_detections(&path, &detections)?;
             self.write_json("eval.json", &report)?;

@@ -4,12 +4,14 @@
 //! with `Range` (guarded by `If-Range`, so a file that changed on the server is fetched whole) and
 //! requires `206` with a matching `Content-Range`; a server that ignores Range gets a clean restart.
 //! The file takes its final name only after its size and, where known, its sha256 check out.
+//! Ctrl-C stops a transfer within a fraction of a second, the partial file kept for the resume.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use reqwest::header::{CONTENT_RANGE, ETAG, IF_RANGE, LAST_MODIFIED, RANGE, RETRY_AFTER};
@@ -81,6 +83,8 @@ pub enum DownloadError {
     /// a URL the client cannot request.
     #[error("{url}: {reason}; not retried")]
     Refused { url: String, reason: String },
+    #[error("{url}: interrupted; the partial file resumes next time")]
+    Interrupted { url: String },
 }
 
 impl DownloadError {
@@ -134,11 +138,16 @@ impl<F: Fn(u64, Option<u64>) + Sync> Progress for F {
 
 /// One downloader per worker thread: its runtime drives only this thread's transfer, so bytes go
 /// from the socket to the file without crossing threads.
-pub struct Downloader {
+pub struct Downloader<'c> {
     client: Client,
     policy: RetryPolicy,
     runtime: tokio::runtime::Runtime,
+    /// Set by Ctrl-C: a transfer, a request or a wait between attempts ends at the next poll.
+    cancel: &'c AtomicBool,
 }
+
+/// How often a transfer waiting on the network looks at the cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(100);
 
 /// How one attempt ended when it did not finish the file.
 enum AttemptError {
@@ -148,6 +157,8 @@ enum AttemptError {
         retry_after: Option<Duration>,
     },
     Fatal(DownloadError),
+    /// Ctrl-C: the partial file is kept as it stands.
+    Interrupted,
 }
 
 /// The validators saved beside a partial file, so a resume asks for the same version of it.
@@ -160,8 +171,8 @@ struct PartMeta {
 
 const BUFFER: usize = 1 << 20;
 
-impl Downloader {
-    pub fn new(policy: RetryPolicy) -> Result<Self, DownloadError> {
+impl<'c> Downloader<'c> {
+    pub fn new(policy: RetryPolicy, cancel: &'c AtomicBool) -> Result<Self, DownloadError> {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -180,6 +191,7 @@ impl Downloader {
             client,
             policy,
             runtime,
+            cancel,
         })
     }
 
@@ -217,14 +229,17 @@ impl Downloader {
                     return Ok(done);
                 }
                 Err(AttemptError::Fatal(error)) => return Err(error),
+                Err(AttemptError::Interrupted) => return Err(self.interrupted(url)),
                 Err(AttemptError::Retry {
                     reason,
                     retry_after,
                 }) => {
                     tracing::warn!("{url}: attempt {} failed: {reason}", attempt + 1);
                     last = reason;
-                    if attempt + 1 < self.policy.attempts {
-                        std::thread::sleep(self.policy.delay(attempt, retry_after));
+                    if attempt + 1 < self.policy.attempts
+                        && !self.wait(self.policy.delay(attempt, retry_after))
+                    {
+                        return Err(self.interrupted(url));
                     }
                 }
             }
@@ -234,6 +249,25 @@ impl Downloader {
             attempts: self.policy.attempts,
             last,
         })
+    }
+
+    fn interrupted(&self, url: &str) -> DownloadError {
+        DownloadError::Interrupted {
+            url: url.to_string(),
+        }
+    }
+
+    /// Sleeps `delay` unless cancelled first; whether the wait ran to its end.
+    fn wait(&self, delay: Duration) -> bool {
+        let end = Instant::now() + delay;
+        while !self.cancel.load(Ordering::Relaxed) {
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return true;
+            }
+            std::thread::sleep(left.min(CANCEL_POLL));
+        }
+        false
     }
 
     fn attempt(
@@ -252,15 +286,18 @@ impl Downloader {
                 request = request.header(IF_RANGE, validator);
             }
         }
-        let response = self.runtime.block_on(request.send()).map_err(|error| {
-            match error.is_redirect() || error.is_builder() {
+        let response = self
+            .runtime
+            .block_on(unless_cancelled(request.send(), self.cancel));
+        let response = response
+            .ok_or(AttemptError::Interrupted)?
+            .map_err(|error| match error.is_redirect() || error.is_builder() {
                 true => AttemptError::Fatal(DownloadError::Refused {
                     url: url.to_string(),
                     reason: describe(&error),
                 }),
                 false => retry(describe(&error)),
-            }
-        })?;
+            })?;
         let status = response.status();
         let start = match status {
             StatusCode::PARTIAL_CONTENT if offset > 0 => {
@@ -281,8 +318,24 @@ impl Downloader {
             .hash
             .rewind_to(part, start)
             .map_err(AttemptError::Fatal)?;
-        self.runtime
-            .block_on(stream_body(response, file, part, start, total, transfer))
+        let body = stream_body(response, file, part, start, total, transfer, self.cancel);
+        self.runtime.block_on(body)
+    }
+}
+
+/// `future`'s output, or None when `cancel` is set before it is ready.
+async fn unless_cancelled<F: std::future::Future>(
+    future: F,
+    cancel: &AtomicBool,
+) -> Option<F::Output> {
+    let mut future = std::pin::pin!(future);
+    loop {
+        if let Ok(output) = tokio::time::timeout(CANCEL_POLL, future.as_mut()).await {
+            return Some(output);
+        }
+        if cancel.load(Ordering::Relaxed) {
+            return None;
+        }
     }
 }
 
@@ -476,13 +529,18 @@ async fn stream_body(
     start: u64,
     total: Option<u64>,
     transfer: &mut Transfer<'_>,
+    cancel: &AtomicBool,
 ) -> Result<(), AttemptError> {
     let fatal = |source| AttemptError::Fatal(io_error(part, source));
     use io::Seek;
     file.seek(io::SeekFrom::Start(start)).map_err(fatal)?;
     let mut position = start;
     loop {
-        let chunk = match response.chunk().await {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(AttemptError::Interrupted);
+        }
+        let next = unless_cancelled(response.chunk(), cancel).await;
+        let chunk = match next.ok_or(AttemptError::Interrupted)? {
             Ok(Some(chunk)) => chunk,
             Ok(None) => break,
             Err(error) => {
@@ -714,7 +772,8 @@ mod tests {
     fn a_redirect_loop_fails_at_once_and_says_so() {
         let url = redirect_loop_server();
         let dir = tempfile::tempdir().unwrap();
-        let downloader = Downloader::new(RetryPolicy::default()).unwrap();
+        let cancel = AtomicBool::new(false);
+        let downloader = Downloader::new(RetryPolicy::default(), &cancel).unwrap();
         let started = std::time::Instant::now();
         let error = downloader
             .fetch(

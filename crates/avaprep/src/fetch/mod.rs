@@ -157,6 +157,7 @@ pub fn fetch_file(
                     HowFetched::Downloaded
                 });
             }
+            Err(error @ DownloadError::Interrupted { .. }) => return Err(error),
             Err(error) => last_error = Some(error),
         }
     }

@@ -77,10 +77,12 @@ impl EvalStage {
     /// `[eval]` and the `[train]` the weights come from; the splits to score are ones the
     /// pipeline fetches.
     pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
-        let params = source.params(StageId::Eval, EvalParams::validate)?;
+        let mut params = source.params(StageId::Eval, EvalParams::validate)?;
         for split in &params.splits {
-            source.check_split(StageId::Eval, "splits", split)?;
+            source.check_known_split(StageId::Eval, "splits", split)?;
         }
+        // A split the run does not fetch (val, in a train-only run) has nothing to score.
+        params.splits.retain(|split| source.fetches(split));
         Ok(EvalStage {
             params,
             train: source.params(StageId::Train, TrainParams::check)?,

@@ -200,7 +200,7 @@ impl Stage for FetchAnnotationsStage {
         let files = if self.params.annotations_on_disk() {
             self.copy_from_disk(&layout)?
         } else {
-            self.download(&layout)?
+            self.download(&layout, context.cancel)?
         };
         let bytes = files
             .iter()
@@ -232,8 +232,12 @@ impl Stage for FetchAnnotationsStage {
 }
 
 impl FetchAnnotationsStage {
-    fn download(&self, layout: &DataLayout) -> Result<Vec<PathBuf>, ItemError> {
-        let downloader = Downloader::new(self.params.policy()).map_err(ItemError::input)?;
+    fn download(
+        &self,
+        layout: &DataLayout,
+        cancel: &std::sync::atomic::AtomicBool,
+    ) -> Result<Vec<PathBuf>, ItemError> {
+        let downloader = Downloader::new(self.params.policy(), cancel).map_err(ItemError::input)?;
         let mut files =
             self.fetch_archive_and_extract(&downloader, layout, &self.manifest.annotations)?;
         if let Some(boxes) = &self.manifest.boxes {

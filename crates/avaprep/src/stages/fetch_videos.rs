@@ -146,7 +146,8 @@ impl Stage for FetchVideosStage {
             return find_on_disk(&layout, &plan, on_disk, item);
         }
         let (url, path) = self.video_url_and_path(&layout, &plan, item)?;
-        let downloader = Downloader::new(self.params.policy()).map_err(ItemError::input)?;
+        let downloader =
+            Downloader::new(self.params.policy(), context.cancel).map_err(ItemError::input)?;
         let marker = layout.missing_videos().join(item);
         let progress = |done: u64, total: Option<u64>| {
             let total = total.unwrap_or(0);

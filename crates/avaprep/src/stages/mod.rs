@@ -240,6 +240,37 @@ impl StageSource<'_> {
         invalid(path.unwrap_or(Path::new("")), stage, message)
     }
 
+    /// Whether the run fetches `split`.
+    pub fn fetches(&self, split: &str) -> bool {
+        self.dataset
+            .selection
+            .splits
+            .iter()
+            .any(|fetched| fetched == split)
+    }
+
+    /// A split a stage uses where the run fetches it and skips where it does not (a val split of
+    /// a train-only run) is still one the dataset has: a misspelt name is an error.
+    pub fn check_known_split(
+        &self,
+        stage: StageId,
+        key: &str,
+        split: &str,
+    ) -> Result<(), SpecError> {
+        let known = &self.dataset.manifest.splits;
+        if !self.runs || known.contains_key(split) {
+            return Ok(());
+        }
+        let names: Vec<&str> = known.keys().map(String::as_str).collect();
+        Err(self.invalid(
+            stage,
+            format!(
+                "{key}: {split:?} is not a split of the dataset ({})",
+                names.join(", ")
+            ),
+        ))
+    }
+
     /// A split the stage trains on or scores is one the run fetches. Checked only where the
     /// stage runs (a run `--until` an earlier stage may fetch fewer splits), so a typo is found
     /// before the hours of work that come before training.

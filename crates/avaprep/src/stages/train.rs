@@ -208,7 +208,7 @@ impl TrainStage {
     /// Resolves `[train]` with the trainer's own resolution, so that a misspelt key or a bad
     /// value is found when the pipeline file is read, and checks the splits it names.
     pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
-        let params = source.params(StageId::Train, TrainParams::check)?;
+        let mut params = source.params(StageId::Train, TrainParams::check)?;
         let settings = params
             .train_config()
             .map_err(|message| source.invalid(StageId::Train, message))?;
@@ -217,7 +217,15 @@ impl TrainStage {
             "settings.train_split",
             &settings.train_split,
         )?;
-        source.check_split(StageId::Train, "settings.val_split", &settings.val_split)?;
+        if settings.validates() {
+            source.check_known_split(StageId::Train, "settings.val_split", &settings.val_split)?;
+            if !source.fetches(&settings.val_split) {
+                // A run without its val split (train-only) trains the whole schedule and keeps
+                // the last weights; the run's config.toml says so.
+                let none = toml::Value::String(String::new());
+                params.settings.insert("val_split".into(), none);
+            }
+        }
         Ok(TrainStage {
             params,
             trainer: trainer_path(),
@@ -276,6 +284,10 @@ impl Stage for TrainStage {
                 val_clips,
                 resumed_from,
             } => {
+                let validation = match val_clips {
+                    0 => "no val split: the whole schedule, the last weights kept".to_string(),
+                    clips => format!("{clips} val clips"),
+                };
                 let resumed = resumed_from.map_or(String::new(), |(epoch, step)| {
                     resumed_at_step.set(step);
                     format!(", resumed from the checkpoint at epoch {epoch}, step {step}")
@@ -283,7 +295,7 @@ impl Stage for TrainStage {
                 context.reporter.stage_note(
                     self.id().name(),
                     &format!(
-                        "{device}: {train_clips} train clips, {val_clips} val clips{resumed}; run folder {}",
+                        "{device}: {train_clips} train clips, {validation}{resumed}; run folder {}",
                         run_dir.display()
                     ),
                 );
@@ -330,7 +342,7 @@ impl Stage for TrainStage {
         let layout = DataLayout::new(data_dir);
         let trained = TrainedRun::load(&layout).ok()?;
         let at = |relative: &str| layout.root().join(relative).display().to_string();
-        let lines = vec![
+        let mut lines = vec![
             format!("model       {}", at(&trained.weights)),
             format!("curves      {}", at(&trained.curves)),
             format!("run         {}", at(&trained.run_dir)),
@@ -339,6 +351,9 @@ impl Stage for TrainStage {
                 trained.stop, trained.epochs_run, trained.steps
             ),
         ];
+        if trained.val_split.is_empty() {
+            lines.push("validated   no: no val split, so the last weights".into());
+        }
         Some(Closing {
             record_type: "trained",
             record: serde_json::to_value(&trained).ok()?,

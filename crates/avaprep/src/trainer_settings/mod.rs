@@ -205,6 +205,8 @@ pub struct TrainConfig {
     /// A detector box takes the labels of ground-truth boxes it overlaps by at least this IoU.
     pub label_iou: f32,
     pub train_split: String,
+    /// The split evaluated during training, for early stopping and the best weights. Empty:
+    /// none (a train-only dataset); the whole schedule runs and the last weights are kept.
     pub val_split: String,
     /// `auto`, `cpu`, `cuda` or `cuda:N`.
     pub device: String,
@@ -300,6 +302,11 @@ impl TrainConfig {
             total_epochs: self.epochs as f64,
             kind: self.schedule.clone(),
         }
+    }
+
+    /// Whether the run evaluates on a val split (and so may stop early).
+    pub fn validates(&self) -> bool {
+        !self.val_split.is_empty()
     }
 
     /// The last epoch (exclusive) the run may reach.

@@ -805,3 +805,35 @@ fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ItemError> {
     fsutil::write_atomic(path, bytes)
         .map_err(|error| ItemError::input(format!("{}: {error}", path.display())))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first Ctrl-C stops the lists before the next video, writing no list. Before, `lists`
+    /// went on to the end whatever the flag said.
+    #[test]
+    fn a_cancelled_lists_stops_before_the_next_video_and_writes_nothing() {
+        let data = tempfile::tempdir().unwrap();
+        let layout = DataLayout::new(data.path());
+        let plan: VideoPlan = serde_json::from_value(serde_json::json!({
+            "segment": [902.0, 905.0],
+            "keyframes": [902, 904],
+            "videos": [{
+                "id": "-5KQ66BBWC4",
+                "file_name": "-5KQ66BBWC4.mkv",
+                "folder": "trainval",
+                "split": "train",
+                "keyframes": [902, 903],
+            }],
+        }))
+        .unwrap();
+        let cancelled = std::sync::atomic::AtomicBool::new(true);
+        let params = ListsParams::default();
+        let Err(error) = write_all(&layout, &plan, &params, &cancelled) else {
+            panic!("the cancelled lists were written");
+        };
+        assert!(error.message.contains("interrupted"), "{}", error.message);
+        assert!(!layout.root().join("frame_lists").join("train.csv").exists());
+    }
+}
