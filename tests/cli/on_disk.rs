@@ -276,3 +276,116 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
     }
     assert!(kept == frames(data.path()), "frames changed");
 }
+
+/// Ids of one's own videos: file stems of other lengths than YouTube's 11 characters. The same
+/// videos and annotations with every id renamed give, through validation, the fetched path's
+/// frames under the new names. Before, `parse` refused them: `invalid video id "clip25": must be
+/// exactly 11 characters long`.
+#[test]
+fn videos_named_by_any_safe_file_stem_run_through_validation() {
+    let fetched = fetched_and_extracted();
+    let ids = planned_videos(fetched.path());
+    let own = |index: usize| -> String {
+        let named = [
+            "clip25",
+            "cam3_2024-05-01_1200",
+            "IMG_0042",
+            "x",
+            &"L".repeat(64),
+        ];
+        named
+            .get(index)
+            .map_or(format!("own-{index}"), |name| name.to_string())
+    };
+    let renamed: BTreeMap<String, String> = ids
+        .iter()
+        .enumerate()
+        .map(|(index, id)| (id.clone(), own(index)))
+        .collect();
+    let rename = |text: &str| {
+        renamed
+            .iter()
+            .fold(text.to_string(), |text, (old, new)| text.replace(old, new))
+    };
+    let annotations = tempfile::tempdir().unwrap();
+    for entry in walk(&fetched.path().join("annotations")) {
+        let relative = entry
+            .strip_prefix(fetched.path().join("annotations"))
+            .unwrap();
+        let to = annotations.path().join(relative);
+        fs::create_dir_all(to.parent().unwrap()).unwrap();
+        match fs::read_to_string(&entry) {
+            Ok(text) => fs::write(&to, rename(&text)).unwrap(),
+            Err(_) => {
+                fs::copy(&entry, &to).unwrap();
+            }
+        }
+    }
+    let videos = tempfile::tempdir().unwrap();
+    for entry in fs::read_dir(mirror().join("ava-dataset/trainval")).unwrap() {
+        let path = entry.unwrap().path();
+        let name = path.file_name().unwrap().to_string_lossy().into_owned();
+        std::os::unix::fs::symlink(&path, videos.path().join(rename(&name))).unwrap();
+    }
+
+    // The dataset's own manifest: no official sizes and hashes for the annotation files.
+    let manifest = fs::read_to_string(mirror().join("manifest.toml")).unwrap();
+    let manifest: String = manifest
+        .lines()
+        .filter(|line| !line.starts_with("size =") && !line.starts_with("sha256 ="))
+        .map(|line| format!("{line}\n"))
+        .collect();
+    let manifest_path = videos.path().join("manifest.toml");
+    fs::write(&manifest_path, manifest).unwrap();
+
+    let data = tempfile::tempdir().unwrap();
+    let output = demo_run(data.path())
+        .args(["--until", "validate"])
+        .arg("--set")
+        .arg(format!("dataset=\"{}\"", manifest_path.display()))
+        .arg("--set")
+        .arg(format!("fetch.videos=\"{}\"", videos.path().display()))
+        .arg("--set")
+        .arg(format!(
+            "fetch.annotations=\"{}\"",
+            annotations.path().display()
+        ))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let validation: serde_json::Value =
+        serde_json::from_slice(&fs::read(data.path().join("slowfast/validation.json")).unwrap())
+            .unwrap();
+    assert_eq!(validation["passed"], true, "{validation}");
+    let reference: BTreeMap<String, Vec<u8>> = frames(fetched.path())
+        .into_iter()
+        .map(|(key, bytes)| (rename(&key), bytes))
+        .collect();
+    let made = frames(data.path());
+    assert_eq!(
+        made.keys().collect::<Vec<_>>(),
+        reference.keys().collect::<Vec<_>>()
+    );
+    assert!(
+        made == reference,
+        "the frames differ from the fetched path's"
+    );
+    let lists = fs::read_to_string(data.path().join("frame_lists/train.csv")).unwrap();
+    assert!(
+        renamed.values().any(|id| lists.contains(&format!("{id} "))),
+        "{lists}"
+    );
+}
+
+/// Every file under `dir`.
+fn walk(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        match path.is_dir() {
+            true => files.extend(walk(&path)),
+            false => files.push(path),
+        }
+    }
+    files
+}

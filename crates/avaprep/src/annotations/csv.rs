@@ -323,8 +323,8 @@ mod tests {
     #[test]
     fn error_invalid_video_id() {
         assert_eq!(
-            gt_err("1j20qq1JyX,0902"),
-            "data/gt.csv:1: column 1 (video_id): invalid video id \"1j20qq1JyX\": must be exactly 11 characters long, found 10"
+            gt_err("cam 3,0902"),
+            "data/gt.csv:1: column 1 (video_id): invalid video id \"cam 3\": character 4 is ' '; allowed are A-Z, a-z, 0-9, '-' and '_'"
         );
         assert_eq!(
             gt_err(&format!("{GOOD}../etc/pass,0902")),

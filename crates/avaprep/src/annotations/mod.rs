@@ -42,7 +42,7 @@ pub use types::{
     KeyframeRange, NormBox, PredictedBox, ReadOptions, iou,
 };
 pub use video::{
-    VIDEO_ID_LEN, VideoExtension, VideoFileName, VideoFileNameError, VideoId, VideoIdError,
+    VIDEO_ID_MAX_LEN, VideoExtension, VideoFileName, VideoFileNameError, VideoId, VideoIdError,
 };
 
 #[cfg(test)]

@@ -47,12 +47,14 @@ pub enum PlanError {
         folder: PathBuf,
         source: std::io::Error,
     },
+    /// The two files' names as text: an error the size of two inline ids would burden every
+    /// `Result` of planning.
     #[error("{folder}: video {video} is there twice ({first} and {second}); keep one")]
     TwoFiles {
         folder: PathBuf,
-        video: VideoId,
-        first: VideoFileName,
-        second: VideoFileName,
+        video: String,
+        first: String,
+        second: String,
     },
 }
 
@@ -184,9 +186,9 @@ fn names_on_disk(folder: &Path) -> Result<BTreeMap<VideoId, VideoFileName>, Plan
         if let Some(first) = names.insert(name.id, name) {
             return Err(PlanError::TwoFiles {
                 folder: folder.to_path_buf(),
-                video: name.id,
-                first,
-                second: name,
+                video: name.id.to_string(),
+                first: first.to_string(),
+                second: name.to_string(),
             });
         }
     }

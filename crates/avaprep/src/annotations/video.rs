@@ -1,9 +1,12 @@
 //! Video identifiers and video file names.
 //!
-//! A [`VideoId`] is stored inline as 11 ASCII bytes: it is `Copy`, costs no
-//! allocation per parsed row, and its charset (`A-Z a-z 0-9 - _`) makes it
-//! impossible to spell a path separator, `.` or `..` with it, so it is safe to
-//! join onto a directory.
+//! A [`VideoId`] is AVA's 11-character YouTube id or any other safe file stem
+//! (`cam3_2024-05-01_1200`, `IMG_0042`, `clip25`): 1 to 64 characters of
+//! `A-Z a-z 0-9 - _`. It is stored inline: it is `Copy`, costs no allocation per
+//! parsed row, and its charset makes it impossible to spell a path separator, `.`,
+//! `..`, a hidden name, an extension, whitespace or the comma of a CSV row with it,
+//! so it is safe to join onto a directory and to write into any list. (A file
+//! name given where an id belongs, `clip.mp4`, is refused, not taken as an id.)
 
 use std::fmt;
 use std::str::FromStr;
@@ -11,22 +14,28 @@ use std::str::FromStr;
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
-/// Length of every AVA (YouTube) video id.
-pub const VIDEO_ID_LEN: usize = 11;
+/// The longest video id: room for a camera and a timestamp, and far below a file name's 255
+/// bytes once the frame number, the extension and a staging suffix are added.
+pub const VIDEO_ID_MAX_LEN: usize = 64;
 
-/// A validated 11-character AVA video id, e.g. `-5KQ66BBWC4`.
+/// A validated video id, e.g. AVA's `-5KQ66BBWC4` or a file stem of one's own.
 ///
 /// Ids may begin with `-` or `_`; callers passing them to command-line tools
 /// must not let them be read as flags.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct VideoId([u8; VIDEO_ID_LEN]);
+pub struct VideoId {
+    /// The id's bytes, then zeros: zeros sort before every allowed byte, so the derived order
+    /// is the strings' order.
+    bytes: [u8; VIDEO_ID_MAX_LEN],
+    len: u8,
+}
 
 /// Why a text is not a [`VideoId`].
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VideoIdError {
     #[error("character {position} is {found:?}; allowed are A-Z, a-z, 0-9, '-' and '_'")]
     BadChar { position: usize, found: char },
-    #[error("must be exactly 11 characters long, found {found}")]
+    #[error("must be 1 to 64 characters long, found {found}")]
     Length { found: usize },
 }
 
@@ -41,19 +50,24 @@ impl VideoId {
                 found: first_char(&bytes[i..]),
             });
         }
-        let arr: [u8; VIDEO_ID_LEN] = bytes
-            .try_into()
-            .map_err(|_| VideoIdError::Length { found: bytes.len() })?;
-        Ok(Self(arr))
+        if bytes.is_empty() || bytes.len() > VIDEO_ID_MAX_LEN {
+            return Err(VideoIdError::Length { found: bytes.len() });
+        }
+        let mut id = Self {
+            bytes: [0; VIDEO_ID_MAX_LEN],
+            len: bytes.len() as u8,
+        };
+        id.bytes[..bytes.len()].copy_from_slice(bytes);
+        Ok(id)
     }
 
     pub fn as_str(&self) -> &str {
         // Only ASCII bytes are ever stored, so this cannot fail.
-        std::str::from_utf8(&self.0).unwrap_or_default()
+        std::str::from_utf8(self.as_bytes()).unwrap_or_default()
     }
 
-    pub fn as_bytes(&self) -> &[u8; VIDEO_ID_LEN] {
-        &self.0
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
     }
 }
 
@@ -107,7 +121,7 @@ impl Serialize for VideoId {
 impl<'de> Deserialize<'de> for VideoId {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         deserializer.deserialize_str(ParsingVisitor::<VideoId>::new(
-            "an 11-character AVA video id",
+            "a video id (1 to 64 of A-Z a-z 0-9 - _)",
         ))
     }
 }
@@ -251,67 +265,42 @@ mod tests {
         }
     }
 
+    /// Ids of one's own videos: file stems of any length up to the bound.
+    #[test]
+    fn accepts_file_stems_of_ones_own_videos() {
+        let longest = "a".repeat(VIDEO_ID_MAX_LEN);
+        for s in ["clip25", "cam3_2024-05-01_1200", "IMG_0042", "x", &longest] {
+            let id: VideoId = s.parse().unwrap();
+            assert_eq!(id.as_str(), s);
+            assert_eq!(de_id(s).unwrap(), id);
+        }
+    }
+
     #[test]
     fn rejects_anything_that_could_escape_a_directory() {
-        let cases: [(&str, VideoIdError); 10] = [
-            (
-                "../etc/passwd",
-                VideoIdError::BadChar {
-                    position: 1,
-                    found: '.',
-                },
-            ),
-            (
-                "a/b",
-                VideoIdError::BadChar {
-                    position: 2,
-                    found: '/',
-                },
-            ),
-            (
-                ".",
-                VideoIdError::BadChar {
-                    position: 1,
-                    found: '.',
-                },
-            ),
-            (
-                "..",
-                VideoIdError::BadChar {
-                    position: 1,
-                    found: '.',
-                },
-            ),
-            (
-                "abcde\u{7}ghijk",
-                VideoIdError::BadChar {
-                    position: 6,
-                    found: '\u{7}',
-                },
-            ),
-            (
-                "abcde\nghijk",
-                VideoIdError::BadChar {
-                    position: 6,
-                    found: '\n',
-                },
-            ),
-            ("abcdefghij", VideoIdError::Length { found: 10 }),
-            ("abcdefghijkl", VideoIdError::Length { found: 12 }),
-            (
-                "abcdéfghijk",
-                VideoIdError::BadChar {
-                    position: 5,
-                    found: 'é',
-                },
-            ),
+        let bad_char = |position, found| VideoIdError::BadChar { position, found };
+        let cases: [(&str, VideoIdError); 12] = [
+            ("../etc/passwd", bad_char(1, '.')),
+            ("a/b", bad_char(2, '/')),
+            (".", bad_char(1, '.')),
+            ("..", bad_char(1, '.')),
+            ("clip.mp4", bad_char(5, '.')),
+            ("abcde\u{7}ghijk", bad_char(6, '\u{7}')),
+            ("abcde\nghijk", bad_char(6, '\n')),
+            ("cam 3", bad_char(4, ' ')),
+            ("cam,3", bad_char(4, ',')),
+            ("abcdéfghijk", bad_char(5, 'é')),
             ("", VideoIdError::Length { found: 0 }),
+            (
+                &"a".repeat(VIDEO_ID_MAX_LEN + 1),
+                VideoIdError::Length { found: 65 },
+            ),
         ];
         for (text, want) in cases {
             assert_eq!(text.parse::<VideoId>(), Err(want), "{text:?}");
         }
         assert!("abcdefghi\\k".parse::<VideoId>().is_err());
-        assert!("abcdefghi k".parse::<VideoId>().is_err());
+        assert!("abcdefghi\tk".parse::<VideoId>().is_err());
     }
 
     #[test]
@@ -321,21 +310,35 @@ mod tests {
             e,
             "character 2 is '/'; allowed are A-Z, a-z, 0-9, '-' and '_'"
         );
-        let e = "abcdefghij".parse::<VideoId>().unwrap_err().to_string();
-        assert_eq!(e, "must be exactly 11 characters long, found 10");
+        let e = "a".repeat(70).parse::<VideoId>().unwrap_err().to_string();
+        assert_eq!(e, "must be 1 to 64 characters long, found 70");
     }
 
     #[test]
     fn ordering_is_string_ordering() {
-        let mut ids: Vec<VideoId> = ["b0000000000", "-0000000000", "A0000000000", "_0000000000"]
-            .iter()
-            .map(|s| s.parse().unwrap())
-            .collect();
+        let mut ids: Vec<VideoId> = [
+            "b0000000000",
+            "-0000000000",
+            "A0000000000",
+            "_0000000000",
+            "A",
+            "A00000000000",
+        ]
+        .iter()
+        .map(|s| s.parse().unwrap())
+        .collect();
         ids.sort();
         let got: Vec<&str> = ids.iter().map(|i| i.as_str()).collect();
         assert_eq!(
             got,
-            ["-0000000000", "A0000000000", "_0000000000", "b0000000000"]
+            [
+                "-0000000000",
+                "A",
+                "A0000000000",
+                "A00000000000",
+                "_0000000000",
+                "b0000000000"
+            ]
         );
     }
 
@@ -344,9 +347,14 @@ mod tests {
         assert_eq!(de_id("-5KQ66BBWC4").unwrap().as_str(), "-5KQ66BBWC4");
         let err = de_id("../etc/pass").unwrap_err().to_string();
         assert!(err.contains("character 1 is '.'"), "{err}");
-        assert!(de_id("short").is_err());
-        let d: StrDeserializer<DeError> = "x.mkv".into_deserializer();
+        assert!(de_id("a bc").is_err());
+        let d: StrDeserializer<DeError> = "x.y.mkv".into_deserializer();
         assert!(VideoFileName::deserialize(d).is_err());
+        let d: StrDeserializer<DeError> = "IMG_0042.mp4".into_deserializer();
+        assert_eq!(
+            VideoFileName::deserialize(d).unwrap().id.as_str(),
+            "IMG_0042"
+        );
         let d: StrDeserializer<DeError> = "-5KQ66BBWC4.webm".into_deserializer();
         let name = VideoFileName::deserialize(d).unwrap();
         assert_eq!(name.extension, VideoExtension::Webm);
