@@ -243,7 +243,7 @@ fn a_train_or_eval_typo_is_refused_before_any_work() {
         ),
         (
             "eval.splits=[\"vall\"]",
-            "[eval] splits: \"vall\" is not one of the pipeline's splits",
+            "[eval] splits: \"vall\" is not a split of the dataset",
         ),
         (
             "train.settings.val_split=\"vall\"",
