@@ -267,28 +267,10 @@ fn a_missing_video_is_reported_recorded_and_the_rest_finish() {
 #[test]
 fn the_first_ctrl_c_stops_a_download_in_progress_and_keeps_its_partial_file() {
     let root = mirror();
-    let (slow_url, slow_source) = largest_video(root);
-    let size = fs::metadata(&slow_source).unwrap().len();
-    let server = start(root, vec![rule(&slow_url, Fault::Slow(size / 30), None)]);
-    let data = tempfile::tempdir().unwrap();
-    let mut child = avaprep(data.path())
-        .arg("fetch")
-        .arg("--dataset")
-        .arg(root.join("manifest.toml"))
-        .args(["--base-url", &server.url(), "--split", "train,val,test"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let part = avaprep::fetch::download::part_path(&fetched(data.path(), &slow_url));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while fs::metadata(&part).map_or(0, |meta| meta.len()) < size / 20 {
-        assert!(
-            Instant::now() < deadline,
-            "the slow download made no progress"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut slow = SlowFetch::start(root, 30, Stdio::piped());
+    let size = slow.size;
+    slow.wait_for_part(size / 20);
+    let (data, child, part) = (&slow.data, &mut slow.child, &slow.part);
     // SAFETY: a signal to the child this test started and has not yet waited for.
     assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
     let interrupted = Instant::now();
@@ -306,15 +288,15 @@ fn the_first_ctrl_c_stops_a_download_in_progress_and_keeps_its_partial_file() {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut errors).unwrap();
     assert_eq!(status.code(), Some(1), "{errors}");
     assert!(errors.contains("interrupted"), "{errors}");
-    assert!(!fetched(data.path(), &slow_url).exists());
-    let kept = fs::metadata(&part).unwrap().len();
+    assert!(!fetched(data.path(), &slow.url).exists());
+    let kept = fs::metadata(part).unwrap().len();
     assert!(kept >= size / 20 && kept < size, "{kept} of {size}");
 
     let fast = start(root, Vec::new());
     let output = fetch(data.path(), root, &fast, &[]);
     assert!(output.status.success(), "{}", stderr(&output));
     assert_same_files(data.path(), root);
-    let sent = fast.stats().path(&slow_url).unwrap().body_bytes;
+    let sent = fast.stats().path(&slow.url).unwrap().body_bytes;
     assert!(
         sent <= size - kept,
         "{sent} bytes sent again; {kept} were kept"
@@ -324,31 +306,14 @@ fn the_first_ctrl_c_stops_a_download_in_progress_and_keeps_its_partial_file() {
 #[test]
 fn kill_9_mid_download_then_rerun_resumes_and_skips_what_was_complete() {
     let root = mirror();
-    let (slow_url, slow_source) = largest_video(root);
-    let size = fs::metadata(&slow_source).unwrap().len();
-    let server = start(root, vec![rule(&slow_url, Fault::Slow(size / 6), None)]);
-    let data = tempfile::tempdir().unwrap();
-    let mut child = avaprep(data.path())
-        .arg("fetch")
-        .arg("--dataset")
-        .arg(root.join("manifest.toml"))
-        .args(["--base-url", &server.url(), "--split", "train,val,test"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let part = avaprep::fetch::download::part_path(&fetched(data.path(), &slow_url));
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while fs::metadata(&part).map_or(0, |meta| meta.len()) < size / 4 {
-        assert!(
-            Instant::now() < deadline,
-            "the slow download made no progress"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let mut slow = SlowFetch::start(root, 6, Stdio::null());
+    let size = slow.size;
+    slow.wait_for_part(size / 4);
+    let (data, child, part) = (&slow.data, &mut slow.child, &slow.part);
+    let slow_url = slow.url.clone();
     child.kill().unwrap();
     child.wait().unwrap();
-    let kept = fs::metadata(&part).unwrap().len();
+    let kept = fs::metadata(part).unwrap().len();
     assert!(kept < size);
     let others_done: Vec<String> = mirror_videos(root)
         .into_iter()
@@ -543,4 +508,54 @@ fn a_video_that_cannot_fit_is_refused_before_any_byte_is_written() {
     }
     // The annotations, on the roomy disk, are in.
     assert!(data.path().join("annotations/ava_train_v2.2.csv").exists());
+}
+
+/// `fetch` of the whole mirror running, its largest video served at a sixth (`per_second` = 6)
+/// or a thirtieth of its size a second.
+struct SlowFetch {
+    data: tempfile::TempDir,
+    child: std::process::Child,
+    url: String,
+    part: std::path::PathBuf,
+    size: u64,
+    _server: avaprep::serve::ServerHandle,
+}
+
+impl SlowFetch {
+    fn start(root: &Path, per_second: u64, stderr: Stdio) -> Self {
+        let (url, source) = largest_video(root);
+        let size = fs::metadata(&source).unwrap().len();
+        let server = start(root, vec![rule(&url, Fault::Slow(size / per_second), None)]);
+        let data = tempfile::tempdir().unwrap();
+        let child = avaprep(data.path())
+            .arg("fetch")
+            .arg("--dataset")
+            .arg(root.join("manifest.toml"))
+            .args(["--base-url", &server.url(), "--split", "train,val,test"])
+            .stdout(Stdio::null())
+            .stderr(stderr)
+            .spawn()
+            .unwrap();
+        let part = avaprep::fetch::download::part_path(&fetched(data.path(), &url));
+        SlowFetch {
+            data,
+            child,
+            url,
+            part,
+            size,
+            _server: server,
+        }
+    }
+
+    /// Waits until the slow video's partial file holds `bytes`.
+    fn wait_for_part(&self, bytes: u64) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while fs::metadata(&self.part).map_or(0, |meta| meta.len()) < bytes {
+            assert!(
+                Instant::now() < deadline,
+                "the slow download made no progress"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
 }
