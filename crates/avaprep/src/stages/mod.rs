@@ -275,10 +275,10 @@ impl StageSource<'_> {
     /// stage runs (a run `--until` an earlier stage may fetch fewer splits), so a typo is found
     /// before the hours of work that come before training.
     pub fn check_split(&self, stage: StageId, key: &str, split: &str) -> Result<(), SpecError> {
-        let splits = &self.dataset.selection.splits;
-        if !self.runs || splits.iter().any(|fetched| fetched == split) {
+        if !self.runs || self.fetches(split) {
             return Ok(());
         }
+        let splits = &self.dataset.selection.splits;
         Err(self.invalid(
             stage,
             format!(
