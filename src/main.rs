@@ -6,6 +6,8 @@ mod eval;
 mod extract;
 mod fetch;
 mod flags;
+#[cfg(feature = "extract")]
+mod import;
 mod lists;
 mod pipeline;
 mod render;
@@ -46,6 +48,10 @@ enum Command {
     /// Extract frames of the annotated time ranges at a chosen frame rate and height.
     #[cfg(feature = "extract")]
     Extract(extract::ExtractArgs),
+    /// Turn annotation-tool exports (CVAT, VIA, whole-clip CSV) of your own videos into a
+    /// dataset every stage and consumer reads.
+    #[cfg(feature = "extract")]
+    Import(import::ImportArgs),
     /// Write the frame lists, filtered annotations and config that PySlowFast reads unchanged.
     Lists(lists::ListsArgs),
     /// Check a prepared dataset in PySlowFast's layout: named checks, a summary, --json,
@@ -92,6 +98,8 @@ fn main() -> ExitCode {
         Command::Fetch(args) => fetch::run(global, args, &printer, cancel),
         #[cfg(feature = "extract")]
         Command::Extract(args) => extract::run(global, args, &printer, cancel),
+        #[cfg(feature = "extract")]
+        Command::Import(args) => import::run(args, &printer),
         Command::Lists(args) => lists::run(global, args, &printer, cancel),
         Command::Validate(args) => validate::run(global, args, &printer, cancel),
         Command::Train(_) | Command::Predict(_) => unreachable!("handled above"),

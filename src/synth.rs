@@ -26,6 +26,11 @@ pub struct SynthArgs {
     /// videos with AVA's segment [900, 1801) s and keyframes 902..=1798.
     #[arg(long, default_value = "quick")]
     pub profile: Profile,
+    /// Also write the ground truth of the train and val videos as annotation-tool exports, in
+    /// exports/: CVAT for video 1.1 (cvat-video/<id>.xml), CVAT for images 1.1
+    /// (cvat-images.xml) and VIA 3 (via3.json), for `avaprep import`.
+    #[arg(long)]
+    pub exports: bool,
 }
 
 pub fn run(args: &SynthArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
@@ -34,6 +39,7 @@ pub fn run(args: &SynthArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
         videos: args.videos,
         seed: args.seed,
         profile: args.profile,
+        exports: args.exports,
     };
     let report = generate(&config)?;
     printer.record("synth", &report);

@@ -164,7 +164,11 @@ fn request(global: &GlobalArgs, args: &ValidateArgs) -> Result<ValidateRequest, 
         } else {
             global.data_dir.join("annotations")
         };
-        for file in &manifest.annotations.contents {
+        for file in manifest
+            .annotations
+            .iter()
+            .flat_map(|archive| &archive.contents)
+        {
             if let Some(sha256) = &file.sha256 {
                 request
                     .known_sha256

@@ -209,7 +209,9 @@ fn a_change_of_the_plan_redoes_exactly_the_videos_it_touches() {
         .iter()
         .map(|row| row.split(',').nth(1).unwrap().parse().unwrap())
         .collect();
-    let new_second = (7..=32).find(|second| !seconds.contains(second)).unwrap();
+    let new_second = (902..=927)
+        .find(|second| !seconds.contains(second))
+        .unwrap();
     let mut fields: Vec<&str> = rows[0].split(',').collect();
     let second_text = new_second.to_string();
     fields[1] = &second_text;

@@ -10,8 +10,8 @@ use std::path::Path;
 use crate::extract::{fetched_data, planned_videos};
 use crate::support::{avaprep, stderr};
 
-/// Segment start of the synthetic mirror's quick profile.
-const START: f64 = 5.0;
+/// Segment start of the synthetic mirror's quick profile (on AVA's clock).
+const START: f64 = 900.0;
 
 fn extract(data: &Path, extra: &[&str]) {
     let output = avaprep(data)

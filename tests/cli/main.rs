@@ -9,6 +9,8 @@ mod folders;
 #[cfg(feature = "extract")]
 mod hints;
 #[cfg(feature = "extract")]
+mod import;
+#[cfg(feature = "extract")]
 mod invalidation;
 #[cfg(feature = "extract")]
 mod lists;

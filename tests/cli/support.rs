@@ -53,15 +53,24 @@ pub fn stderr(output: &Output) -> String {
     String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
-/// One synthetic mirror (quick profile, 6 videos: every kind, and a test split) shared by every test in this binary; the tests
-/// only read it.
+/// One synthetic mirror (quick profile, 6 videos: every kind, and a test split, with its ground
+/// truth exported as CVAT and VIA would) shared by every test in this binary; the tests only
+/// read it.
 pub fn mirror() -> &'static Path {
     static MIRROR: OnceLock<tempfile::TempDir> = OnceLock::new();
     MIRROR
         .get_or_init(|| {
             let dir = tempfile::tempdir().unwrap();
             let output = avaprep(dir.path())
-                .args(["synth", "--videos", "6", "--seed", "7", "--out"])
+                .args([
+                    "synth",
+                    "--videos",
+                    "6",
+                    "--seed",
+                    "7",
+                    "--exports",
+                    "--out",
+                ])
                 .arg(dir.path())
                 .output()
                 .unwrap();

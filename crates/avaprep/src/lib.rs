@@ -11,6 +11,8 @@ pub mod fetch;
 pub mod font;
 pub mod frame_index;
 pub mod fsutil;
+#[cfg(feature = "extract")]
+pub mod import;
 pub mod layout;
 pub mod manifest;
 pub mod markup;

@@ -18,15 +18,23 @@ use crate::layout::FolderName;
 #[serde(deny_unknown_fields)]
 pub struct DatasetManifest {
     pub dataset: DatasetInfo,
+    /// Where files are downloaded from; none for a dataset of files on disk (`[local]`).
+    #[serde(default)]
     pub sources: BTreeMap<String, Source>,
     /// The annotation archive (a zip of CSV and pbtxt files without a top folder).
-    pub annotations: RemoteFile,
+    pub annotations: Option<RemoteFile>,
     /// Video file-name lists, by video folder (`trainval`, `test`).
+    #[serde(default)]
     pub name_lists: BTreeMap<String, RemoteFile>,
     /// Person-detector boxes (PySlowFast's bundle, a tar).
     pub boxes: Option<RemoteFile>,
     /// Where the videos named in each name list are, by video folder.
+    #[serde(default)]
     pub videos: BTreeMap<FolderName, VideoFolder>,
+    /// A dataset whose videos and annotation files are on disk (`avaprep import` writes one):
+    /// where they are. Nothing is downloaded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local: Option<LocalFiles>,
     pub labels: Labels,
     pub splits: BTreeMap<String, Split>,
 }
@@ -40,6 +48,29 @@ pub struct DatasetInfo {
     pub segment: [f64; 2],
     /// The first and last keyframe second (inclusive).
     pub keyframes: [u32; 2],
+    /// A CSV in the annotation folder (`video_id,start,end`) of the seconds each video's file
+    /// covers on the dataset's clock, for datasets whose videos differ in length: nothing is
+    /// extracted or listed past a video's end. Without it every video covers the segment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub video_spans: Option<String>,
+    /// The dataset second at each video file's time 0 (AVA: 0, its segment counts from the
+    /// stream's first timestamp). A dataset on AVA's clock whose files begin later says so here.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub video_start: f64,
+}
+
+fn is_zero(value: &f64) -> bool {
+    *value == 0.0
+}
+
+/// The files of a dataset on disk. Relative paths are relative to the manifest's folder.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LocalFiles {
+    /// The folder of `<id>.<ext>` videos.
+    pub videos: PathBuf,
+    /// The folder of the annotation files the manifest names.
+    pub annotations: PathBuf,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -128,7 +159,13 @@ impl DatasetManifest {
                 path: path.to_path_buf(),
                 source,
             })?;
-        Self::parse(path, &text)
+        let mut manifest = Self::parse(path, &text)?;
+        if let Some(local) = &mut manifest.local {
+            let folder = path.parent().unwrap_or(Path::new("."));
+            local.videos = folder.join(&local.videos);
+            local.annotations = folder.join(&local.annotations);
+        }
+        Ok(manifest)
     }
 
     pub fn parse(path: &Path, text: &str) -> Result<Self, ManifestError> {
@@ -189,6 +226,21 @@ impl DatasetManifest {
                     .map_err(|error| format!("`{}` alternate_urls: {error}", file.path))?;
             }
         }
+        let video_start = self.dataset.video_start;
+        if !(video_start.is_finite() && video_start >= 0.0 && video_start < end) {
+            return Err(format!(
+                "video_start {video_start}: must be a number of seconds, 0 or more, before the segment's end"
+            ));
+        }
+        if self.annotations.is_none() && self.local.is_none() {
+            return Err(
+                "names no annotation archive to download and no [local] folder of annotation files"
+                    .into(),
+            );
+        }
+        if let Some(spans) = &self.dataset.video_spans {
+            check_relative_path(spans).map_err(|error| format!("dataset.video_spans: {error}"))?;
+        }
         for (name, folder) in &self.videos {
             if !self.name_lists.contains_key(&folder.name_list) {
                 return Err(format!(
@@ -204,7 +256,7 @@ impl DatasetManifest {
             }
         }
         for (name, split) in &self.splits {
-            if !self.videos.contains_key(&split.videos) {
+            if self.local.is_none() && !self.videos.contains_key(&split.videos) {
                 return Err(format!(
                     "splits.{name} names unknown video folder `{}`",
                     split.videos
@@ -227,7 +279,8 @@ impl DatasetManifest {
     }
 
     fn remote_files(&self) -> impl Iterator<Item = &RemoteFile> {
-        std::iter::once(&self.annotations)
+        self.annotations
+            .iter()
             .chain(self.name_lists.values())
             .chain(self.boxes.iter())
     }
@@ -262,8 +315,9 @@ impl DatasetManifest {
                 }
             }
         }
-        for file in [&mut self.annotations]
-            .into_iter()
+        for file in self
+            .annotations
+            .iter_mut()
             .chain(self.name_lists.values_mut())
             .chain(self.boxes.iter_mut())
         {
@@ -349,6 +403,8 @@ mod tests {
         assert_eq!(manifest.name_lists["trainval"].size, Some(4794));
         let train = manifest
             .annotations
+            .as_ref()
+            .unwrap()
             .contents
             .iter()
             .find(|f| f.name == "ava_train_v2.2.csv");
@@ -362,7 +418,7 @@ mod tests {
         let mut manifest = ava();
         manifest.apply_base_url("http://127.0.0.1:8000").unwrap();
         assert_eq!(
-            manifest.urls(&manifest.annotations),
+            manifest.urls(manifest.annotations.as_ref().unwrap()),
             vec!["http://127.0.0.1:8000/ava-dataset/annotations/ava_v2.2.zip"]
         );
         let boxes = manifest.boxes.clone().unwrap();

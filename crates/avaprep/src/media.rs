@@ -88,3 +88,35 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
         duration_seconds,
     })
 }
+
+/// The presentation time of every frame of the best video stream, in seconds from the first,
+/// in presentation order: frame `n` of an annotation tool (which counts decoded frames) is
+/// shown at `times[n]`. Reads packets only, decodes nothing.
+pub fn frame_times(path: &Path) -> Result<Vec<f64>, MediaError> {
+    let open = |source| MediaError::Open {
+        path: path.to_path_buf(),
+        source,
+    };
+    ffmpeg::init().map_err(open)?;
+    let mut input = ffmpeg::format::input(path).map_err(open)?;
+    let (index, time_base) = {
+        let stream = input
+            .streams()
+            .best(ffmpeg::media::Type::Video)
+            .ok_or_else(|| MediaError::NoVideo {
+                path: path.to_path_buf(),
+            })?;
+        (stream.index(), f64::from(stream.time_base()))
+    };
+    let mut stamps: Vec<i64> = input
+        .packets()
+        .filter(|(stream, _)| stream.index() == index)
+        .filter_map(|(_, packet)| packet.pts().or(packet.dts()))
+        .collect();
+    stamps.sort_unstable();
+    let first = stamps.first().copied().unwrap_or(0);
+    Ok(stamps
+        .into_iter()
+        .map(|stamp| (stamp - first) as f64 * time_base)
+        .collect())
+}

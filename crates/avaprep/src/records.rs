@@ -38,6 +38,10 @@ pub struct VideoPlan {
     /// Where the videos are when they were already on disk (not downloaded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub videos_on_disk: Option<VideosOnDisk>,
+    /// The dataset second at each file's time 0: 0 for AVA's whole videos, the video start of
+    /// videos on disk, or the dataset's own (`dataset.video_start`).
+    #[serde(default)]
+    pub video_start: f64,
 }
 
 /// A folder of `<id>.<ext>` videos the user already has, read where they are and never deleted.
@@ -92,6 +96,43 @@ pub struct PlannedVideo {
     pub split: String,
     /// Annotated keyframe seconds, ascending (for test videos: the included timestamps).
     pub keyframes: Vec<u32>,
+    /// The seconds the file covers on the dataset's clock, where the dataset says
+    /// (`dataset.video_spans`): nothing past its end is extracted or listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub span: Option<[f64; 2]>,
+}
+
+impl PlannedVideo {
+    /// The seconds its lists cover: from the dataset segment's start (every consumer counts a
+    /// video's rows from there, even before its file begins) to the segment's end or the file's,
+    /// whichever comes first.
+    pub fn listed(&self, segment: [f64; 2]) -> [f64; 2] {
+        match self.span {
+            Some([_, end]) => [segment[0], segment[1].min(end)],
+            None => segment,
+        }
+    }
+
+    /// The seconds that can be extracted: the segment, inside the file.
+    pub fn extractable(&self, segment: [f64; 2]) -> [f64; 2] {
+        match self.span {
+            Some([start, end]) => [segment[0].max(start), segment[1].min(end)],
+            None => segment,
+        }
+    }
+
+    /// The extracted instant that stands for `at`: `at` itself inside the file; before the file
+    /// begins or after it ends, its first or last frame (half a frame `period` inside its end),
+    /// as every consumer repeats a video's end frames.
+    pub fn shown_at(&self, segment: [f64; 2], at: f64, period: f64) -> f64 {
+        match self.span {
+            Some(_) => {
+                let [start, end] = self.extractable(segment);
+                at.min(end - period * 0.5).max(start)
+            }
+            None => at,
+        }
+    }
 }
 
 impl VideoPlan {
@@ -215,12 +256,16 @@ impl Mmaction2View {
 pub const WRITTEN_TIMING: &str = "lists.json";
 
 /// The timing `avaprep lists` wrote beside its config (`slowfast/lists.json`).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WrittenTiming {
     pub list_fps: f64,
     pub segment_start: f64,
     pub segment_end: f64,
     pub keyframes: [u32; 2],
+    /// The seconds each video's file covers, for datasets whose videos differ in length: its
+    /// rows end where it does, and rows before it begins show its first frame.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub video_spans: BTreeMap<String, [f64; 2]>,
 }
 
 /// What `train` hands to `eval` and to the person reading the run's end: paths relative to the

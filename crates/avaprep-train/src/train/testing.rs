@@ -52,6 +52,7 @@ fn build(data: &Path, videos: usize, seed: u64) {
         videos,
         seed,
         profile: Profile::Quick,
+        exports: false,
     })
     .expect("synthetic dataset");
     let annotations = data.join("annotations");
@@ -109,6 +110,7 @@ fn write_plan(data: &Path, report: &SynthReport) {
     let plan = serde_json::json!({
         "segment": [f64::from(t.segment_start), f64::from(t.segment_end)],
         "keyframes": [t.first_keyframe, t.last_keyframe],
+        "video_start": report.video_start,
         "videos": videos,
     });
     let path = data.join("work/videos.json");
@@ -117,7 +119,8 @@ fn write_plan(data: &Path, report: &SynthReport) {
 }
 
 /// Decodes the video at 5 fps from its start and keeps the segment's frames: output frame n
-/// shows (n - 1) / 5 s, so segment frame k is output frame k + 5 * segment_start.
+/// shows the file's second (n - 1) / 5, so segment frame k is output frame
+/// k + 5 * (segment_start - video_start).
 fn extract_frames(video: &Path, data: &Path, id: &str, report: &SynthReport) {
     let scratch = data.join("scratch").join(id);
     std::fs::create_dir_all(&scratch).unwrap();
@@ -140,7 +143,7 @@ fn extract_frames(video: &Path, data: &Path, id: &str, report: &SynthReport) {
     let count = (report.times.segment_end - start) * FPS;
     let mut index = String::from("frame,target_seconds,source_seconds,width,height\n");
     for k in 1..=count {
-        let source = scratch.join(format!("{:06}.jpg", k + start * FPS));
+        let source = scratch.join(format!("{:06}.jpg", k + (start - report.video_start) * FPS));
         let Ok(size) = image::image_dimensions(&source) else {
             break;
         };

@@ -21,6 +21,15 @@ pub enum LabelKind {
 }
 
 impl LabelKind {
+    /// The `label_type` as a label map writes it.
+    pub fn as_pbtxt(self) -> &'static str {
+        match self {
+            Self::PersonMovement => "PERSON_MOVEMENT",
+            Self::ObjectManipulation => "OBJECT_MANIPULATION",
+            Self::PersonInteraction => "PERSON_INTERACTION",
+        }
+    }
+
     fn from_pbtxt(s: &str) -> Option<Self> {
         match s {
             "PERSON_MOVEMENT" => Some(Self::PersonMovement),

@@ -89,6 +89,61 @@ pub fn parse_video_ids(bytes: &[u8], file: &str) -> Result<Vec<VideoId>, Annotat
     })
 }
 
+/// One video's span on the dataset's clock: the seconds its file covers, `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct VideoSpan {
+    pub video: VideoId,
+    pub span: [f64; 2],
+}
+
+/// Reads a dataset's video spans (`video_id,start,end`, seconds on the dataset's clock, one line
+/// a video): `avaprep import` writes one from each file's duration.
+pub fn read_video_spans(path: &Path) -> Result<Vec<VideoSpan>, AnnotationError> {
+    parse_video_spans(&read_file(path)?, &display_name(path))
+}
+
+/// [`read_video_spans`] for bytes already in memory.
+pub fn parse_video_spans(bytes: &[u8], file: &str) -> Result<Vec<VideoSpan>, AnnotationError> {
+    let mut seen = HashMap::new();
+    parse_lines(bytes, file, "video spans", Rows::Required, |n, line| {
+        let text = std::str::from_utf8(line).map_err(|_| LineError::InvalidUtf8)?;
+        let fields: Vec<&str> = text.split(',').collect();
+        let [id, start, end] = fields[..] else {
+            return Err(LineError::FieldCount {
+                found: fields.len(),
+                expected: "3 (video_id,start,end)",
+            });
+        };
+        let video = parse_video_id(id.as_bytes(), 1)?;
+        let seconds = |column: usize, name: &'static str, text: &str| {
+            text.parse::<f64>()
+                .ok()
+                .filter(|value| value.is_finite() && *value >= 0.0)
+                .ok_or_else(|| LineError::BadNumber {
+                    column,
+                    name,
+                    text: text.to_string(),
+                    expected: "a number of seconds, 0 or more",
+                })
+        };
+        let start = seconds(2, "start", start)?;
+        let end = seconds(3, "end", end)?;
+        if end <= start {
+            return Err(LineError::BadNumber {
+                column: 3,
+                name: "end",
+                text: end.to_string(),
+                expected: "after the start",
+            });
+        }
+        check_unique(&mut seen, video, n, "video", id.as_bytes())?;
+        Ok(VideoSpan {
+            video,
+            span: [start, end],
+        })
+    })
+}
+
 /// Two entries for one video (even with different extensions) would make the
 /// downloader fetch or extract it twice, so they are refused.
 fn check_unique(

@@ -34,8 +34,8 @@ pub use csv::{
 pub use error::{AnnotationError, LineError};
 pub use labels::{Label, LabelKind, LabelMap, LabelMapError, parse_label_map, read_label_map};
 pub use lists::{
-    parse_included_timestamps, parse_video_file_names, parse_video_ids, read_included_timestamps,
-    read_video_file_names, read_video_ids,
+    VideoSpan, parse_included_timestamps, parse_video_file_names, parse_video_ids,
+    read_included_timestamps, read_video_file_names, read_video_ids, read_video_spans,
 };
 pub use types::{
     ActionId, BoxError, BoxLabel, Detection, FrameKey, GroundTruthBox, GroundTruthRow,

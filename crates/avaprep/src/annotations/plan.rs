@@ -11,7 +11,7 @@ use sha2::{Digest, Sha256};
 use super::{
     AnnotationError, KeyframeRange, LabelMap, ReadOptions, VideoFileName, VideoId,
     read_excluded_timestamps, read_ground_truth, read_included_timestamps, read_label_map,
-    read_predicted_boxes, read_video_file_names, read_video_ids,
+    read_predicted_boxes, read_video_file_names, read_video_ids, read_video_spans,
 };
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
@@ -40,6 +40,10 @@ pub enum PlanError {
         split: String,
         list: PathBuf,
     },
+    #[error(
+        "split `{0}`: the dataset names nowhere to download its videos from: name the folder they are in (`--videos DIR`, [fetch] videos)"
+    )]
+    NoVideoFolder(String),
     #[error("--video-list names {0}, which is in none of the chosen splits")]
     NotInSplits(VideoId),
     #[error("reading the video folder {folder}: {source}")]
@@ -71,6 +75,7 @@ pub fn plan_inputs(
         labels.scored.clone(),
         labels.included_timestamps.clone(),
     ];
+    names.extend(manifest.dataset.video_spans.clone());
     for split in selection
         .splits
         .iter()
@@ -158,12 +163,24 @@ pub fn build_plan(
     if selection.videos_per_split > 0 {
         videos = subset(videos, selection.videos_per_split);
     }
+    if let Some(spans) = &manifest.dataset.video_spans {
+        let spans: BTreeMap<VideoId, [f64; 2]> = read_video_spans(&annotations.join(spans))?
+            .into_iter()
+            .map(|span| (span.video, span.span))
+            .collect();
+        for video in &mut videos {
+            video.span = spans.get(&video.id).copied();
+        }
+    }
     Ok(VideoPlan {
         segment: manifest.dataset.segment,
         keyframes: manifest.dataset.keyframes,
         videos,
         files: plan_files(manifest, selection),
         videos_on_disk: on_disk.cloned(),
+        video_start: on_disk.map_or(manifest.dataset.video_start, |on_disk| {
+            on_disk.start_seconds
+        }),
     })
 }
 
@@ -227,15 +244,17 @@ fn split_videos(
             }
         }
     }
-    let folder = &manifest.videos[&split.videos];
-    let list_file = &manifest.name_lists[&folder.name_list];
-    let list_path = annotations.join(file_name(&list_file.path));
-    let names: BTreeMap<VideoId, VideoFileName> = match on_disk {
-        Some(names) => names.clone(),
-        None => read_video_file_names(&list_path)?
+    let list_path = manifest
+        .videos
+        .get(&split.videos)
+        .map(|folder| annotations.join(file_name(&manifest.name_lists[&folder.name_list].path)));
+    let names: BTreeMap<VideoId, VideoFileName> = match (on_disk, &list_path) {
+        (Some(names), _) => names.clone(),
+        (None, Some(list_path)) => read_video_file_names(list_path)?
             .into_iter()
             .map(|name| (name.id, name))
             .collect(),
+        (None, None) => return Err(PlanError::NoVideoFolder(split_name.to_string())),
     };
     keyframes
         .into_iter()
@@ -250,7 +269,7 @@ fn split_videos(
                     return Err(PlanError::NotInNameList {
                         video: id,
                         split: split_name.to_string(),
-                        list: list_path.clone(),
+                        list: list_path.clone().unwrap_or_default(),
                     });
                 }
             };
@@ -260,6 +279,7 @@ fn split_videos(
                 folder: split.videos.clone(),
                 split: split_name.to_string(),
                 keyframes: seconds.into_iter().collect(),
+                span: None,
             })
         })
         .collect()

@@ -31,6 +31,7 @@ fn data() -> &'static Data {
             videos: 6,
             seed: 11,
             profile: Profile::Quick,
+            exports: false,
         })
         .expect("synth");
         eprintln!("synth: {:.1} s", started.elapsed().as_secs_f64());
@@ -99,9 +100,14 @@ fn video(i: usize) -> (&'static VideoReport, PathBuf, &'static [(f64, u32)]) {
     (v, d.root.join(&v.path), &d.truth[i])
 }
 
+/// The annotated segment in the files' seconds.
 fn segment() -> [f64; 2] {
-    let t = data().report.times;
-    [f64::from(t.segment_start), f64::from(t.segment_end)]
+    let report = &data().report;
+    let (t, start) = (report.times, report.video_start);
+    [
+        f64::from(t.segment_start - start),
+        f64::from(t.segment_end - start),
+    ]
 }
 
 fn out_dir(tag: &str) -> PathBuf {

@@ -153,8 +153,10 @@ impl ExtractStage {
     fn ranges(&self, plan: &VideoPlan, video: &PlannedVideo) -> Vec<TimeRange> {
         let margin = self.params.margin.max(0.5 / self.params.fps);
         match self.params.ranges {
-            Ranges::Annotated => ranges_around(&video.keyframes, margin, plan.segment),
-            Ranges::Segment => segment_range(plan.segment),
+            Ranges::Annotated => {
+                ranges_around(&video.keyframes, margin, video.extractable(plan.segment))
+            }
+            Ranges::Segment => segment_range(video.extractable(plan.segment)),
         }
     }
 }
@@ -201,24 +203,25 @@ impl Stage for ExtractStage {
     /// another split or another video in the plan changes nothing here.
     fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
         let plan = load_plan(context.data_dir)?;
-        let start = plan
-            .videos_on_disk
-            .as_ref()
-            .map(|on_disk| on_disk.start_seconds);
+        let start = match &plan.videos_on_disk {
+            Some(on_disk) => Some(on_disk.start_seconds),
+            None => (plan.video_start != 0.0).then_some(plan.video_start),
+        };
         Ok(plan
             .videos
             .iter()
             .map(|video| {
-                PlannedItem::new(
-                    video.id.to_string(),
-                    serde_json::json!({
-                        "file": video.file_name,
-                        "folder": video.folder,
-                        "keyframes": video.keyframes,
-                        "segment": plan.segment,
-                        "start": start,
-                    }),
-                )
+                let mut identity = serde_json::json!({
+                    "file": video.file_name,
+                    "folder": video.folder,
+                    "keyframes": video.keyframes,
+                    "segment": plan.segment,
+                    "start": start,
+                });
+                if let Some(span) = video.span {
+                    identity["span"] = serde_json::json!(span);
+                }
+                PlannedItem::new(video.id.to_string(), identity)
             })
             .collect())
     }
@@ -306,10 +309,7 @@ impl ExtractStage {
         let index = layout.frame_index(&video.id);
         // A pre-cut clip's time 0 is the dataset's second `start`: the extractor works on the
         // file's clock, the index is written on the dataset's.
-        let start = plan
-            .videos_on_disk
-            .as_ref()
-            .map_or(0.0, |on_disk| on_disk.start_seconds);
+        let start = plan.video_start;
         let ranges = self.ranges(plan, video);
         check_start(video, &ranges, start)?;
         let frames = frame_numbers(&ranges, plan.segment[0], self.params.fps);
@@ -334,7 +334,10 @@ impl ExtractStage {
                 .item_progress(self.id().name(), &item, done, total, Unit::Frames);
             !context.cancelled()
         };
-        let segment = [plan.segment[0] - start, plan.segment[1] - start];
+        // Frames are numbered from the segment's start, even where the file begins later; they
+        // end where the file does.
+        let end = video.extractable(plan.segment)[1];
+        let segment = [plan.segment[0] - start, end - start];
         let mut extraction = extract_video(
             input,
             video.id.as_str(),
@@ -421,9 +424,11 @@ mod tests {
                 folder: "trainval".try_into().unwrap(),
                 split: "train".into(),
                 keyframes,
+                span: None,
             }],
             files: Default::default(),
             videos_on_disk: None,
+            video_start: 0.0,
         }
     }
 

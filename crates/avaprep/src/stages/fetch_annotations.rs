@@ -74,7 +74,7 @@ impl FetchAnnotationsStage {
 
     /// What the manifest knows of an annotation file by its name, from the archive contents.
     fn known_file(&self, name: &str) -> Option<&crate::manifest::KnownFile> {
-        let archives = std::iter::once(&self.manifest.annotations).chain(&self.manifest.boxes);
+        let archives = self.manifest.annotations.iter().chain(&self.manifest.boxes);
         archives
             .flat_map(|archive| &archive.contents)
             .find(|known| known.name == name)
@@ -180,7 +180,7 @@ impl Stage for FetchAnnotationsStage {
             .collect();
         serde_json::json!({
             "version": 1,
-            "annotations": content_identity(&self.manifest.annotations),
+            "annotations": self.manifest.annotations.as_ref().map(content_identity),
             "name_lists": lists,
             "boxes": self.manifest.boxes.as_ref().map(content_identity),
             "on_disk": self.params.annotations_on_disk().then(|| serde_json::json!({
@@ -238,8 +238,12 @@ impl FetchAnnotationsStage {
         cancel: &std::sync::atomic::AtomicBool,
     ) -> Result<Vec<PathBuf>, ItemError> {
         let downloader = Downloader::new(self.params.policy(), cancel).map_err(ItemError::input)?;
-        let mut files =
-            self.fetch_archive_and_extract(&downloader, layout, &self.manifest.annotations)?;
+        let Some(annotations) = &self.manifest.annotations else {
+            return Err(ItemError::usage(
+                "the dataset names no annotation archive to download: name the folder of its annotation files (`--annotations DIR`, [fetch] annotations)".to_string(),
+            ));
+        };
+        let mut files = self.fetch_archive_and_extract(&downloader, layout, annotations)?;
         if let Some(boxes) = &self.manifest.boxes {
             files.extend(self.fetch_archive_and_extract(&downloader, layout, boxes)?);
         }

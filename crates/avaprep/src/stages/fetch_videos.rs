@@ -277,10 +277,13 @@ fn check_video(
     start: f64,
 ) -> Result<(), String> {
     let video = plan.video(item).expect("checked by the caller");
+    // A keyframe's second must be in the file; a video whose span the dataset records (its own
+    // length) may end within its last keyframe's second.
+    let past_last = if video.span.is_some() { 1e-3 } else { 1.0 };
     let needed = video
         .keyframes
         .last()
-        .map_or(plan.segment[0], |&last| f64::from(last) + 1.0);
+        .map_or(plan.segment[0], |&last| f64::from(last) + past_last);
     match crate::media::probe(path) {
         Ok(info) if info.end_seconds() + start >= needed => Ok(()),
         Ok(info) if start > 0.0 => Err(format!(
@@ -304,7 +307,7 @@ fn probe_video(
     item: &str,
     path: &std::path::Path,
 ) -> Result<(), ItemError> {
-    let problem = match check_video(plan, item, path, 0.0) {
+    let problem = match check_video(plan, item, path, plan.video_start) {
         Ok(()) => return Ok(()),
         Err(problem) => problem,
     };

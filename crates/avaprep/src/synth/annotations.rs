@@ -111,16 +111,16 @@ impl AnnotationTexts {
             (EXCL_TEST, excluded(plan, &test)),
             (TEST_IDS, lines(test.iter().map(|v| v.id.clone()))),
             (EXCL_TRAIN, excluded(plan, &train)),
-            (GT_TRAIN, ground_truth(&train)),
+            (GT_TRAIN, ground_truth(&train, plan.video_start)),
             (EXCL_VAL, excluded(plan, &val)),
-            (GT_VAL, ground_truth(&val)),
+            (GT_VAL, ground_truth(&val, plan.video_start)),
         ];
         let mut trainval: Vec<String> = train.iter().chain(&val).map(|v| v.file_name()).collect();
         trainval.sort();
         AnnotationTexts {
             files,
-            det_train: detections(&train, true),
-            det_val: detections(&val, false),
+            det_train: detections(&train, true, plan.video_start),
+            det_val: detections(&val, false, plan.video_start),
             trainval_names: lines(trainval.into_iter()),
             test_names: lines(test.iter().map(|v| v.file_name())),
         }
@@ -154,14 +154,15 @@ fn scored_label_map() -> String {
 
 fn included(plan: &DatasetPlan) -> String {
     let t = &plan.times;
-    lines((t.first_keyframe..=t.last_keyframe).map(|s| format!("{s:04}")))
+    let start = plan.video_start;
+    lines((t.first_keyframe + start..=t.last_keyframe + start).map(|s| format!("{s:04}")))
 }
 
 fn excluded(plan: &DatasetPlan, videos: &[&VideoSpec]) -> String {
     let mut s = String::new();
     for v in videos {
         for &(_, t) in plan.excluded.iter().filter(|e| e.0 == v.index) {
-            let _ = writeln!(s, "{},{t:04}", v.id);
+            let _ = writeln!(s, "{},{:04}", v.id, t + plan.video_start);
         }
     }
     s
@@ -172,13 +173,21 @@ fn keyframes(v: &VideoSpec) -> impl Iterator<Item = u32> {
     first..=last
 }
 
-fn ground_truth(videos: &[&VideoSpec]) -> String {
+/// Rows on the dataset's clock: the file's second `t` is the dataset's `t + video_start`.
+fn ground_truth(videos: &[&VideoSpec], video_start: u32) -> String {
     let mut s = String::new();
     for v in videos {
         for t in keyframes(v) {
+            let second = t + video_start;
             for b in gt_boxes(v, t) {
                 for action in b.action_ids() {
-                    let _ = writeln!(s, "{},{t:04},{},{action},{}", v.id, b.text(), b.person_id);
+                    let _ = writeln!(
+                        s,
+                        "{},{second:04},{},{action},{}",
+                        v.id,
+                        b.text(),
+                        b.person_id
+                    );
                 }
             }
         }
@@ -189,11 +198,12 @@ fn ground_truth(videos: &[&VideoSpec]) -> String {
 /// Person-detector boxes: jittered ground truth (some missed) plus false positives. In the
 /// train file a box takes its ground truth's labels when IoU >= 0.9, else `-1` (the PySlowFast
 /// `include_negative` convention); val boxes have an empty label column.
-fn detections(videos: &[&VideoSpec], with_labels: bool) -> String {
+fn detections(videos: &[&VideoSpec], with_labels: bool, video_start: u32) -> String {
     let mut s = String::new();
     for v in videos {
         let mut rng = ChaCha20Rng::seed_from_u64(v.seed ^ 0x6465_7465_6374);
         for t in keyframes(v) {
+            let second = t + video_start;
             for det in detect_keyframe(&mut rng, &gt_boxes(v, t)) {
                 let labels: Vec<String> = match (&det.matched, with_labels) {
                     (_, false) => vec![String::new()],
@@ -201,7 +211,11 @@ fn detections(videos: &[&VideoSpec], with_labels: bool) -> String {
                     (None, true) => vec!["-1".into()],
                 };
                 for label in labels {
-                    let _ = writeln!(s, "{},{t:04},{},{label},{:.6}", v.id, det.text, det.score);
+                    let _ = writeln!(
+                        s,
+                        "{},{second:04},{},{label},{:.6}",
+                        v.id, det.text, det.score
+                    );
                 }
             }
         }

@@ -47,18 +47,21 @@ pub fn dataset_manifest(
             version: format!("{:?}-seed-{}", report.profile, report.seed).to_lowercase(),
             segment: [f64::from(times.segment_start), f64::from(times.segment_end)],
             keyframes: [times.first_keyframe, times.last_keyframe],
+            video_spans: None,
+            video_start: f64::from(report.video_start),
         },
         sources: BTreeMap::from([
             source("ava", "ava-dataset/"),
             source("pyslowfast", "pyslowfast/"),
         ]),
-        annotations,
+        annotations: Some(annotations),
         name_lists: BTreeMap::from([
             ("trainval".to_string(), mirror_file(mirror::TRAINVAL_NAMES)),
             ("test".to_string(), mirror_file(mirror::TEST_NAMES)),
         ]),
         boxes: Some(boxes),
         videos: BTreeMap::from([video_folder("trainval"), video_folder("test")]),
+        local: None,
         labels: Labels {
             full: texts::LABELS.to_string(),
             scored: texts::LABELS_SCORED.to_string(),

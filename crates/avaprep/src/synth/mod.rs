@@ -8,6 +8,7 @@
 mod annotations;
 mod code;
 mod encode;
+pub mod exports;
 mod manifest;
 mod mirror;
 mod plan;
@@ -28,7 +29,7 @@ pub use plan::{ACTIONS, Action};
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Profile {
-    /// 36 s videos, segment [5, 35), keyframes 7..=32.
+    /// 36 s videos, their seconds 5..35 annotated as AVA's 900..930 (keyframes 902..=927).
     Quick,
     /// 1802 s low-resolution videos, segment [900, 1801), keyframes 902..=1798 as AVA.
     AvaTimes,
@@ -63,6 +64,8 @@ pub struct SynthConfig {
     pub videos: usize,
     pub seed: u64,
     pub profile: Profile,
+    /// Also write the ground truth as CVAT and VIA exports (`exports/`), for `avaprep import`.
+    pub exports: bool,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -165,7 +168,11 @@ pub struct MirrorFile {
 pub struct SynthReport {
     pub profile: Profile,
     pub seed: u64,
+    /// The annotated times on the dataset's clock.
     pub times: TimeRange,
+    /// The dataset second at each file's time 0 (the quick profile: 895, so its files' seconds
+    /// 5..35 are AVA's 900..930).
+    pub video_start: u32,
     pub labels: Vec<LabelInfo>,
     pub videos: Vec<VideoReport>,
     pub files: Vec<MirrorFile>,
@@ -193,12 +200,25 @@ pub fn generate(config: &SynthConfig) -> Result<SynthReport, SynthError> {
     encode::encode_all(&plan, &layout)?;
     let texts = annotations::AnnotationTexts::build(&plan);
     let files = mirror::write_annotations(&layout, &plan, &texts)?;
+    if config.exports {
+        exports::write_exports(&plan, &config.out)?;
+    }
     let report = SynthReport {
         profile: config.profile,
         seed: config.seed,
-        times: plan.times,
+        times: TimeRange {
+            segment_start: plan.times.segment_start + plan.video_start,
+            segment_end: plan.times.segment_end + plan.video_start,
+            first_keyframe: plan.times.first_keyframe + plan.video_start,
+            last_keyframe: plan.times.last_keyframe + plan.video_start,
+        },
+        video_start: plan.video_start,
         labels: plan::label_infos(),
-        videos: plan.videos.iter().map(|v| v.report()).collect(),
+        videos: plan
+            .videos
+            .iter()
+            .map(|v| v.report(plan.video_start))
+            .collect(),
         files,
         elapsed_s: started.elapsed().as_secs_f64(),
     };

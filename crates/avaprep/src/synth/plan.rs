@@ -293,7 +293,12 @@ pub struct VideoSpec {
 }
 
 pub struct DatasetPlan {
+    /// The annotated times, in seconds of the files (from each stream's first timestamp).
     pub times: TimeRange,
+    /// The dataset second at each file's time 0: the quick profile's files are short, and the
+    /// dataset is on AVA's clock (segment from 900, keyframes from 902), as every consumer
+    /// assumes; the ava-times profile's files are as long as AVA's.
+    pub video_start: u32,
     pub videos: Vec<VideoSpec>,
     /// (video index, keyframe second) pairs excluded from evaluation.
     pub excluded: Vec<(usize, u32)>,
@@ -336,8 +341,13 @@ impl DatasetPlan {
             })
             .collect();
         let excluded = excluded_keyframes(&mut master, &specs);
+        let video_start = match profile {
+            Profile::Quick => 900 - times.segment_start,
+            Profile::AvaTimes => 0,
+        };
         DatasetPlan {
             times,
+            video_start,
             videos: specs,
             excluded,
         }
@@ -502,7 +512,9 @@ impl VideoSpec {
         }
     }
 
-    pub fn report(&self) -> VideoReport {
+    /// What the report says of the video; keyframe seconds on the dataset's clock, whose second
+    /// `video_start` is the file's time 0.
+    pub fn report(&self, video_start: u32) -> VideoReport {
         VideoReport {
             id: self.id.clone(),
             file_name: self.file_name(),
@@ -521,8 +533,8 @@ impl VideoSpec {
             start_time_s: self.start_ticks as f64 / TICKS as f64,
             duration_s: self.duration_ticks as f64 / TICKS as f64,
             actors: self.actors.len(),
-            first_keyframe: self.keyframes.map(|k| k.0),
-            last_keyframe: self.keyframes.map(|k| k.1),
+            first_keyframe: self.keyframes.map(|k| k.0 + video_start),
+            last_keyframe: self.keyframes.map(|k| k.1 + video_start),
         }
     }
 
@@ -639,7 +651,8 @@ fn plan_actor(
         f64::INFINITY
     };
     Actor {
-        person_id: index,
+        // From 1, as annotation tools number people (CVAT's track 0 is person 1).
+        person_id: index + 1,
         shape,
         aspect: rng.random_range(0.6..ASPECT_MAX),
         u,

@@ -28,6 +28,7 @@ fn quick() -> &'static (SynthConfig, SynthReport) {
             videos: QUICK_VIDEOS,
             seed: 7,
             profile: Profile::Quick,
+            exports: false,
         };
         let report = generate(&config).expect("generate quick");
         eprintln!(
@@ -53,6 +54,7 @@ fn ava_times_two_videos() {
         videos: 2,
         seed: 3,
         profile: Profile::AvaTimes,
+        exports: false,
     };
     let report = generate(&config).expect("generate ava-times");
     eprintln!("synth ava-times, 2 videos: {:.2} s", report.elapsed_s);
@@ -131,6 +133,7 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
             videos: 4,
             seed,
             profile: Profile::Quick,
+            exports: false,
         };
         let report = generate(&config).unwrap();
         eprintln!(
@@ -639,7 +642,11 @@ fn boxes_are_on_actors() {
     let (mut actor_px, mut outside_px) = (0usize, 0usize);
     for v in report.videos.iter().filter(|v| v.split != "test") {
         let seconds: Vec<u32> = (v.first_keyframe.unwrap()..=v.last_keyframe.unwrap()).collect();
-        let targets: Vec<f64> = seconds.iter().map(|&s| s as f64).collect();
+        // The tables are on the dataset's clock; the files count from their own start.
+        let targets: Vec<f64> = seconds
+            .iter()
+            .map(|&s| f64::from(s - report.video_start))
+            .collect();
         let d = decode(&video_path(config, v), &targets);
         for (s, pic) in seconds.iter().zip(&d.pictures) {
             let pic = pic.as_ref().expect("frame at keyframe");
@@ -845,7 +852,10 @@ fn motion_is_learnable_appearance_is_not() {
     let (config, report) = quick();
     let plan = plan::DatasetPlan::new(config.profile, config.videos, config.seed);
     let t = report.times;
-    let seconds: Vec<u32> = (t.first_keyframe..=t.last_keyframe).collect();
+    // In the files' seconds: the scene's clock.
+    let seconds: Vec<u32> = (t.first_keyframe..=t.last_keyframe)
+        .map(|s| s - report.video_start)
+        .collect();
     let mut samples = Vec::new();
     for (v, spec) in report.videos.iter().zip(&plan.videos) {
         let targets: Vec<f64> = seconds

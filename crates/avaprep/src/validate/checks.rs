@@ -307,6 +307,43 @@ pub fn check_tables(request: &ValidateRequest, dataset: &Dataset, results: &mut 
     check_exclusions(request, dataset, result(results, CheckId::Exclusions));
 }
 
+/// PySlowFast's `ava_helper` hard-codes AVA's clock (`FPS = 30`, row 0 of a video is second
+/// 900, keyframes `range(902, 1799)`), and so does pytorchvideo's `Ava`: lists on another clock
+/// are read with every clip shifted, and a keyframe outside 902..1798 is dropped or raises
+/// `KeyError` when PySlowFast loads the boxes.
+pub fn check_consumer_clock(request: &ValidateRequest, dataset: &Dataset, results: &mut Results) {
+    const AVA_START: f64 = 900.0;
+    const AVA_FPS: f64 = 30.0;
+    const AVA_KEYFRAMES: std::ops::RangeInclusive<i64> = 902..=1798;
+    let timing = request.timing;
+    let check = result(results, CheckId::ConsumerClock);
+    if timing.segment_start == AVA_START && timing.list_fps == AVA_FPS {
+        check.pass(1);
+    } else {
+        check.fail(format!(
+            "the lists start at second {} at {} rows a second; PySlowFast and pytorchvideo take row 0 as second 900 at 30 a second, so every clip would be centred {:+.2} s off its keyframe; import your videos with `avaprep import`, which puts them on AVA's clock",
+            timing.segment_start,
+            timing.list_fps,
+            timing.segment_start - AVA_START
+        ));
+    }
+    for split in &dataset.splits {
+        let keyframes = split.keyframes(request.detection_score_thresh);
+        for (video, seconds) in keyframes {
+            for second in seconds {
+                if AVA_KEYFRAMES.contains(&second) {
+                    check.pass(1);
+                } else {
+                    check.fail(format!(
+                        "{video} keyframe {second} ({} split): PySlowFast keeps keyframes 902..1798 and raises KeyError: {second} on this one; import your videos with `avaprep import`, which puts them on AVA's clock",
+                        split.name
+                    ));
+                }
+            }
+        }
+    }
+}
+
 /// The evaluator drops excluded keyframes from ground truth and detections alike, so boxes may
 /// sit there; an exclusion must name a listed video and a keyframe second, or it excludes
 /// nothing (a dropped video left behind, or a wrong clock).
@@ -663,7 +700,8 @@ fn check_clips(
     let keyframes = split.keyframes(request.detection_score_thresh);
     let rows_of = split.video_rows();
     for (video, rows) in &rows_of {
-        let wanted = timing.rows_per_video();
+        let file_span = request.video_spans.get(*video).copied();
+        let wanted = timing.rows_per_video(file_span);
         if rows.len() == wanted {
             result(results, CheckId::RowCounts).pass(1);
         } else {
@@ -697,7 +735,7 @@ fn check_clips(
                 .map(|row| row.clamp(0, last_row) as usize)
                 .find_map(|row| {
                     let listed = rows[row]?;
-                    clip_row_problem(listed, row, index, timing, state_of)
+                    clip_row_problem(listed, row, index, timing, file_span, state_of)
                 });
             match problem {
                 Some(problem) => result(results, CheckId::ClipFrames)
@@ -713,6 +751,7 @@ fn clip_row_problem(
     position: usize,
     index: Option<&FrameIndex>,
     timing: super::ListTiming,
+    span: Option<[f64; 2]>,
     state_of: &HashMap<&str, FrameState>,
 ) -> Option<String> {
     match state_of.get(&*row.path) {
@@ -731,7 +770,7 @@ fn clip_row_problem(
         _ => {}
     }
     let index = index?;
-    let at = timing.row_seconds(position);
+    let at = shown_instant(timing.row_seconds(position), span, index.period);
     let shown = tables::frame_number(&row.path)
         .and_then(|k| index.frames.binary_search(&k).ok())
         .map(|i| index.times[i]);
@@ -930,10 +969,11 @@ pub fn check_mmaction2_view(request: &ValidateRequest, dataset: &Dataset, result
             let frames = folder.join("rawframes").join(video);
             let index = dataset.indexes.get(video);
             for &second in &seconds {
+                let span = request.video_spans.get(video).copied();
                 let problem = view
                     .clip_indices(second)
                     .into_iter()
-                    .find_map(|k| view_link_problem(&frames, video, k, &view, index));
+                    .find_map(|k| view_link_problem(&frames, video, k, &view, index, span));
                 match problem {
                     Some(problem) => check.fail(format!(
                         "mmaction2 view, {video} keyframe {second}: {problem}"
@@ -945,12 +985,22 @@ pub fn check_mmaction2_view(request: &ValidateRequest, dataset: &Dataset, result
     }
 }
 
+/// The instant a row or link at `at` shows: before its file begins or after it ends, the
+/// video's first or last frame (half a frame `period` inside its end).
+fn shown_instant(at: f64, span: Option<[f64; 2]>, period: f64) -> f64 {
+    match span {
+        Some([start, end]) => at.min(end - period / 2.0).max(start),
+        None => at,
+    }
+}
+
 fn view_link_problem(
     frames: &Path,
     video: &str,
     k: i64,
     view: &Mmaction2View,
     index: Option<&FrameIndex>,
+    span: Option<[f64; 2]>,
 ) -> Option<String> {
     let name = Mmaction2View::file_name(k);
     let link = frames.join(&name);
@@ -970,7 +1020,7 @@ fn view_link_problem(
         ));
     }
     let index = index?;
-    let at = view.instant(k);
+    let at = shown_instant(view.instant(k), span, index.period);
     let shown = tables::frame_number(&target.to_string_lossy())
         .and_then(|frame| index.frames.binary_search(&frame).ok())
         .map(|i| index.times[i]);

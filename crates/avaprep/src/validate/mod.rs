@@ -53,10 +53,11 @@ pub enum CheckId {
     FrameTiming,
     Checksums,
     LoaderViews,
+    ConsumerClock,
 }
 
 impl CheckId {
-    pub const ALL: [CheckId; 19] = [
+    pub const ALL: [CheckId; 20] = [
         CheckId::FilesPresent,
         CheckId::ListFormat,
         CheckId::ListOrder,
@@ -76,6 +77,7 @@ impl CheckId {
         CheckId::FrameTiming,
         CheckId::Checksums,
         CheckId::LoaderViews,
+        CheckId::ConsumerClock,
     ];
 
     pub const fn name(self) -> &'static str {
@@ -99,6 +101,7 @@ impl CheckId {
             CheckId::FrameTiming => "frame-timing",
             CheckId::Checksums => "checksums",
             CheckId::LoaderViews => "loader-views",
+            CheckId::ConsumerClock => "consumer-clock",
         }
     }
 
@@ -153,6 +156,9 @@ impl CheckId {
             }
             CheckId::LoaderViews => {
                 "every index of every keyframe's clip mmaction2's AVADataset takes from the mmaction2 view is a link into the video's frames showing the instant the loader assumes"
+            }
+            CheckId::ConsumerClock => {
+                "the lists are on AVA's clock, which PySlowFast and pytorchvideo hard-code: rows from second 900 at 30 a second, every keyframe in 902..1798"
             }
         }
     }
@@ -260,9 +266,11 @@ impl ListTiming {
         ((second as f64 - self.segment_start) * self.list_fps) as i64
     }
 
-    /// Rows a video's list holds: the whole segment at the list rate.
-    fn rows_per_video(&self) -> usize {
-        ((self.segment_end - self.segment_start) * self.list_fps).round() as usize
+    /// Rows a video's list holds: the whole segment at the list rate, or up to the end of a
+    /// file that ends sooner.
+    fn rows_per_video(&self, span: Option<[f64; 2]>) -> usize {
+        let end = span.map_or(self.segment_end, |[_, end]| end.min(self.segment_end));
+        ((end - self.segment_start) * self.list_fps).round() as usize
     }
 
     fn row_seconds(&self, row: usize) -> f64 {
@@ -289,10 +297,12 @@ pub struct ValidateRequest {
     pub mmaction2_view: Option<PathBuf>,
     /// A detector's box below this score is no proposal, so no keyframe for the loaders.
     pub detection_score_thresh: f64,
+    /// The seconds each video's file covers, where `avaprep lists` recorded them.
+    pub video_spans: BTreeMap<String, [f64; 2]>,
 }
 
 impl WrittenTiming {
-    fn with_clip(self, num_frames: u32, sampling_rate: u32) -> ListTiming {
+    fn with_clip(&self, num_frames: u32, sampling_rate: u32) -> ListTiming {
         ListTiming {
             list_fps: self.list_fps,
             segment_start: self.segment_start,
@@ -329,6 +339,7 @@ impl ValidateRequest {
             mmaction2_view: Some(layout.mmaction2())
                 .filter(|view| view.join(Mmaction2View::RECORD).exists()),
             detection_score_thresh: config.detection_score_thresh,
+            video_spans: written.video_spans,
         })
     }
 
@@ -344,6 +355,7 @@ impl ValidateRequest {
         }
         let written: WrittenTiming = read_json(&timing_path)?;
         self.timing = written.with_clip(self.timing.num_frames, self.timing.sampling_rate);
+        self.video_spans = written.video_spans;
         let data_dir = folder.parent().unwrap_or(Path::new("."));
         let same = |a: &Path, b: &Path| match (a.canonicalize(), b.canonicalize()) {
             (Ok(a), Ok(b)) => a == b,
@@ -383,6 +395,7 @@ impl ValidateRequest {
             depth,
             mmaction2_view: None,
             detection_score_thresh: config.detection_score_thresh,
+            video_spans: BTreeMap::new(),
         })
     }
 }
@@ -542,6 +555,7 @@ pub fn validate(
     }
     checks::check_checksums(request, &mut results);
     checks::check_mmaction2_view(request, &dataset, &mut results);
+    checks::check_consumer_clock(request, &dataset, &mut results);
     let checks: Vec<CheckResult> = results.into_values().collect();
     Ok(ValidationReport {
         passed: checks

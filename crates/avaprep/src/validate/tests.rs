@@ -67,6 +67,7 @@ impl Fixture {
             depth,
             mmaction2_view: None,
             detection_score_thresh: 0.8,
+            video_spans: BTreeMap::new(),
         }
     }
 

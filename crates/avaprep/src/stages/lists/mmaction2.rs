@@ -48,11 +48,22 @@ pub fn view_for(segment: [f64; 2], period: f64) -> Result<Mmaction2View, ItemErr
 pub fn write_video(
     layout: &DataLayout,
     video: &PlannedVideo,
+    segment: [f64; 2],
     index: &FrameIndex,
     view: &Mmaction2View,
 ) -> Result<(), ItemError> {
     let id = video.id.as_str();
-    let linked = |k: i64| index.covers(view.instant(k));
+    // mmaction2 clamps a clip to the dataset's indices, not the video's: a video shorter than
+    // the dataset needs links past its end, as far as its last keyframe's clip reaches, each to
+    // the last frame.
+    let reach = video
+        .keyframes
+        .iter()
+        .flat_map(|&second| view.training_indices(i64::from(second)))
+        .max()
+        .unwrap_or(0);
+    let shown = |k: i64| video.shown_at(segment, view.instant(k), index.period);
+    let linked = |k: i64| (video.span.is_none() || k <= reach) && index.covers(shown(k));
     for &second in &video.keyframes {
         if let Some(k) = view
             .training_indices(i64::from(second))
@@ -71,7 +82,7 @@ pub fn write_video(
     let folder = layout.mmaction2().join("rawframes").join(id);
     replace_folder(&folder, |staging| {
         for k in (0..view.index_count()).filter(|&k| linked(k)) {
-            let frame = index.nearest(view.instant(k));
+            let frame = index.nearest(shown(k));
             let target = Path::new("../../../frames")
                 .join(id)
                 .join(frame_file_name(id, frame));

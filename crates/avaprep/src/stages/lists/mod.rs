@@ -325,9 +325,10 @@ fn write_all(
                 .map(|rate| recipe.list_clip(params, rate));
             train_clip_fits &= train_clip
                 .is_some_and(|clip| check_clips(video, &index, plan.segment, &clip).is_ok());
-            counts.rows += write_rows(&mut text, video, &index, plan.segment, params, number);
+            let listed = video.listed(plan.segment);
+            counts.rows += write_rows(&mut text, video, &index, listed, params, number);
             if params.pytorchvideo {
-                write_view(layout, video, &index, plan.segment, number, &mut view_text)?;
+                write_view(layout, video, &index, listed, number, &mut view_text)?;
             }
             if params.mmaction2 {
                 let view = mmaction2::view_for(plan.segment, index.period)?;
@@ -337,7 +338,7 @@ fn write_all(
                         video.id
                     )));
                 }
-                mmaction2::write_video(layout, video, &index, &view)?;
+                mmaction2::write_video(layout, video, plan.segment, &index, &view)?;
             }
             kept.insert(video.id);
             number += 1;
@@ -410,6 +411,11 @@ fn write_all(
         segment_start: plan.segment[0],
         segment_end: plan.segment[1],
         keyframes: plan.keyframes,
+        video_spans: plan
+            .videos
+            .iter()
+            .filter_map(|video| Some((video.id.to_string(), video.span?)))
+            .collect(),
     };
     let timing_path = layout.slowfast().join(WRITTEN_TIMING);
     let timing_json = serde_json::to_vec_pretty(&timing).expect("timing serialises");
@@ -589,14 +595,14 @@ fn check_clips(
 ) -> Result<(), ItemError> {
     let segment_start = segment[0];
     let span = i64::from(params.num_frames * params.sampling_rate);
-    let last_row = row_count(segment, params.list_fps) as i64 - 1;
+    let last_row = row_count(video.listed(segment), params.list_fps) as i64 - 1;
     for &second in &video.keyframes {
         let centre = ((f64::from(second) - segment_start) * params.list_fps) as i64;
         for row in ((centre - span / 2)..(centre + span / 2)).step_by(params.sampling_rate as usize)
         {
             let row = row.clamp(0, last_row);
             let at = segment_start + row as f64 / params.list_fps;
-            if !index.covers(at) {
+            if !index.covers(video.shown_at(segment, at, index.period)) {
                 return Err(ItemError::usage(format!(
                     "video {}: the clip of keyframe {second} ({} rows {} apart at {} rows a second: {:.2} s) reaches {at:.2} s, which was not extracted; extract with a --margin of at least {:.2}, or choose a shorter clip",
                     video.id,

@@ -1,0 +1,126 @@
+//! What an annotation-tool export says, in the tools' own terms (frames or seconds of each video,
+//! pixels or fractions of the frame), before it is put on the dataset's clock. Each reader
+//! ([`super::cvat`], [`super::via`], [`super::whole_clip`]) turns one format into an [`Export`];
+//! [`super::resolve`] samples it at the keyframes.
+
+use std::path::PathBuf;
+
+/// Every video an export annotates, in the order the export names them.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Export {
+    pub videos: Vec<ExportedVideo>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportedVideo {
+    /// The video as the export names it: a file name or stem, perhaps under folders
+    /// (`clips/clip25.mp4`). Matched to a file of the videos folder by its stem.
+    pub name: String,
+    /// Where the export says it: the file, and the element or line.
+    pub origin: Origin,
+    /// The frame size the export's pixel coordinates are in, when it states one.
+    pub frame_size: Option<FrameSize>,
+    pub tracks: Vec<Track>,
+}
+
+/// One person (or, for whole-clip labels, the whole frame) through a video.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Track {
+    /// AVA's person id (last column): CVAT's track id; otherwise a number unique in the video.
+    pub person: u32,
+    pub motion: Motion,
+    /// Ascending by `at`.
+    pub shapes: Vec<Shape>,
+    pub origin: Origin,
+}
+
+/// How a track's box is known between its shapes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Motion {
+    /// Linear between consecutive shapes (CVAT's interpolation); an `outside` shape ends the
+    /// track until the next shape; after the last shape the box stays where it is unless that
+    /// shape is `outside`.
+    Interpolated,
+    /// Each shape holds unchanged until the next one (whole-clip labels, VIA temporal segments,
+    /// whose end is an `outside` shape).
+    Held,
+    /// Each shape is one instant only (a keyframe image, a VIA region drawn on one frame): it
+    /// counts for the keyframe nearest it, if that keyframe is within half a keyframe interval.
+    Instant,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Shape {
+    pub at: At,
+    pub rect: Rect,
+    /// The person is not in view from here to the next shape.
+    pub outside: bool,
+    /// Action names, as the export spells them; several for multi-label, none for a box with no
+    /// action.
+    pub actions: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum At {
+    /// A frame number of the video, from 0 (CVAT writes a task's frames by their number in the
+    /// video, whatever its `start_frame`).
+    Frame(u64),
+    /// Seconds from the video's start.
+    Seconds(f64),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Rect {
+    /// Corners in pixels of the export's frame size (or the video's, when the export states
+    /// none): x1, y1, x2, y2. May lie partly outside the frame: they are clipped later, and
+    /// counted.
+    Pixels([f64; 4]),
+    /// The whole frame (whole-clip labels, VIA temporal segments).
+    WholeFrame,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameSize {
+    pub width: u32,
+    pub height: u32,
+}
+
+/// A place in an export, for error messages and counts: `file:line` or `file, element`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Origin {
+    pub file: PathBuf,
+    /// `line 12`, `<track id="3">`, `metadata "1_a9Xq"`.
+    pub place: String,
+}
+
+impl std::fmt::Display for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.file.display(), self.place)
+    }
+}
+
+/// Which part of an export names the action.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ActionSource {
+    /// The box's or track's label (CVAT) or, for VIA and whole-clip CSV, the one attribute or
+    /// column there is.
+    Label,
+    /// The value of this attribute (CVAT `<attribute name>`; VIA attribute `aname`): its option
+    /// names (VIA checkboxes: every option ticked).
+    Attribute(String),
+    /// Every CVAT checkbox attribute whose value is `true`, named by the attribute.
+    Checkboxes,
+}
+
+/// A malformed or unsupported export: where, and what was expected.
+#[derive(Debug, thiserror::Error)]
+pub enum ExportError {
+    #[error("{file}: cannot read it: {source}")]
+    Read {
+        file: PathBuf,
+        source: std::io::Error,
+    },
+    /// `origin` says where; `message` what is wrong and what was expected there.
+    #[error("{origin}: {message}")]
+    Malformed { origin: Origin, message: String },
+}

@@ -1,0 +1,380 @@
+//! An export's tracks sampled at a video's keyframes: AVA's rows (one per box and action) on the
+//! video's own clock, boxes as fractions of the frame, clipped to it.
+
+use super::export::{At, ExportedVideo, FrameSize, Motion, Rect, Shape, Track};
+
+/// What the import knows of a video file (from libav): what frame numbers and pixels mean.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VideoFacts {
+    /// Each frame's time, seconds from the first, in presentation order: the frame numbers of
+    /// an export count these frames.
+    pub frame_times: Vec<f64>,
+    pub duration: f64,
+    pub size: FrameSize,
+}
+
+impl VideoFacts {
+    /// The frame shown nearest `t` (the earlier on a tie).
+    fn frame_nearest(&self, t: f64) -> u64 {
+        let times = &self.frame_times;
+        let after = times.partition_point(|&time| time < t);
+        let pick = match after {
+            0 => 0,
+            i if i == times.len() => i - 1,
+            i if t - times[i - 1] <= times[i] - t => i - 1,
+            i => i,
+        };
+        pick as u64
+    }
+
+    /// When frame `n` is shown; past the last frame, as far on at the mean rate.
+    fn frame_time(&self, n: u64) -> f64 {
+        match self.frame_times.get(n as usize) {
+            Some(&time) => time,
+            None => {
+                let count = self.frame_times.len().max(1) as f64;
+                n as f64 * self.duration / count
+            }
+        }
+    }
+}
+
+/// One box of one person at one keyframe, with its actions, on the video's own clock.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KeyframeBox {
+    /// Whole seconds from the video's start.
+    pub second: u32,
+    pub person: u32,
+    /// x1, y1, x2, y2 as fractions of the frame, inside [0, 1].
+    pub corners: [f64; 4],
+    pub actions: Vec<String>,
+}
+
+/// What sampling changed or left out, for the import's summary.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SampleCounts {
+    /// Boxes partly outside the frame, cut to it.
+    pub clipped: u64,
+    /// Boxes with nothing inside the frame (or no area), left out.
+    pub outside_frame: u64,
+    /// Boxes with no action, left out: AVA's rows name one each.
+    pub without_action: u64,
+    /// Instant shapes (keyframe images, VIA regions) further than half a keyframe interval from
+    /// any keyframe, left out.
+    pub off_keyframe: u64,
+}
+
+/// The keyframe seconds of a video: every `interval` seconds from its start, each far enough
+/// from the end for its frame to exist.
+pub fn keyframe_seconds(duration: f64, interval: u32) -> Vec<u32> {
+    let interval = interval.max(1);
+    (0..)
+        .step_by(interval as usize)
+        .take_while(|&second| f64::from(second) < duration)
+        .collect()
+}
+
+/// Every box of `video`'s tracks at its keyframes.
+pub fn sample(
+    video: &ExportedVideo,
+    facts: &VideoFacts,
+    keyframes: &[u32],
+    interval: u32,
+    counts: &mut SampleCounts,
+) -> Vec<KeyframeBox> {
+    let size = video.frame_size.unwrap_or(facts.size);
+    let frame = |at: At| match at {
+        At::Frame(frame) => Some(frame),
+        At::Seconds(_) => None,
+    };
+    let seconds = |at: At| match at {
+        At::Frame(_) => facts.frame_time(frame(at).unwrap_or(0)),
+        At::Seconds(seconds) => seconds,
+    };
+    let mut boxes = Vec::new();
+    for track in &video.tracks {
+        let times: Vec<f64> = track.shapes.iter().map(|shape| seconds(shape.at)).collect();
+        // A tool that counts frames shows at keyframe `t` the box of the frame shown nearest
+        // `t`: the track is followed frame by frame, not second by second.
+        let by_frame = track
+            .shapes
+            .first()
+            .is_some_and(|shape| frame(shape.at).is_some());
+        let positions: Vec<f64> = match by_frame {
+            true => track
+                .shapes
+                .iter()
+                .map(|shape| frame(shape.at).unwrap_or(0) as f64)
+                .collect(),
+            false => times.clone(),
+        };
+        let position_of = |second: u32| match by_frame {
+            true => facts.frame_nearest(f64::from(second)) as f64,
+            false => f64::from(second),
+        };
+        let found = match track.motion {
+            Motion::Instant => instants_at_keyframes(track, &times, keyframes, interval, counts),
+            Motion::Held | Motion::Interpolated => keyframes
+                .iter()
+                .filter_map(|&second| {
+                    track_at(track, &positions, position_of(second))
+                        .map(|(shape, at)| (second, shape, at))
+                })
+                .collect(),
+        };
+        for (second, shape, corners) in found {
+            let Some(corners) = fraction_of_frame(corners, shape.rect, size, counts) else {
+                continue;
+            };
+            if shape.actions.is_empty() {
+                counts.without_action += 1;
+                continue;
+            }
+            boxes.push(KeyframeBox {
+                second,
+                person: track.person,
+                corners,
+                actions: shape.actions.clone(),
+            });
+        }
+    }
+    boxes.sort_by_key(|b| (b.second, b.person));
+    boxes
+}
+
+/// Each instant shape at the keyframe nearest it (the earlier on a tie), when that keyframe is
+/// within half an interval; one shape a keyframe, the nearest.
+fn instants_at_keyframes<'a>(
+    track: &'a Track,
+    times: &[f64],
+    keyframes: &[u32],
+    interval: u32,
+    counts: &mut SampleCounts,
+) -> Vec<(u32, &'a Shape, Option<[f64; 4]>)> {
+    let half = f64::from(interval.max(1)) / 2.0 + SAME;
+    let mut nearest: std::collections::BTreeMap<u32, (f64, &Shape)> = Default::default();
+    for (shape, &time) in track.shapes.iter().zip(times) {
+        let closest = keyframes
+            .iter()
+            .map(|&second| (second, (f64::from(second) - time).abs()))
+            .min_by(|a, b| a.1.total_cmp(&b.1));
+        match closest {
+            Some((second, distance)) if distance <= half => {
+                let better = nearest.get(&second).is_none_or(|(d, _)| distance < *d);
+                if better && !shape.outside {
+                    nearest.insert(second, (distance, shape));
+                }
+            }
+            _ => counts.off_keyframe += 1,
+        }
+    }
+    nearest
+        .into_iter()
+        .map(|(second, (_, shape))| (second, shape, pixels(shape.rect)))
+        .collect()
+}
+
+/// A frame's instant and a keyframe's may differ by rounding: within a millisecond is the same.
+const SAME: f64 = 1e-3;
+
+/// The shape of a held or interpolated track in force at `t` and its corners there
+/// (interpolated between two shapes for an interpolated track), or none where the person is not
+/// in view.
+fn track_at<'a>(track: &'a Track, times: &[f64], t: f64) -> Option<(&'a Shape, Option<[f64; 4]>)> {
+    let index = times
+        .partition_point(|&time| time <= t + SAME)
+        .checked_sub(1)?;
+    let shape = &track.shapes[index];
+    if shape.outside {
+        return None;
+    }
+    let next = track.shapes.get(index + 1).filter(|next| !next.outside);
+    let corners = match (track.motion, next, pixels(shape.rect)) {
+        (Motion::Interpolated, Some(next), Some(from)) => {
+            let to = pixels(next.rect)?;
+            let span = times[index + 1] - times[index];
+            let share = if span > 0.0 {
+                ((t - times[index]) / span).clamp(0.0, 1.0)
+            } else {
+                0.0
+            };
+            Some(std::array::from_fn(|i| from[i] + (to[i] - from[i]) * share))
+        }
+        (_, _, corners) => corners,
+    };
+    Some((shape, corners))
+}
+
+fn pixels(rect: Rect) -> Option<[f64; 4]> {
+    match rect {
+        Rect::Pixels(corners) => Some(corners),
+        Rect::WholeFrame => None,
+    }
+}
+
+/// Corners in pixels as fractions of the frame, cut to it; none for a box with nothing inside.
+fn fraction_of_frame(
+    corners: Option<[f64; 4]>,
+    rect: Rect,
+    size: FrameSize,
+    counts: &mut SampleCounts,
+) -> Option<[f64; 4]> {
+    let Some([x1, y1, x2, y2]) = corners else {
+        debug_assert_eq!(rect, Rect::WholeFrame);
+        return Some([0.0, 0.0, 1.0, 1.0]);
+    };
+    let (width, height) = (f64::from(size.width), f64::from(size.height));
+    let raw = [x1 / width, y1 / height, x2 / width, y2 / height];
+    let cut = raw.map(|value| value.clamp(0.0, 1.0));
+    // AVA's files keep three decimals: a box must still have an area at that precision.
+    if cut[2] - cut[0] < 1e-3 || cut[3] - cut[1] < 1e-3 {
+        counts.outside_frame += 1;
+        return None;
+    }
+    if cut != raw {
+        counts.clipped += 1;
+    }
+    Some(cut)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::import::export::Origin;
+
+    fn origin() -> Origin {
+        Origin {
+            file: PathBuf::from("export.xml"),
+            place: "test".into(),
+        }
+    }
+
+    fn shape(at: At, corners: [f64; 4], outside: bool, action: &str) -> Shape {
+        Shape {
+            at,
+            rect: Rect::Pixels(corners),
+            outside,
+            actions: if action.is_empty() {
+                Vec::new()
+            } else {
+                vec![action.to_string()]
+            },
+        }
+    }
+
+    fn video(motion: Motion, shapes: Vec<Shape>) -> ExportedVideo {
+        ExportedVideo {
+            name: "clip25.mp4".into(),
+            origin: origin(),
+            frame_size: Some(FrameSize {
+                width: 100,
+                height: 50,
+            }),
+            tracks: vec![Track {
+                person: 3,
+                motion,
+                shapes,
+                origin: origin(),
+            }],
+        }
+    }
+
+    fn facts() -> VideoFacts {
+        VideoFacts {
+            frame_times: (0..40).map(|n| f64::from(n) / 10.0).collect(),
+            duration: 4.0,
+            size: FrameSize {
+                width: 640,
+                height: 360,
+            },
+        }
+    }
+
+    #[test]
+    fn keyframes_are_whole_seconds_inside_the_video() {
+        assert_eq!(keyframe_seconds(4.0, 1), vec![0, 1, 2, 3]);
+        assert_eq!(keyframe_seconds(4.5, 2), vec![0, 2, 4]);
+        assert_eq!(keyframe_seconds(0.5, 1), vec![0]);
+    }
+
+    #[test]
+    fn an_interpolated_track_is_sampled_between_its_shapes_and_ends_where_it_goes_outside() {
+        // Frames at 10 a second: frame 10 is second 1, frame 30 second 3.
+        let video = video(
+            Motion::Interpolated,
+            vec![
+                shape(At::Frame(0), [0.0, 0.0, 20.0, 10.0], false, "wave"),
+                shape(At::Frame(20), [40.0, 20.0, 60.0, 30.0], false, "fall"),
+                shape(At::Frame(30), [40.0, 20.0, 60.0, 30.0], true, ""),
+            ],
+        );
+        let mut counts = SampleCounts::default();
+        let boxes = sample(&video, &facts(), &[0, 1, 2, 3], 1, &mut counts);
+        let seconds: Vec<u32> = boxes.iter().map(|b| b.second).collect();
+        assert_eq!(seconds, vec![0, 1, 2], "outside from second 3 on");
+        // Halfway between (0,0,20,10) and (40,20,60,30) at second 1, over a 100x50 frame.
+        let middle = boxes[1].corners;
+        let expected = [0.2, 0.2, 0.4, 0.4];
+        for (got, want) in middle.iter().zip(expected) {
+            assert!((got - want).abs() < 1e-9, "{middle:?}");
+        }
+        assert_eq!(boxes[1].actions, vec!["wave".to_string()]);
+        assert_eq!(boxes[2].actions, vec!["fall".to_string()]);
+        assert!(boxes.iter().all(|b| b.person == 3));
+    }
+
+    #[test]
+    fn instants_count_only_at_a_keyframe_near_them_and_held_shapes_hold() {
+        let instants = video(
+            Motion::Instant,
+            vec![
+                shape(At::Seconds(1.2), [0.0, 0.0, 50.0, 50.0], false, "wave"),
+                shape(At::Seconds(2.5), [0.0, 0.0, 50.0, 50.0], false, "wave"),
+            ],
+        );
+        let mut counts = SampleCounts::default();
+        let boxes = sample(&instants, &facts(), &[0, 1, 2, 3], 1, &mut counts);
+        let seconds: Vec<u32> = boxes.iter().map(|b| b.second).collect();
+        // 2.5 is half a second from both 2 and 3: it counts once, for the earlier.
+        assert_eq!(seconds, vec![1, 2]);
+        assert_eq!(counts.off_keyframe, 0);
+        let boxes = sample(&instants, &facts(), &[0, 3], 1, &mut counts);
+        assert_eq!(boxes.len(), 1, "{boxes:?}");
+        assert_eq!(counts.off_keyframe, 1, "1.2 s is far from 0 and 3");
+
+        let held = video(
+            Motion::Held,
+            vec![Shape {
+                at: At::Seconds(1.0),
+                rect: Rect::WholeFrame,
+                outside: false,
+                actions: vec!["fight".into(), "fall".into()],
+            }],
+        );
+        let boxes = sample(&held, &facts(), &[0, 1, 2, 3], 1, &mut counts);
+        assert_eq!(boxes.len(), 3, "from second 1 to the end");
+        assert_eq!(boxes[0].corners, [0.0, 0.0, 1.0, 1.0]);
+        assert_eq!(boxes[0].actions.len(), 2);
+    }
+
+    #[test]
+    fn boxes_are_clipped_to_the_frame_and_counted() {
+        let video = video(
+            Motion::Instant,
+            vec![
+                shape(At::Seconds(0.0), [-10.0, 10.0, 50.0, 60.0], false, "wave"),
+                shape(At::Seconds(1.0), [200.0, 0.0, 300.0, 50.0], false, "wave"),
+                shape(At::Seconds(2.0), [10.0, 10.0, 20.0, 20.0], false, ""),
+            ],
+        );
+        let mut counts = SampleCounts::default();
+        let boxes = sample(&video, &facts(), &[0, 1, 2], 1, &mut counts);
+        assert_eq!(boxes.len(), 1);
+        assert_eq!(boxes[0].corners, [0.0, 0.2, 0.5, 1.0]);
+        assert_eq!(counts.clipped, 1);
+        assert_eq!(counts.outside_frame, 1);
+        assert_eq!(counts.without_action, 1);
+    }
+}

@@ -1,0 +1,988 @@
+//! VIA 3 (the VGG Image Annotator's video annotator) project JSON, read into an [`Export`].
+//!
+//! The project's shape, from VIA 3's code documentation (`via-3.x.y/CodeDoc.md`, "Structure of
+//! VIA Project JSON File") and its `_via_attribute.js` and `_via_metadata.js`:
+//! `"attribute"` maps an id to `{aname, anchor_id, type, options}` (type 1 text, 2 checkbox,
+//! 3 radio, 4 select, 5 image; `options` maps option ids to names); `"file"` maps an id to
+//! `{fid, fname, ...}`; `"view"` maps a view id to `{fid_list}`; `"project"."vid_list"` orders
+//! the views; `"metadata"` maps an id to `{vid, z, xy, av}`: `z` the times in seconds, `xy` a
+//! region (`[2, x, y, w, h]` a rectangle, in the video's pixels; other shape ids: 1 point,
+//! 3 circle, 4 ellipse, 5 line, 6 polyline, 7 polygon, 8 extreme rectangle, 9 extreme circle),
+//! `av` attribute id to value (option ids, comma-separated for checkboxes, or the text).
+//!
+//! A metadata with one time and a rectangle is a box at that instant; one with two times and no
+//! region is a temporal segment of the whole frame; one with neither is about the file (a
+//! caption) and is skipped. A video enters the export only when it has a box or segment.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+use std::path::Path;
+
+use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
+use serde_json::{Map, Value};
+
+use super::export::{
+    ActionSource, At, Export, ExportError, ExportedVideo, Motion, Origin, Rect, Shape, Track,
+};
+
+/// Reads a VIA 3 project. `actions` says which attribute names the actions: the single one
+/// the project has (`Label`; an attribute named `person` or `person_id` does not count), the
+/// one with that `aname`, or (`Checkboxes`) every checkbox attribute, each ticked option an
+/// action. Boxes take their person from a `person` (or `person_id`) attribute holding a
+/// positive whole number; other boxes and segments get numbers unused in their video, in the
+/// file's order from 1, each its own track.
+pub fn read_via3(path: &Path, actions: &ActionSource) -> Result<Export, ExportError> {
+    let bytes = std::fs::read(path).map_err(|source| ExportError::Read {
+        file: path.to_path_buf(),
+        source,
+    })?;
+    let json: Value = serde_json::from_slice(&bytes).map_err(|error| not_json(path, &error))?;
+    let project = Project::new(path, &json)?;
+    let sources = project.action_attributes(actions)?;
+    let persons = project.person_attributes();
+    let mut items = Vec::new();
+    for key in metadata_order(&bytes, project.metadata) {
+        let Some(value) = project.metadata.get(&key) else {
+            continue;
+        };
+        if let Some(item) = project.item(&key, value, &sources, &persons)? {
+            items.push(item);
+        }
+    }
+    let videos = project.videos(items)?;
+    Ok(Export { videos })
+}
+
+fn not_json(path: &Path, error: &serde_json::Error) -> ExportError {
+    // serde_json's message ends with the place, which the origin says already.
+    let text = error.to_string();
+    let message = text
+        .rsplit_once(" at line ")
+        .map_or(text.as_str(), |(message, _)| message);
+    ExportError::Malformed {
+        origin: Origin {
+            file: path.to_path_buf(),
+            place: format!("line {}, column {}", error.line(), error.column()),
+        },
+        message: format!("not JSON ({message}); expected a VIA 3 project saved as .json"),
+    }
+}
+
+/// The metadata ids in the order the file writes them (serde_json's maps sort their keys), so
+/// that persons are numbered in the file's order; any key not found that way comes after.
+fn metadata_order(bytes: &[u8], metadata: &Map<String, Value>) -> Vec<String> {
+    let written = serde_json::from_slice::<MetadataKeys>(bytes)
+        .map(|keys| keys.metadata.0)
+        .unwrap_or_default();
+    let mut seen = BTreeSet::new();
+    written
+        .into_iter()
+        .chain(metadata.keys().cloned())
+        .filter(|key| seen.insert(key.clone()))
+        .collect()
+}
+
+#[derive(serde::Deserialize)]
+struct MetadataKeys {
+    #[serde(default)]
+    metadata: KeyOrder,
+}
+
+/// A JSON object's keys, in the order written; the values are skipped.
+#[derive(Default)]
+struct KeyOrder(Vec<String>);
+
+impl<'de> serde::Deserialize<'de> for KeyOrder {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_map(KeyOrderVisitor)
+    }
+}
+
+struct KeyOrderVisitor;
+
+impl<'de> Visitor<'de> for KeyOrderVisitor {
+    type Value = KeyOrder;
+
+    fn expecting(&self, formatter: &mut fmt::Formatter) -> fmt::Result {
+        formatter.write_str("a JSON object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<KeyOrder, A::Error> {
+        let mut keys = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            map.next_value::<IgnoredAny>()?;
+            keys.push(key);
+        }
+        Ok(KeyOrder(keys))
+    }
+}
+
+const TEXT: u64 = 1;
+const CHECKBOX: u64 = 2;
+/// The anchor of attributes that describe a whole file (a caption), not a region or segment.
+const FILE_ANCHOR: &str = "FILE1_Z0_XY0";
+
+/// One `"attribute"` entry.
+struct Attribute<'a> {
+    id: &'a str,
+    aname: &'a str,
+    anchor: &'a str,
+    kind: u64,
+    options: BTreeMap<&'a str, &'a str>,
+}
+
+/// A box or temporal segment, its actions resolved, before persons are numbered.
+struct Item {
+    vid: String,
+    origin: Origin,
+    kind: ItemKind,
+    actions: Vec<String>,
+}
+
+enum ItemKind {
+    Box {
+        second: f64,
+        rect: Rect,
+        person: Option<u32>,
+    },
+    Segment {
+        start: f64,
+        end: f64,
+    },
+}
+
+/// The parts of the project JSON this reader uses, checked.
+struct Project<'a> {
+    path: &'a Path,
+    attributes: Vec<Attribute<'a>>,
+    /// File id (the `"file"` key, and its `fid`) to its `fname`.
+    files: BTreeMap<String, &'a str>,
+    views: &'a Map<String, Value>,
+    /// `"project"."vid_list"`: the order of the views.
+    vid_list: Vec<String>,
+    metadata: &'a Map<String, Value>,
+}
+
+impl<'a> Project<'a> {
+    fn new(path: &'a Path, json: &'a Value) -> Result<Self, ExportError> {
+        let error =
+            |place: &str, message: &str| malformed(path, place.to_string(), message.to_string());
+        let root = json.as_object().ok_or_else(|| {
+            error(
+                "the file",
+                "expected a VIA 3 project: a JSON object with \"project\", \"attribute\", \
+                 \"file\", \"view\" and \"metadata\"",
+            )
+        })?;
+        let object = |key: &str| -> Result<&'a Map<String, Value>, ExportError> {
+            root.get(key).and_then(Value::as_object).ok_or_else(|| {
+                error(
+                    &format!("\"{key}\""),
+                    "missing or not an object; expected a VIA 3 project (saved by the video \
+                     annotator)",
+                )
+            })
+        };
+        let mut project = Project {
+            path,
+            attributes: Vec::new(),
+            files: BTreeMap::new(),
+            views: object("view")?,
+            vid_list: Vec::new(),
+            metadata: object("metadata")?,
+        };
+        for (id, value) in object("attribute")? {
+            project.attributes.push(project.attribute(id, value)?);
+        }
+        for (id, value) in object("file")? {
+            project.add_file(id, value)?;
+        }
+        project.vid_list = root
+            .get("project")
+            .and_then(|project| project.get("vid_list"))
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(id_text).collect())
+            .unwrap_or_default();
+        Ok(project)
+    }
+
+    fn error(&self, place: String, message: String) -> ExportError {
+        malformed(self.path, place, message)
+    }
+
+    fn attribute(&self, id: &'a str, value: &'a Value) -> Result<Attribute<'a>, ExportError> {
+        let place = format!("attribute \"{id}\"");
+        let field = |key: &str| value.get(key);
+        let aname = field("aname").and_then(Value::as_str).ok_or_else(|| {
+            self.error(
+                place.clone(),
+                "\"aname\" is missing; expected the attribute's name".into(),
+            )
+        })?;
+        let kind = field("type")
+            .and_then(Value::as_u64)
+            .filter(|kind| (1..=5).contains(kind))
+            .ok_or_else(|| {
+                self.error(
+                    place.clone(),
+                    "\"type\" is not 1 to 5; expected VIA's 1 text, 2 checkbox, 3 radio, 4 \
+                     select or 5 image"
+                        .into(),
+                )
+            })?;
+        let mut options = BTreeMap::new();
+        if let Some(map) = field("options").and_then(Value::as_object) {
+            for (option, name) in map {
+                let name = name.as_str().ok_or_else(|| {
+                    self.error(
+                        place.clone(),
+                        format!("option \"{option}\" is not text; expected its name"),
+                    )
+                })?;
+                options.insert(option.as_str(), name);
+            }
+        }
+        Ok(Attribute {
+            id,
+            aname,
+            anchor: field("anchor_id").and_then(Value::as_str).unwrap_or(""),
+            kind,
+            options,
+        })
+    }
+
+    fn add_file(&mut self, id: &'a str, value: &'a Value) -> Result<(), ExportError> {
+        let fname = value.get("fname").and_then(Value::as_str).ok_or_else(|| {
+            self.error(
+                format!("file \"{id}\""),
+                "\"fname\" is missing; expected the video's file name".into(),
+            )
+        })?;
+        self.files.insert(id.to_string(), fname);
+        if let Some(fid) = value.get("fid").and_then(id_text) {
+            self.files.entry(fid).or_insert(fname);
+        }
+        Ok(())
+    }
+
+    /// The attributes whose values are the actions.
+    fn action_attributes(
+        &self,
+        actions: &ActionSource,
+    ) -> Result<Vec<&Attribute<'a>>, ExportError> {
+        let chosen: Vec<&Attribute> = match actions {
+            ActionSource::Label => self
+                .attributes
+                .iter()
+                .filter(|attribute| !is_person(attribute.aname) && attribute.anchor != FILE_ANCHOR)
+                .collect(),
+            ActionSource::Attribute(name) => self
+                .attributes
+                .iter()
+                .filter(|attribute| attribute.aname == name)
+                .collect(),
+            ActionSource::Checkboxes => self
+                .attributes
+                .iter()
+                .filter(|attribute| attribute.kind == CHECKBOX)
+                .collect(),
+        };
+        match (actions, chosen.len()) {
+            (ActionSource::Checkboxes, 1..) | (_, 1) => Ok(chosen),
+            (ActionSource::Label, 0) => Err(self.error(
+                "\"attribute\"".into(),
+                "the project has no attribute to read actions from; expected one (a checkbox, \
+                 radio or select of the actions)"
+                    .into(),
+            )),
+            (ActionSource::Label, _) => Err(self.error(
+                "\"attribute\"".into(),
+                format!(
+                    "several attributes could name the actions ({}); choose the one that does \
+                     with the attribute option",
+                    names(&chosen)
+                ),
+            )),
+            (ActionSource::Attribute(name), 0) => Err(self.error(
+                "\"attribute\"".into(),
+                format!(
+                    "no attribute is named \"{name}\"; expected one of {}",
+                    names(&self.attributes.iter().collect::<Vec<_>>())
+                ),
+            )),
+            (ActionSource::Attribute(name), _) => Err(self.error(
+                "\"attribute\"".into(),
+                format!("several attributes are named \"{name}\"; expected one"),
+            )),
+            (ActionSource::Checkboxes, _) => Err(self.error(
+                "\"attribute\"".into(),
+                "the project has no checkbox attribute (type 2); expected one whose ticked \
+                 options are the actions"
+                    .into(),
+            )),
+        }
+    }
+
+    fn person_attributes(&self) -> Vec<&Attribute<'a>> {
+        self.attributes
+            .iter()
+            .filter(|attribute| is_person(attribute.aname))
+            .collect()
+    }
+
+    /// One metadata entry as a box or segment with its actions; `None` for one about the whole
+    /// file.
+    fn item(
+        &self,
+        key: &str,
+        value: &Value,
+        sources: &[&Attribute],
+        persons: &[&Attribute],
+    ) -> Result<Option<Item>, ExportError> {
+        let place = format!("metadata \"{key}\"");
+        let error = |message: String| self.error(place.clone(), message);
+        let vid = value.get("vid").and_then(id_text).ok_or_else(|| {
+            error("\"vid\" is missing; expected the id of the view (video) it is on".into())
+        })?;
+        let z = numbers(value, "z").map_err(&error)?;
+        let xy = numbers(value, "xy").map_err(&error)?;
+        if let Some(bad) = z.iter().find(|time| !time.is_finite() || **time < 0.0) {
+            return Err(error(format!(
+                "\"z\" holds {bad}; expected times in seconds, 0 or more"
+            )));
+        }
+        let kind = match (z.as_slice(), xy.as_slice()) {
+            ([], []) => return Ok(None),
+            ([second], [_, ..]) => ItemKind::Box {
+                second: *second,
+                rect: rectangle(&xy).map_err(&error)?,
+                person: self.person(value, persons).map_err(&error)?,
+            },
+            ([start, end], []) if start < end => ItemKind::Segment {
+                start: *start,
+                end: *end,
+            },
+            ([start, end], []) => {
+                return Err(error(format!(
+                    "\"z\" [{start}, {end}] does not end after it starts; expected a segment \
+                     [start, end]"
+                )));
+            }
+            _ => {
+                return Err(error(format!(
+                    "{} time(s) in \"z\" and {} number(s) in \"xy\"; expected a box (one time, \
+                     \"xy\" [2, x, y, width, height]) or a temporal segment (two times, \"xy\" \
+                     empty)",
+                    z.len(),
+                    xy.len()
+                )));
+            }
+        };
+        let mut actions = Vec::new();
+        for attribute in sources {
+            actions.extend(self.values(value, attribute).map_err(&error)?);
+        }
+        Ok(Some(Item {
+            vid,
+            origin: Origin {
+                file: self.path.to_path_buf(),
+                place,
+            },
+            kind,
+            actions,
+        }))
+    }
+
+    /// A box's person: the first `person` attribute that holds a positive whole number.
+    fn person(&self, value: &Value, persons: &[&Attribute]) -> Result<Option<u32>, String> {
+        for attribute in persons {
+            let values = self.values(value, attribute)?;
+            if let [only] = values.as_slice()
+                && let Some(person) = only.parse::<u32>().ok().filter(|&person| person > 0)
+            {
+                return Ok(Some(person));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The names an attribute's value in `"av"` stands for: the text itself, or the options
+    /// its ids pick (several for a checkbox). None when the attribute is absent or empty.
+    fn values(&self, value: &Value, attribute: &Attribute) -> Result<Vec<String>, String> {
+        let Some(raw) = value.get("av").and_then(|av| av.get(attribute.id)) else {
+            return Ok(Vec::new());
+        };
+        let text = match raw {
+            Value::String(text) => text.clone(),
+            Value::Number(number) => number.to_string(),
+            Value::Null => String::new(),
+            other => {
+                return Err(format!(
+                    "\"av\" \"{}\" is {other}; expected text or option ids",
+                    attribute.id
+                ));
+            }
+        };
+        if attribute.kind == TEXT {
+            let text = text.trim();
+            return Ok(if text.is_empty() {
+                Vec::new()
+            } else {
+                vec![text.to_string()]
+            });
+        }
+        text.split(',')
+            .map(str::trim)
+            .filter(|option| !option.is_empty())
+            .map(|option| {
+                attribute
+                    .options
+                    .get(option)
+                    .map(|name| name.to_string())
+                    .ok_or_else(|| {
+                        format!(
+                            "\"av\" \"{}\" picks option \"{option}\", which attribute \"{}\" ({}) \
+                         does not have; expected one of {}",
+                            attribute.id,
+                            attribute.id,
+                            attribute.aname,
+                            attribute
+                                .options
+                                .keys()
+                                .copied()
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        )
+                    })
+            })
+            .collect()
+    }
+
+    /// The videos, in the order of `vid_list` (then any other views), each with its tracks.
+    fn videos(&self, items: Vec<Item>) -> Result<Vec<ExportedVideo>, ExportError> {
+        let mut by_view: BTreeMap<String, Vec<Item>> = BTreeMap::new();
+        for item in items {
+            if !self.views.contains_key(&item.vid) {
+                return Err(ExportError::Malformed {
+                    message: format!(
+                        "\"vid\" \"{}\" names no view; expected one of \"view\"",
+                        item.vid
+                    ),
+                    origin: item.origin,
+                });
+            }
+            by_view.entry(item.vid.clone()).or_default().push(item);
+        }
+        let listed: Vec<String> = self
+            .vid_list
+            .iter()
+            .filter(|vid| by_view.contains_key(*vid))
+            .cloned()
+            .collect();
+        let unlisted: Vec<String> = by_view
+            .keys()
+            .filter(|vid| !listed.contains(vid))
+            .cloned()
+            .collect();
+        let mut videos = Vec::new();
+        for vid in listed.into_iter().chain(unlisted) {
+            // A view listed twice in `vid_list` is one video.
+            let Some(items) = by_view.remove(&vid) else {
+                continue;
+            };
+            videos.push(ExportedVideo {
+                name: self.video_name(&vid)?,
+                origin: Origin {
+                    file: self.path.to_path_buf(),
+                    place: format!("view \"{vid}\""),
+                },
+                frame_size: None,
+                tracks: tracks(items)?,
+            });
+        }
+        Ok(videos)
+    }
+
+    /// The `fname` of a view's one file.
+    fn video_name(&self, vid: &str) -> Result<String, ExportError> {
+        let place = format!("view \"{vid}\"");
+        let fids: Vec<String> = self
+            .views
+            .get(vid)
+            .and_then(|view| view.get("fid_list"))
+            .and_then(Value::as_array)
+            .map(|list| list.iter().filter_map(id_text).collect())
+            .unwrap_or_default();
+        let [fid] = fids.as_slice() else {
+            return Err(self.error(
+                place,
+                format!(
+                    "\"fid_list\" holds {} files; expected one video per view",
+                    fids.len()
+                ),
+            ));
+        };
+        self.files
+            .get(fid)
+            .map(|fname| fname.to_string())
+            .ok_or_else(|| self.error(place, format!("file \"{fid}\" is not in \"file\"")))
+    }
+}
+
+/// The tracks of one video: a box with a person joins that person's `Instant` track; any other
+/// box, and each segment, is a track of its own, numbered with the first number no box's
+/// person attribute uses.
+fn tracks(items: Vec<Item>) -> Result<Vec<Track>, ExportError> {
+    let named: BTreeSet<u32> = items
+        .iter()
+        .filter_map(|item| match item.kind {
+            ItemKind::Box { person, .. } => person,
+            ItemKind::Segment { .. } => None,
+        })
+        .collect();
+    let mut unused = (1..=u32::MAX).filter(|number| !named.contains(number));
+    let mut next = |origin: &Origin| {
+        unused.next().ok_or_else(|| ExportError::Malformed {
+            origin: origin.clone(),
+            message: "no person number left; expected fewer boxes".to_string(),
+        })
+    };
+    let mut tracks: Vec<Track> = Vec::new();
+    for item in items {
+        match item.kind {
+            ItemKind::Box {
+                second,
+                rect,
+                person,
+            } => {
+                let shape = Shape {
+                    at: At::Seconds(second),
+                    rect,
+                    outside: false,
+                    actions: item.actions,
+                };
+                match person {
+                    Some(person) => add_to_person(&mut tracks, person, shape, item.origin)?,
+                    None => tracks.push(Track {
+                        person: next(&item.origin)?,
+                        motion: Motion::Instant,
+                        shapes: vec![shape],
+                        origin: item.origin,
+                    }),
+                }
+            }
+            ItemKind::Segment { start, end } => tracks.push(Track {
+                person: next(&item.origin)?,
+                motion: Motion::Held,
+                shapes: vec![
+                    whole_frame(start, false, item.actions),
+                    whole_frame(end, true, Vec::new()),
+                ],
+                origin: item.origin,
+            }),
+        }
+    }
+    for track in &mut tracks {
+        track
+            .shapes
+            .sort_by(|a, b| seconds(a).total_cmp(&seconds(b)));
+    }
+    Ok(tracks)
+}
+
+fn add_to_person(
+    tracks: &mut Vec<Track>,
+    person: u32,
+    shape: Shape,
+    origin: Origin,
+) -> Result<(), ExportError> {
+    let Some(track) = tracks.iter_mut().find(|track| track.person == person) else {
+        tracks.push(Track {
+            person,
+            motion: Motion::Instant,
+            shapes: vec![shape],
+            origin,
+        });
+        return Ok(());
+    };
+    if track.shapes.iter().any(|other| other.at == shape.at) {
+        return Err(ExportError::Malformed {
+            message: format!(
+                "a second box of person {person} at {} s (the first is {}); expected one box per \
+                 person per instant",
+                seconds(&shape),
+                track.origin.place
+            ),
+            origin,
+        });
+    }
+    track.shapes.push(shape);
+    Ok(())
+}
+
+fn whole_frame(second: f64, outside: bool, actions: Vec<String>) -> Shape {
+    Shape {
+        at: At::Seconds(second),
+        rect: Rect::WholeFrame,
+        outside,
+        actions,
+    }
+}
+
+fn seconds(shape: &Shape) -> f64 {
+    match shape.at {
+        At::Seconds(second) => second,
+        At::Frame(frame) => frame as f64,
+    }
+}
+
+/// `Rect::Pixels` from VIA's `[2, x, y, width, height]`.
+fn rectangle(xy: &[f64]) -> Result<Rect, String> {
+    const SHAPES: [&str; 9] = [
+        "point",
+        "rectangle",
+        "circle",
+        "ellipse",
+        "line",
+        "polyline",
+        "polygon",
+        "extreme rectangle",
+        "extreme circle",
+    ];
+    let kind = xy[0];
+    if kind != 2.0 {
+        let name = SHAPES
+            .iter()
+            .zip(1..)
+            .find(|(_, id)| f64::from(*id) == kind)
+            .map_or("an unknown shape", |(name, _)| *name);
+        return Err(format!(
+            "\"xy\" is a {name} (shape {kind}); only rectangles (shape 2) are read"
+        ));
+    }
+    let [_, x, y, width, height] = xy else {
+        return Err(format!(
+            "\"xy\" has {} numbers; expected a rectangle [2, x, y, width, height]",
+            xy.len()
+        ));
+    };
+    if *width < 0.0 || *height < 0.0 {
+        return Err(format!(
+            "\"xy\" [2, {x}, {y}, {width}, {height}]; expected a rectangle [2, x, y, width, \
+             height] with width and height 0 or more"
+        ));
+    }
+    Ok(Rect::Pixels([*x, *y, x + width, y + height]))
+}
+
+/// An array of numbers under `key`; absent means empty.
+fn numbers(value: &Value, key: &str) -> Result<Vec<f64>, String> {
+    let Some(field) = value.get(key) else {
+        return Ok(Vec::new());
+    };
+    let expected = || format!("\"{key}\" is {field}; expected an array of numbers");
+    field
+        .as_array()
+        .ok_or_else(expected)?
+        .iter()
+        .map(|number| {
+            number
+                .as_f64()
+                .filter(|n| n.is_finite())
+                .ok_or_else(expected)
+        })
+        .collect()
+}
+
+/// An id written as text or as a whole number (VIA writes both: `"fid": 1`, `"vid": "1"`).
+fn id_text(value: &Value) -> Option<String> {
+    match value {
+        Value::String(text) => Some(text.clone()),
+        Value::Number(number) => number.as_u64().map(|id| id.to_string()),
+        _ => None,
+    }
+}
+
+fn is_person(aname: &str) -> bool {
+    let aname = aname.trim();
+    aname.eq_ignore_ascii_case("person") || aname.eq_ignore_ascii_case("person_id")
+}
+
+fn names(attributes: &[&Attribute]) -> String {
+    if attributes.is_empty() {
+        return "none: the project has no attributes".to_string();
+    }
+    attributes
+        .iter()
+        .map(|attribute| format!("\"{}\"", attribute.aname))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn malformed(path: &Path, place: String, message: String) -> ExportError {
+    ExportError::Malformed {
+        origin: Origin {
+            file: path.to_path_buf(),
+            place,
+        },
+        message,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::PathBuf;
+
+    fn testdata(name: &str) -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .join("src/import/testdata")
+            .join(name)
+    }
+
+    fn read_text(text: &str, actions: &ActionSource) -> Result<Export, ExportError> {
+        let file = tempfile::NamedTempFile::new().unwrap();
+        std::fs::write(file.path(), text).unwrap();
+        read_via3(file.path(), actions)
+    }
+
+    /// A one-video project with an `action` checkbox, a `person` text attribute, and these
+    /// metadata entries.
+    fn project(metadata: &str) -> String {
+        format!(
+            r#"{{"project":{{"vid_list":["1"]}},"config":{{}},
+            "attribute":{{"1":{{"aname":"action","anchor_id":"FILE1_Z1_XY1","type":2,"desc":"",
+            "options":{{"0":"fall","1":"fight"}},"default_option_id":""}},
+            "2":{{"aname":"person","anchor_id":"FILE1_Z1_XY1","type":1,"desc":"","options":{{}},
+            "default_option_id":""}}}},
+            "file":{{"1":{{"fid":1,"fname":"clip25.mp4","type":4,"loc":1,"src":""}}}},
+            "view":{{"1":{{"fid_list":[1]}}}},
+            "metadata":{{{metadata}}}}}"#
+        )
+    }
+
+    fn error_of(text: &str, actions: &ActionSource) -> String {
+        read_text(text, actions).unwrap_err().to_string()
+    }
+
+    fn times(track: &Track) -> Vec<At> {
+        track.shapes.iter().map(|shape| shape.at).collect()
+    }
+
+    fn actions_of(track: &Track) -> Vec<Vec<&str>> {
+        track
+            .shapes
+            .iter()
+            .map(|shape| shape.actions.iter().map(String::as_str).collect())
+            .collect()
+    }
+
+    #[test]
+    fn boxes_and_a_temporal_segment_of_two_videos() {
+        let path = testdata("via3_project.json");
+        let export = read_via3(&path, &ActionSource::Attribute("action".into())).unwrap();
+        let [clip25, kitchen] = export.videos.as_slice() else {
+            panic!("two videos: {:?}", export.videos);
+        };
+        assert_eq!(clip25.name, "clip25.mp4");
+        assert_eq!(clip25.origin.place, "view \"1\"");
+        assert_eq!(clip25.frame_size, None);
+
+        // Person 3 is named by two boxes; the others are numbered in the file's order
+        // (not the ids' sorted order), skipping 3.
+        let people: Vec<u32> = clip25.tracks.iter().map(|track| track.person).collect();
+        assert_eq!(people, [3, 1, 2]);
+        assert!(
+            clip25
+                .tracks
+                .iter()
+                .all(|track| track.motion == Motion::Instant)
+        );
+        let named = &clip25.tracks[0];
+        assert_eq!(named.origin.place, "metadata \"1_zQ3x9aLk\"");
+        assert_eq!(times(named), [At::Seconds(0.5), At::Seconds(1.5)]);
+        assert_eq!(actions_of(named), [vec!["stand"], vec!["talk", "wave"]]);
+        assert_eq!(
+            named.shapes[0].rect,
+            Rect::Pixels([98.25, 50.0, 218.25, 300.0])
+        );
+        assert_eq!(
+            named.shapes[1].rect,
+            Rect::Pixels([100.5, 50.0, 220.5, 300.0])
+        );
+        assert_eq!(clip25.tracks[1].origin.place, "metadata \"1_aaaaaaaa\"");
+        assert_eq!(actions_of(&clip25.tracks[1]), [Vec::<&str>::new()]);
+
+        assert_eq!(kitchen.name, "kitchen.mp4");
+        let [segment] = kitchen.tracks.as_slice() else {
+            panic!("one segment: {:?}", kitchen.tracks);
+        };
+        assert_eq!(segment.person, 1);
+        assert_eq!(segment.motion, Motion::Held);
+        assert_eq!(times(segment), [At::Seconds(2.5), At::Seconds(6.0)]);
+        assert!(
+            segment
+                .shapes
+                .iter()
+                .all(|shape| shape.rect == Rect::WholeFrame)
+        );
+        assert_eq!(
+            segment
+                .shapes
+                .iter()
+                .map(|shape| shape.outside)
+                .collect::<Vec<_>>(),
+            [false, true]
+        );
+        // The segment's attribute is not the one chosen.
+        assert_eq!(actions_of(segment), [Vec::<&str>::new(), vec![]]);
+
+        let by_activity = read_via3(&path, &ActionSource::Attribute("activity".into())).unwrap();
+        assert_eq!(
+            actions_of(&by_activity.videos[1].tracks[0]),
+            [vec!["cooking"], vec![]]
+        );
+        let by_checkboxes = read_via3(&path, &ActionSource::Checkboxes).unwrap();
+        assert_eq!(
+            actions_of(&by_checkboxes.videos[0].tracks[0]),
+            [vec!["stand"], vec!["talk", "wave"]]
+        );
+    }
+
+    #[test]
+    fn label_reads_the_one_attribute_that_is_not_the_person() {
+        let text = project(
+            r#""1_b":{"vid":"1","flg":0,"z":[4.25],"xy":[2,10,20,30,40],"av":{"1":"1","2":"7"}}"#,
+        );
+        let export = read_text(&text, &ActionSource::Label).unwrap();
+        let track = &export.videos[0].tracks[0];
+        assert_eq!(track.person, 7);
+        assert_eq!(times(track), [At::Seconds(4.25)]);
+        assert_eq!(actions_of(track), [vec!["fight"]]);
+        assert_eq!(track.shapes[0].rect, Rect::Pixels([10.0, 20.0, 40.0, 60.0]));
+    }
+
+    #[test]
+    fn label_with_two_attributes_names_them_and_asks_for_one() {
+        let message = error_of(
+            &std::fs::read_to_string(testdata("via3_project.json")).unwrap(),
+            &ActionSource::Label,
+        );
+        assert!(
+            message.contains(": \"attribute\": several attributes"),
+            "{message}"
+        );
+        assert!(message.contains("(\"action\", \"activity\")"), "{message}");
+        assert!(message.contains("attribute option"), "{message}");
+    }
+
+    #[test]
+    fn an_attribute_the_project_lacks_is_an_error_listing_those_it_has() {
+        let message = error_of(&project(""), &ActionSource::Attribute("verb".into()));
+        assert!(
+            message
+                .contains("no attribute is named \"verb\"; expected one of \"action\", \"person\""),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_circle_is_an_error_naming_its_metadata() {
+        let text = project(r#""1_circle1":{"vid":"1","flg":0,"z":[2],"xy":[3,50,50,10],"av":{}}"#);
+        let message = error_of(&text, &ActionSource::Label);
+        assert!(
+            message.contains(": metadata \"1_circle1\": \"xy\" is a circle (shape 3)"),
+            "{message}"
+        );
+        assert!(message.contains("only rectangles"), "{message}");
+    }
+
+    #[test]
+    fn malformed_metadata_names_its_id_and_what_was_expected() {
+        for (metadata, what) in [
+            (
+                r#"{"vid":"1","z":[6,2.5],"xy":[],"av":{}}"#,
+                "does not end after it starts",
+            ),
+            (
+                r#"{"vid":"1","z":[2],"xy":[],"av":{}}"#,
+                "expected a box (one time",
+            ),
+            (
+                r#"{"vid":"1","z":[2],"xy":[2,1,2,3],"av":{}}"#,
+                "has 4 numbers",
+            ),
+            (
+                r#"{"vid":"1","z":[2],"xy":[2,1,2,-3,4],"av":{}}"#,
+                "width and height 0 or more",
+            ),
+            (
+                r#"{"vid":"1","z":["2"],"xy":[],"av":{}}"#,
+                "\"z\" is [\"2\"]; expected an array of numbers",
+            ),
+            (
+                r#"{"vid":"1","z":[-1],"xy":[2,1,2,3,4],"av":{}}"#,
+                "0 or more",
+            ),
+            (
+                r#"{"vid":"1","z":[2],"xy":[2,1,2,3,4],"av":{"1":"5"}}"#,
+                "picks option \"5\"",
+            ),
+            (
+                r#"{"vid":"9","z":[2],"xy":[2,1,2,3,4],"av":{}}"#,
+                "\"vid\" \"9\" names no view",
+            ),
+            (
+                r#"{"z":[2],"xy":[2,1,2,3,4],"av":{}}"#,
+                "\"vid\" is missing",
+            ),
+        ] {
+            let message = error_of(
+                &project(&format!(r#""1_m":{metadata}"#)),
+                &ActionSource::Label,
+            );
+            assert!(
+                message.contains(": metadata \"1_m\": "),
+                "{metadata}: {message}"
+            );
+            assert!(message.contains(what), "{metadata}: {message}");
+        }
+    }
+
+    #[test]
+    fn json_syntax_errors_name_line_and_column() {
+        let message = error_of(
+            "{\"project\": {\n  \"vid_list\": [\"1\",]\n}}",
+            &ActionSource::Label,
+        );
+        assert!(
+            message.contains(": line 2, column 20: not JSON"),
+            "{message}"
+        );
+        let message = error_of("[]", &ActionSource::Label);
+        assert!(
+            message.contains(": the file: expected a VIA 3 project"),
+            "{message}"
+        );
+        let message = error_of(
+            r#"{"attribute":{},"file":{},"view":{}}"#,
+            &ActionSource::Label,
+        );
+        assert!(
+            message.contains(": \"metadata\": missing or not an object"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn two_boxes_of_one_person_at_one_time_are_an_error() {
+        let text = project(
+            r#""1_a":{"vid":"1","z":[2],"xy":[2,1,2,3,4],"av":{"2":"1"}},
+               "1_b":{"vid":"1","z":[2],"xy":[2,5,2,3,4],"av":{"2":"1"}}"#,
+        );
+        let message = error_of(&text, &ActionSource::Label);
+        let expected = ": metadata \"1_b\": a second box of person 1 at 2 s (the first is \
+                        metadata \"1_a\")";
+        assert!(message.contains(expected), "{message}");
+    }
+}

@@ -1,0 +1,435 @@
+//! The dataset an import writes: AVA's files under AVA's names (so every consumer's defaults
+//! find them), on AVA's clock, and a manifest of videos on disk.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use super::{FIRST_KEYFRAME, ImportError, ImportOptions, ImportSummary, ImportedVideo};
+use crate::annotations::{
+    BoxLabel, FrameKey, KeyframeRange, LabelKind, LabelMap, ReadOptions, VideoId,
+    read_excluded_timestamps, read_label_map, read_predicted_boxes,
+};
+use crate::layout::FolderName;
+use crate::manifest::{DatasetInfo, DatasetManifest, Labels, LocalFiles, Split};
+
+/// AVA's file names, which PySlowFast's and mmaction2's configs and avaprep's trainer expect.
+pub const LABELS: &str = "ava_action_list_v2.2.pbtxt";
+pub const LABELS_SCORED: &str = "ava_action_list_v2.2_for_activitynet_2019.pbtxt";
+pub const INCLUDED: &str = "ava_included_timestamps_v2.2.txt";
+pub const VIDEO_SPANS: &str = "video_spans.csv";
+const DETECTOR_DIR: &str = "person_box_67091280_iou90";
+pub const MANIFEST: &str = "dataset.toml";
+pub const SUMMARY: &str = "import.json";
+
+fn ground_truth(split: &str) -> String {
+    format!("ava_{split}_v2.2.csv")
+}
+
+fn excluded_file(split: &str) -> String {
+    format!("ava_{split}_excluded_timestamps_v2.2.csv")
+}
+
+/// PySlowFast's names for its person-detector files.
+fn detections(split: &str) -> String {
+    match split {
+        "train" => {
+            format!("{DETECTOR_DIR}/ava_detection_train_boxes_and_labels_include_negative_v2.2.csv")
+        }
+        other => format!("{DETECTOR_DIR}/ava_detection_{other}_boxes_and_labels.csv"),
+    }
+}
+
+pub(super) fn write_dataset(
+    options: &ImportOptions,
+    videos: &[ImportedVideo],
+    splits: &BTreeMap<String, Vec<VideoId>>,
+    video_start: u32,
+    summary: &mut ImportSummary,
+) -> Result<(), ImportError> {
+    let annotations = options.out.join("annotations");
+    let actions = action_ids(
+        &annotations.join(LABELS),
+        &annotations.join(LABELS_SCORED),
+        videos,
+    )?;
+    let by_id: BTreeMap<VideoId, &ImportedVideo> =
+        videos.iter().map(|video| (video.id, video)).collect();
+    let proposals = proposals(options, videos, video_start)?;
+    let excluded = excluded(options, video_start)?;
+    let mut files: Vec<(String, String)> = vec![
+        (LABELS.into(), label_map(&actions)),
+        (LABELS_SCORED.into(), scored_label_map(&actions)),
+    ];
+    let last_keyframe = videos
+        .iter()
+        .flat_map(|video| video.boxes.iter().map(|b| b.second))
+        .max()
+        .unwrap_or(0)
+        + video_start;
+    files.push((
+        INCLUDED.into(),
+        (FIRST_KEYFRAME..=last_keyframe)
+            .map(|second| format!("{second:04}\n"))
+            .collect(),
+    ));
+    let mut spans = String::new();
+    for video in videos {
+        let start = f64::from(video_start);
+        writeln!(
+            spans,
+            "{},{start},{:.6}",
+            video.id,
+            start + video.facts.duration
+        )
+        .expect("a string");
+    }
+    files.push((VIDEO_SPANS.into(), spans));
+    for (split, ids) in splits {
+        let members: Vec<&ImportedVideo> = ids.iter().map(|id| by_id[id]).collect();
+        files.push((
+            ground_truth(split),
+            ground_truth_rows(&members, &actions, video_start),
+        ));
+        let rows: String = excluded
+            .iter()
+            .filter(|key| ids.contains(&key.video))
+            .map(|key| format!("{},{:04}\n", key.video, key.second))
+            .collect();
+        files.push((excluded_file(split), rows));
+        let rows = proposals
+            .iter()
+            .filter(|(video, _)| ids.contains(video))
+            .flat_map(|(_, rows)| rows.iter().map(String::as_str))
+            .collect::<String>();
+        files.push((detections(split), rows));
+        summary
+            .splits
+            .insert(split.clone(), ids.iter().map(ToString::to_string).collect());
+    }
+    for (name, text) in &files {
+        write(&annotations.join(name), text.as_bytes())?;
+    }
+    let duration = videos
+        .iter()
+        .map(|video| video.facts.duration)
+        .fold(0.0, f64::max);
+    let manifest = manifest(options, splits, duration, video_start, last_keyframe);
+    let manifest_path = options.out.join(MANIFEST);
+    let text = toml::to_string(&manifest).expect("a manifest serialises");
+    write(
+        &manifest_path,
+        format!("{MANIFEST_HEADER}{text}").as_bytes(),
+    )?;
+
+    summary.manifest = manifest_path;
+    summary.video_start = video_start;
+    summary.actions = actions
+        .iter()
+        .map(|action| (action.name.clone(), action.id))
+        .collect();
+    summary.keyframes = videos
+        .iter()
+        .map(|video| {
+            video
+                .boxes
+                .iter()
+                .map(|b| b.second)
+                .collect::<BTreeSet<_>>()
+                .len() as u64
+        })
+        .sum();
+    summary.boxes = videos.iter().map(|video| video.boxes.len() as u64).sum();
+    summary.proposals = match &options.detections {
+        Some(path) => path.display().to_string(),
+        None => "ground truth (score 1.0)".into(),
+    };
+    let json = serde_json::to_vec_pretty(summary).expect("a summary serialises");
+    write(&options.out.join(SUMMARY), &json)
+}
+
+const MANIFEST_HEADER: &str = "\
+# Written by `avaprep import`. The dataset is on AVA's clock, so PySlowFast, pytorchvideo and
+# mmaction2 read it unchanged: a video's own second s is the dataset's second s + video_start
+# (the earliest annotated keyframe lands on 902, AVA's first).
+";
+
+fn write(path: &Path, bytes: &[u8]) -> Result<(), ImportError> {
+    crate::fsutil::write_atomic(path, bytes).map_err(|source| ImportError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+/// An action of the label map: its name, its id, its AVA kind (an earlier map's, else a person's
+/// movement: the kind is AVA's grouping, which no consumer reads), and whether it is scored.
+struct Action {
+    name: String,
+    id: u16,
+    kind: LabelKind,
+    scored: bool,
+}
+
+/// The actions: those of the label maps an earlier import wrote (or the user edited), kept as
+/// they are, scored as they were, then each new name in the order the boxes first use it,
+/// numbered on and scored.
+fn action_ids(
+    existing: &Path,
+    existing_scored: &Path,
+    videos: &[ImportedVideo],
+) -> Result<Vec<Action>, ImportError> {
+    let read = |path: &Path| {
+        read_label_map(path).map_err(|error| ImportError::Input {
+            path: path.to_path_buf(),
+            message: format!("the label map of an earlier import cannot be read: {error}"),
+        })
+    };
+    let scored: Option<BTreeSet<u16>> = match existing_scored.exists() {
+        true => Some(
+            read(existing_scored)?
+                .labels()
+                .iter()
+                .map(|label| label.id.0)
+                .collect(),
+        ),
+        false => None,
+    };
+    let mut actions: Vec<Action> = match existing.exists() {
+        true => read(existing)?
+            .labels()
+            .iter()
+            .map(|label| Action {
+                name: label.name.clone(),
+                id: label.id.0,
+                kind: label.kind.unwrap_or(LabelKind::PersonMovement),
+                scored: scored.as_ref().is_none_or(|ids| ids.contains(&label.id.0)),
+            })
+            .collect(),
+        false => Vec::new(),
+    };
+    let mut next = actions.iter().map(|action| action.id).max().unwrap_or(0);
+    for name in videos
+        .iter()
+        .flat_map(|video| &video.boxes)
+        .flat_map(|b| &b.actions)
+    {
+        if !actions.iter().any(|action| action.name == *name) {
+            next += 1;
+            actions.push(Action {
+                name: name.clone(),
+                id: next,
+                kind: LabelKind::PersonMovement,
+                scored: true,
+            });
+        }
+    }
+    Ok(actions)
+}
+
+fn label_map(actions: &[Action]) -> String {
+    let mut text = String::new();
+    for action in actions {
+        writeln!(
+            text,
+            "label {{\n  name: \"{}\"\n  label_id: {}\n  label_type: {}\n}}",
+            pbtxt_string(&action.name),
+            action.id,
+            action.kind.as_pbtxt()
+        )
+        .expect("a string");
+    }
+    text
+}
+
+fn scored_label_map(actions: &[Action]) -> String {
+    let mut text = String::new();
+    for action in actions.iter().filter(|action| action.scored) {
+        let name = pbtxt_string(&action.name);
+        writeln!(text, "item {{\n  name: \"{name}\"\n  id: {}\n}}", action.id).expect("a string");
+    }
+    text
+}
+
+/// A name inside pbtxt's double quotes.
+fn pbtxt_string(name: &str) -> String {
+    name.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+/// AVA's ground-truth rows, on AVA's clock, sorted as the official files are.
+fn ground_truth_rows(videos: &[&ImportedVideo], actions: &[Action], video_start: u32) -> String {
+    let id_of = |name: &str| {
+        actions
+            .iter()
+            .find(|action| action.name == name)
+            .map(|action| action.id)
+            .expect("every action has an id")
+    };
+    let mut rows = Vec::new();
+    for video in videos {
+        for b in &video.boxes {
+            let mut ids: Vec<u16> = b.actions.iter().map(|name| id_of(name)).collect();
+            ids.sort_unstable();
+            ids.dedup();
+            for action in ids {
+                rows.push((
+                    video.id,
+                    b.second + video_start,
+                    b.person,
+                    action,
+                    b.corners,
+                ));
+            }
+        }
+    }
+    rows.sort_by_key(|row| (row.0, row.1, row.2, row.3));
+    let mut text = String::new();
+    for (video, second, person, action, [x1, y1, x2, y2]) in rows {
+        writeln!(
+            text,
+            "{video},{second:04},{x1:.3},{y1:.3},{x2:.3},{y2:.3},{action},{person}"
+        )
+        .expect("a string");
+    }
+    text
+}
+
+/// Person boxes for the consumers that detect before they classify (PySlowFast's and
+/// mmaction2's test boxes, avaprep's eval), by video: a detector's, shifted onto AVA's clock
+/// (their label column kept: empty, -1 or an action id), or each ground-truth box once with
+/// score 1.0.
+fn proposals(
+    options: &ImportOptions,
+    videos: &[ImportedVideo],
+    video_start: u32,
+) -> Result<BTreeMap<VideoId, Vec<String>>, ImportError> {
+    let mut by_video: BTreeMap<VideoId, Vec<String>> = BTreeMap::new();
+    match &options.detections {
+        Some(path) => {
+            let known: BTreeSet<VideoId> = videos.iter().map(|video| video.id).collect();
+            let range = KeyframeRange::new(0, super::MAX_KEYFRAMES - 1).expect("a range");
+            let rows = read_predicted_boxes(path, &ReadOptions::new(range, None::<&LabelMap>))
+                .map_err(|error| ImportError::Input {
+                    path: path.clone(),
+                    message: format!(
+                        "{error} (detections are AVA's detection CSV on the videos' own seconds)"
+                    ),
+                })?;
+            for row in rows.iter().filter(|row| known.contains(&row.key.video)) {
+                let b = row.bbox;
+                let label = match row.label {
+                    BoxLabel::Unlabelled => String::new(),
+                    BoxLabel::Negative => "-1".into(),
+                    BoxLabel::Action(id) => id.to_string(),
+                };
+                by_video.entry(row.key.video).or_default().push(format!(
+                    "{},{:04},{:.3},{:.3},{:.3},{:.3},{label},{:.6}\n",
+                    row.key.video,
+                    row.key.second + video_start,
+                    b.x1(),
+                    b.y1(),
+                    b.x2(),
+                    b.y2(),
+                    row.score
+                ));
+            }
+        }
+        None => {
+            for video in videos {
+                let rows = by_video.entry(video.id).or_default();
+                let mut seen = BTreeSet::new();
+                for b in &video.boxes {
+                    let [x1, y1, x2, y2] = b.corners;
+                    let row = format!(
+                        "{},{:04},{x1:.3},{y1:.3},{x2:.3},{y2:.3},,1.0\n",
+                        video.id,
+                        b.second + video_start
+                    );
+                    if seen.insert(row.clone()) {
+                        rows.push(row);
+                    }
+                }
+            }
+        }
+    }
+    Ok(by_video)
+}
+
+/// AVA's segment starts 2 s before its first keyframe and ends 3 s after its last.
+/// The keyframes the user excludes, shifted onto AVA's clock.
+fn excluded(options: &ImportOptions, video_start: u32) -> Result<Vec<FrameKey>, ImportError> {
+    let Some(path) = &options.excluded else {
+        return Ok(Vec::new());
+    };
+    let range = KeyframeRange::new(0, super::LAST_KEYFRAME).expect("a range");
+    let keys = read_excluded_timestamps(path, range).map_err(|error| ImportError::Input {
+        path: path.clone(),
+        message: format!(
+            "{error} (excluded keyframes are AVA's CSV, video,second, on the videos' own seconds)"
+        ),
+    })?;
+    Ok(keys
+        .into_iter()
+        .map(|key| FrameKey {
+            video: key.video,
+            second: key.second + video_start,
+        })
+        .collect())
+}
+
+fn manifest(
+    options: &ImportOptions,
+    splits: &BTreeMap<String, Vec<VideoId>>,
+    longest: f64,
+    video_start: u32,
+    last_keyframe: u32,
+) -> DatasetManifest {
+    let folder = FolderName::try_from("videos").expect("a plain folder name");
+    let videos = std::path::absolute(&options.videos).unwrap_or_else(|_| options.videos.clone());
+    let start = f64::from(FIRST_KEYFRAME - 2);
+    let end = (f64::from(video_start) + longest)
+        .ceil()
+        .min(f64::from(last_keyframe + 3))
+        .max(f64::from(last_keyframe + 1));
+    DatasetManifest {
+        dataset: DatasetInfo {
+            name: options
+                .out
+                .file_name()
+                .map_or("own".into(), |name| name.to_string_lossy().into_owned()),
+            version: "imported".into(),
+            segment: [start, end],
+            keyframes: [FIRST_KEYFRAME, last_keyframe],
+            video_spans: Some(VIDEO_SPANS.into()),
+            video_start: f64::from(video_start),
+        },
+        sources: BTreeMap::new(),
+        annotations: None,
+        name_lists: BTreeMap::new(),
+        boxes: None,
+        videos: BTreeMap::new(),
+        local: Some(LocalFiles {
+            videos,
+            annotations: PathBuf::from("annotations"),
+        }),
+        labels: Labels {
+            full: LABELS.into(),
+            scored: LABELS_SCORED.into(),
+            included_timestamps: INCLUDED.into(),
+        },
+        splits: splits
+            .keys()
+            .map(|split| {
+                (
+                    split.clone(),
+                    Split {
+                        videos: folder.clone(),
+                        ground_truth: Some(ground_truth(split)),
+                        video_ids: None,
+                        excluded_timestamps: Some(excluded_file(split)),
+                        detected_boxes: Some(detections(split)),
+                    },
+                )
+            })
+            .collect(),
+    }
+}

@@ -1,0 +1,156 @@
+//! `avaprep import`.
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use clap::Args;
+
+use avaprep::import::{ActionSource, ImportOptions, ImportSummary, SplitRule, import};
+use avaprep_shell::{ExitStatus, Printer, UsageError};
+
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// Annotation-tool exports: CVAT for video 1.1 or CVAT for images 1.1 (.xml, or CVAT's
+    /// .zip), VIA 3 projects (.json), whole-clip labels (.csv: video,start_frame,label).
+    #[arg(required = true)]
+    pub exports: Vec<PathBuf>,
+    /// The folder of the videos the exports annotate (`<name>.mp4`, `.mkv` or `.webm`, the name
+    /// as the export gives it).
+    #[arg(long)]
+    pub videos: PathBuf,
+    /// The dataset folder to write: dataset.toml (the manifest to run), annotations/ (AVA's
+    /// files) and import.json. Importing again keeps the action ids already given.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Where the action is: `label` (CVAT's label; VIA's one attribute), `attribute:NAME` (that
+    /// attribute's value or ticked options) or `checkboxes` (every CVAT checkbox attribute that
+    /// is true).
+    #[arg(long, default_value = "label", value_parser = parse_action_source)]
+    pub action_from: ActionSource,
+    /// Seconds between keyframes: AVA labels one a second.
+    #[arg(long, default_value_t = 1)]
+    pub keyframe_interval: u32,
+    /// The share of the videos that are val, chosen by a hash of --seed and each id.
+    #[arg(long, default_value_t = 0.2, conflicts_with = "val")]
+    pub val_fraction: f64,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+    /// The val videos by id (comma-separated), instead of a fraction.
+    #[arg(long, value_delimiter = ',')]
+    pub val: Vec<String>,
+    /// A person detector's boxes (AVA's detection CSV, seconds of the videos' own clock) as the
+    /// proposals; without it the ground-truth boxes are, with score 1.0.
+    #[arg(long)]
+    pub detections: Option<PathBuf>,
+    /// Keyframes not to train on or score (AVA's excluded-timestamps CSV: video,second on the
+    /// videos' own seconds).
+    #[arg(long)]
+    pub excluded: Option<PathBuf>,
+}
+
+fn parse_action_source(text: &str) -> Result<ActionSource, String> {
+    match text.split_once(':') {
+        None if text == "label" => Ok(ActionSource::Label),
+        None if text == "checkboxes" => Ok(ActionSource::Checkboxes),
+        Some(("attribute", name)) if !name.is_empty() => {
+            Ok(ActionSource::Attribute(name.to_string()))
+        }
+        _ => Err("expected label, checkboxes or attribute:NAME".into()),
+    }
+}
+
+pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let split = match args.val.is_empty() {
+        true => SplitRule::Fraction {
+            val: args.val_fraction,
+            seed: args.seed,
+        },
+        false => SplitRule::Given(args.val.iter().cloned().collect::<BTreeSet<_>>()),
+    };
+    let options = ImportOptions {
+        exports: args.exports.clone(),
+        videos: args.videos.clone(),
+        out: args.out.clone(),
+        actions: args.action_from.clone(),
+        keyframe_interval: args.keyframe_interval,
+        split,
+        detections: args.detections.clone(),
+        excluded: args.excluded.clone(),
+    };
+    let summary = import(&options).map_err(|error| match error.is_usage() {
+        true => anyhow::Error::new(UsageError(error.to_string())),
+        false => anyhow::Error::new(error),
+    })?;
+    printer.record("import", &summary);
+    for video in &summary.missing_videos {
+        printer.note(&format!(
+            "warning: video {video} is annotated but not in {}; its boxes are left out",
+            args.videos.display()
+        ));
+    }
+    for problem in &summary.skipped_videos {
+        eprintln!("error: video {problem}; left out");
+    }
+    printer.result(&summary_text(&summary));
+    Ok(match summary.skipped_videos.is_empty() {
+        true => ExitStatus::Success,
+        false => ExitStatus::Failure,
+    })
+}
+
+fn summary_text(summary: &ImportSummary) -> String {
+    let splits: Vec<String> = summary
+        .splits
+        .iter()
+        .map(|(split, videos)| format!("{split} {}", videos.len()))
+        .collect();
+    let mut actions: Vec<(&u16, &String)> = summary
+        .actions
+        .iter()
+        .map(|(name, id)| (id, name))
+        .collect();
+    actions.sort();
+    let actions: Vec<String> = actions
+        .into_iter()
+        .map(|(id, name)| format!("{id} {name}"))
+        .collect();
+    let mut lines = vec![
+        format!(
+            "imported {} boxes at {} keyframes of {} videos ({})",
+            summary.boxes,
+            summary.keyframes,
+            summary.splits.values().map(Vec::len).sum::<usize>(),
+            splits.join(", ")
+        ),
+        format!("actions: {}", actions.join(", ")),
+        format!("proposals: {}", summary.proposals),
+    ];
+    let left_out = [
+        (summary.clipped_boxes, "boxes clipped to the frame"),
+        (
+            summary.boxes_outside_frame,
+            "boxes outside the frame, left out",
+        ),
+        (
+            summary.boxes_without_action,
+            "boxes without an action, left out",
+        ),
+        (
+            summary.shapes_off_keyframe,
+            "shapes far from any keyframe, left out",
+        ),
+        (
+            summary.missing_videos.len() as u64,
+            "videos not in the folder",
+        ),
+    ];
+    for (count, what) in left_out.into_iter().filter(|(count, _)| *count > 0) {
+        lines.push(format!("{count} {what}"));
+    }
+    lines.push(format!(
+        "dataset: {}\nnext: avaprep --data-dir DIR run pipelines/own-videos.toml --set dataset=\\\"{}\\\"",
+        summary.manifest.display(),
+        summary.manifest.display()
+    ));
+    lines.join("\n")
+}

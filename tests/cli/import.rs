@@ -1,0 +1,554 @@
+//! `avaprep import` as a user runs it: the synthetic miniature's ground truth exported as a
+//! labelling tool would (`synth --exports`: CVAT for video 1.1, CVAT for images 1.1, VIA 3, on
+//! each video's own clock), imported with the videos where they are, then the own-videos
+//! pipeline, PySlowFast's and mmaction2's own loaders, and training beside the AVA-format path.
+
+use std::fs;
+use std::io::Read as _;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use avaprep::serve::{self, ServeConfig};
+
+use crate::support::{avaprep, mirror, stderr, stdout};
+
+fn exports() -> PathBuf {
+    mirror().join("exports")
+}
+
+fn videos() -> PathBuf {
+    mirror().join("ava-dataset/trainval")
+}
+
+/// The synth report: which videos are val, where the dataset's clock puts the files' start.
+fn report() -> serde_json::Value {
+    serde_json::from_slice(&fs::read(mirror().join("synth-report.json")).unwrap()).unwrap()
+}
+
+fn val_videos() -> Vec<String> {
+    report()["videos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|video| video["split"] == "val")
+        .map(|video| video["id"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// A file of the miniature's own annotation zip.
+fn synth_file(name: &str) -> String {
+    let file = fs::File::open(mirror().join("ava-dataset/annotations/ava_v2.2.zip")).unwrap();
+    let mut zip = zip::ZipArchive::new(file).unwrap();
+    let mut text = String::new();
+    zip.by_name(name)
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    text
+}
+
+/// A person-detector file of the miniature's PySlowFast bundle.
+fn synth_detections(name: &str) -> String {
+    let file =
+        fs::File::open(mirror().join("pyslowfast/annotation/ava/ava_annotations.tar")).unwrap();
+    let mut archive = tar::Archive::new(file);
+    for entry in archive.entries().unwrap() {
+        let mut entry = entry.unwrap();
+        if entry.path().unwrap().ends_with(name) {
+            let mut text = String::new();
+            entry.read_to_string(&mut text).unwrap();
+            return text;
+        }
+    }
+    panic!("{name} is not in the bundle");
+}
+
+fn sorted_lines(text: &str) -> Vec<String> {
+    let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
+    lines.sort();
+    lines
+}
+
+/// `avaprep import` of `files` into `out`, the miniature's label maps put there first so the
+/// import keeps their (sparse) ids and scored subset, as it keeps those of an earlier import.
+fn import(out: &Path, files: &[PathBuf], extra: &[&str]) -> Output {
+    let annotations = out.join("annotations");
+    fs::create_dir_all(&annotations).unwrap();
+    for labels in LABEL_MAPS {
+        fs::write(annotations.join(labels), synth_file(labels)).unwrap();
+    }
+    avaprep(out)
+        .arg("import")
+        .args(files)
+        .arg("--videos")
+        .arg(videos())
+        .arg("--out")
+        .arg(out)
+        .args(["--val", &val_videos().join(",")])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+const LABEL_MAPS: [&str; 2] = [
+    "ava_action_list_v2.2.pbtxt",
+    "ava_action_list_v2.2_for_activitynet_2019.pbtxt",
+];
+
+fn cvat_video_exports() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = fs::read_dir(exports().join("cvat-video"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    files.sort();
+    files
+}
+
+/// Each export, imported, gives the miniature's own ground truth row for row (the same seconds,
+/// boxes, actions and persons), and its label map unchanged; the proposals are the ground
+/// truth's boxes with score 1.0, and the manifest puts the files' start where synth did.
+#[test]
+fn each_tool_s_export_imports_to_the_miniature_s_own_tables() {
+    let formats: [(&str, Vec<PathBuf>, &[&str]); 3] = [
+        (
+            "cvat-video",
+            cvat_video_exports(),
+            &["--action-from", "checkboxes"],
+        ),
+        (
+            "cvat-images",
+            vec![exports().join("cvat-images.xml")],
+            &["--action-from", "checkboxes"],
+        ),
+        ("via3", vec![exports().join("via3.json")], &[]),
+    ];
+    let video_start = report()["video_start"].as_u64().unwrap();
+    for (format, files, extra) in formats {
+        let out = tempfile::tempdir().unwrap();
+        let output = import(out.path(), &files, extra);
+        assert!(output.status.success(), "{format}: {}", stderr(&output));
+        let annotations = out.path().join("annotations");
+        for split in ["train", "val"] {
+            let name = format!("ava_{split}_v2.2.csv");
+            let imported = fs::read_to_string(annotations.join(&name)).unwrap();
+            assert_eq!(
+                sorted_lines(&imported),
+                sorted_lines(&synth_file(&name)),
+                "{format} {split}"
+            );
+        }
+        for labels in LABEL_MAPS {
+            assert_eq!(
+                fs::read_to_string(annotations.join(labels)).unwrap(),
+                synth_file(labels),
+                "{format}: {labels} is kept"
+            );
+        }
+        let truth = fs::read_to_string(annotations.join("ava_val_v2.2.csv")).unwrap();
+        let proposals = fs::read_to_string(
+            annotations.join("person_box_67091280_iou90/ava_detection_val_boxes_and_labels.csv"),
+        )
+        .unwrap();
+        for line in proposals.lines() {
+            let (key, score) = line.rsplit_once(",,").unwrap();
+            assert_eq!(score, "1.0", "{format}: {line}");
+            assert!(truth.contains(&format!("{key},")), "{format}: {line}");
+        }
+        let summary: serde_json::Value =
+            serde_json::from_slice(&fs::read(out.path().join("import.json")).unwrap()).unwrap();
+        assert_eq!(
+            summary["video_start"].as_u64(),
+            Some(video_start),
+            "{format}"
+        );
+        assert_eq!(summary["proposals"], "ground truth (score 1.0)");
+        let manifest = fs::read_to_string(out.path().join("dataset.toml")).unwrap();
+        assert!(
+            manifest.contains(&format!("video_start = {video_start}")),
+            "{format}: {manifest}"
+        );
+    }
+}
+
+/// Boxes off the frame are cut to it and counted, an annotated video the folder lacks is listed
+/// and left out (the others are imported), and a malformed export names its file and line.
+#[test]
+fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
+    let source = fs::read_to_string(&cvat_video_exports()[0]).unwrap();
+    let exports = tempfile::tempdir().unwrap();
+    // The first box (a keyframe's) reaching 50 pixels past the left edge.
+    let first_xtl = source.find("xtl=\"").unwrap() + 5;
+    let end = first_xtl + source[first_xtl..].find('"').unwrap();
+    let clipped = format!("{}-50.00{}", &source[..first_xtl], &source[end..]);
+    let clipped_path = exports.path().join("clipped.xml");
+    fs::write(&clipped_path, clipped).unwrap();
+    let absent = source.replace(
+        &source[source.find("<source>").unwrap()..source.find("</source>").unwrap()],
+        "<source>not_here.mp4",
+    );
+    let absent_path = exports.path().join("absent.xml");
+    fs::write(&absent_path, absent).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let output = avaprep(out.path())
+        .arg("import")
+        .args([&clipped_path, &absent_path])
+        .arg("--videos")
+        .arg(videos())
+        .arg("--out")
+        .arg(out.path())
+        .args(["--action-from", "checkboxes", "--val-fraction", "0"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("video not_here is annotated but not in"),
+        "{}",
+        stderr(&output)
+    );
+    let summary: serde_json::Value =
+        serde_json::from_slice(&fs::read(out.path().join("import.json")).unwrap()).unwrap();
+    assert_eq!(summary["missing_videos"], serde_json::json!(["not_here"]));
+    assert_eq!(summary["clipped_boxes"], 1, "{summary}");
+    assert!(stdout(&output).contains("1 boxes clipped to the frame"));
+    let train = fs::read_to_string(out.path().join("annotations/ava_train_v2.2.csv")).unwrap();
+    assert!(
+        train
+            .lines()
+            .any(|line| line.split(',').nth(2) == Some("0.000"))
+    );
+
+    // A corner that is not a number, in the third box.
+    let lines: Vec<&str> = source.lines().collect();
+    let line = lines
+        .iter()
+        .enumerate()
+        .filter(|(_, text)| text.contains("<box "))
+        .nth(2)
+        .unwrap()
+        .0
+        + 1;
+    assert!(lines[line - 1].contains("xtl=\""), "{}", lines[line - 1]);
+    let corrupted = lines[line - 1].replacen("xtl=\"", "xtl=\"left", 1);
+    let broken = exports.path().join("broken.xml");
+    let text: Vec<&str> = lines
+        .iter()
+        .enumerate()
+        .map(|(index, text)| match index + 1 == line {
+            true => corrupted.as_str(),
+            false => text,
+        })
+        .collect();
+    fs::write(&broken, text.join("\n")).unwrap();
+    let output = avaprep(out.path())
+        .arg("import")
+        .arg(&broken)
+        .arg("--videos")
+        .arg(videos())
+        .arg("--out")
+        .arg(out.path())
+        .args(["--action-from", "checkboxes"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let message = stderr(&output);
+    assert!(message.contains("broken.xml"), "{message}");
+    assert!(message.contains(&format!("line {line}")), "{message}");
+    assert!(message.contains("xtl"), "{message}");
+    let unknown = avaprep(out.path())
+        .args(["import", "labels.txt", "--videos"])
+        .arg(videos())
+        .arg("--out")
+        .arg(out.path())
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
+    assert!(stderr(&unknown).contains("CVAT"), "{}", stderr(&unknown));
+}
+
+/// The own-videos pipeline on an imported dataset (videos read where they are), with the
+/// miniature's detector as `--detections` and its exclusions as `--excluded`: every stage runs, validation (consumer-clock
+/// included) passes, PySlowFast's and mmaction2's own loaders read every keyframe's clip
+/// centred on it, and the val mAP is within 0.03 of the same training on the AVA-format path.
+#[test]
+fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
+    let video_start = report()["video_start"].as_i64().unwrap();
+    // The detector's boxes on the files' own seconds, as a user's detector writes them.
+    let detections = tempfile::tempdir().unwrap();
+    let own_clock: String = [
+        "ava_detection_train_boxes_and_labels_include_negative_v2.2.csv",
+        "ava_detection_val_boxes_and_labels.csv",
+    ]
+    .iter()
+    .flat_map(|name| {
+        synth_detections(name)
+            .lines()
+            .map(|line| {
+                let mut fields: Vec<String> = line.split(',').map(str::to_string).collect();
+                let second: i64 = fields[1].parse().unwrap();
+                fields[1] = format!("{:04}", second - video_start);
+                fields.join(",") + "\n"
+            })
+            .collect::<Vec<_>>()
+    })
+    .collect();
+    let detections_path = detections.path().join("detections.csv");
+    fs::write(&detections_path, own_clock).unwrap();
+    // And the keyframes the miniature excludes, which no labelling tool exports.
+    let excluded: String = ["train", "val"]
+        .iter()
+        .flat_map(|split| {
+            synth_file(&format!("ava_{split}_excluded_timestamps_v2.2.csv"))
+                .lines()
+                .map(|line| {
+                    let (video, second) = line.split_once(',').unwrap();
+                    let second: i64 = second.parse().unwrap();
+                    format!("{video},{:04}\n", second - video_start)
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let excluded_path = detections.path().join("excluded.csv");
+    fs::write(&excluded_path, excluded).unwrap();
+
+    let dataset = tempfile::tempdir().unwrap();
+    let output = import(
+        dataset.path(),
+        &cvat_video_exports(),
+        &[
+            "--action-from",
+            "checkboxes",
+            "--detections",
+            detections_path.to_str().unwrap(),
+            "--excluded",
+            excluded_path.to_str().unwrap(),
+        ],
+    );
+    assert!(output.status.success(), "{}", stderr(&output));
+
+    // The demo's schedule: 40 epochs at most, stopped 6 evaluations past the best.
+    let epochs = "40";
+    let imported = tempfile::tempdir().unwrap();
+    let output = avaprep(imported.path())
+        .args(["--json", "run", "pipelines/own-videos.toml"])
+        .arg("--set")
+        .arg(format!(
+            "dataset=\"{}\"",
+            dataset.path().join("dataset.toml").display()
+        ))
+        .args(own_settings(epochs))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let validation = json(&imported.path().join("slowfast/validation.json"));
+    assert_eq!(validation["passed"], true, "{validation}");
+    let clock = validation["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|check| check["name"] == "consumer-clock")
+        .unwrap();
+    assert!(clock["checked"].as_u64().unwrap() > 0, "{clock}");
+    for split in ["train", "val"] {
+        for script in ["pyslowfast_ava.py", "mmaction2_ava.py"] {
+            let report = reference_report(script, imported.path(), split);
+            assert!(report["clips"].as_u64().unwrap() > 0, "{script} {split}");
+        }
+    }
+
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let ava_format = tempfile::tempdir().unwrap();
+    let output = crate::support::demo_run(ava_format.path())
+        .arg("--set")
+        .arg(format!("fetch.base_url=[\"{}\"]", server.url()))
+        .args(own_settings(epochs))
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let map = |data: &Path| {
+        json(&data.join("work/eval.json"))["splits"][0]["mean_ap"]
+            .as_f64()
+            .unwrap()
+    };
+    let (own, ava) = (map(imported.path()), map(ava_format.path()));
+    eprintln!("val mAP: imported {own:.4}, AVA format {ava:.4}");
+    assert!(
+        (own - ava).abs() <= 0.03,
+        "imported {own}, AVA format {ava}"
+    );
+}
+
+/// The same small training for both paths: the demo's tiny SlowFast on the CPU at 240p.
+fn own_settings(epochs: &str) -> Vec<String> {
+    [
+        "extract.height=240",
+        "train.preset=\"synthetic-tiny\"",
+        &format!("train.settings.epochs={epochs}"),
+        "train.settings.eval_every=1",
+        "train.settings.patience=6",
+        "train.settings.device=\"cpu\"",
+    ]
+    .iter()
+    .flat_map(|setting| ["--set".to_string(), setting.to_string()])
+    .collect()
+}
+
+fn json(path: &Path) -> serde_json::Value {
+    serde_json::from_slice(&fs::read(path).unwrap())
+        .unwrap_or_else(|error| panic!("{}: {error}", path.display()))
+}
+
+/// A reference loader's check (`tests/support/SCRIPT DATA SPLIT`) with the repository's venv;
+/// its JSON report once it has exited 0.
+fn reference_report(script: &str, data: &Path, split: &str) -> serde_json::Value {
+    let root = crate::support::repo_root();
+    let output = std::process::Command::new(root.join(".venv/bin/python"))
+        .arg(root.join("tests/support").join(script))
+        .arg(data)
+        .arg(split)
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
+        .unwrap_or_else(|_| panic!("{script} {split}: {}", stderr(&output)));
+    assert!(output.status.success(), "{script} {split}: {report}");
+    report
+}
+
+/// Clips of their own lengths, as a user's are (12 and 20 s from second 0, cut from the
+/// miniature's 30 fps video, named as a camera names files), labelled whole-clip
+/// (`video,start_frame,label`): each video's lists end where its file does, its last keyframe
+/// (in its last second) keeps its clip, validation passes, and PySlowFast's own loader reads
+/// every keyframe's clip centred on it.
+#[test]
+fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
+    let report = report();
+    let source = report["videos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|video| video["frame_rate"] == "30/1" && video["split"] != "test")
+        .expect("a 30 fps video");
+    let source = mirror().join(source["path"].as_str().unwrap());
+    let clips = tempfile::tempdir().unwrap();
+    let lengths = [("clip12", 12), ("cam3_2024-05-01_1200", 20)];
+    for (name, seconds) in lengths {
+        // Lossless and without B-frames: the frames keep their burned-in codes exactly.
+        let status = std::process::Command::new("ffmpeg")
+            .args(["-y", "-loglevel", "error", "-i"])
+            .arg(&source)
+            .args(["-t", &seconds.to_string()])
+            .args([
+                "-c:v", "libx264", "-qp", "0", "-bf", "0", "-pix_fmt", "yuv420p", "-an",
+            ])
+            .arg(clips.path().join(format!("{name}.mp4")))
+            .status()
+            .unwrap();
+        assert!(status.success(), "cutting {name}");
+    }
+    let labels = clips.path().join("labels.csv");
+    fs::write(
+        &labels,
+        "video,start_frame,label\nclip12,0,wave\nclip12,180,fall\n\
+         cam3_2024-05-01_1200,0,fight\ncam3_2024-05-01_1200,300,wave\n\
+         cam3_2024-05-01_1200,300,fall\n",
+    )
+    .unwrap();
+    let own = tempfile::tempdir().unwrap();
+    let output = avaprep(own.path())
+        .arg("import")
+        .arg(&labels)
+        .arg("--videos")
+        .arg(clips.path())
+        .arg("--out")
+        .arg(own.path())
+        .args(["--val", "cam3_2024-05-01_1200"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("actions: 1 wave, 2 fall, 3 fight"),
+        "{}",
+        stdout(&output)
+    );
+    let truth = fs::read_to_string(own.path().join("annotations/ava_train_v2.2.csv")).unwrap();
+    let seconds: std::collections::BTreeSet<&str> = truth
+        .lines()
+        .map(|line| line.split(',').nth(1).unwrap())
+        .collect();
+    // Own seconds 0..=11 of a 12-second clip, on AVA's clock from 902.
+    let expected: std::collections::BTreeSet<String> =
+        (902..=913).map(|second| format!("{second:04}")).collect();
+    assert_eq!(
+        seconds,
+        expected.iter().map(String::as_str).collect(),
+        "{truth}"
+    );
+    assert!(
+        truth.contains("clip12,0908,0.000,0.000,1.000,1.000,2,1"),
+        "{truth}"
+    );
+
+    let data = tempfile::tempdir().unwrap();
+    let output = avaprep(data.path())
+        .args([
+            "--json",
+            "run",
+            "pipelines/own-videos.toml",
+            "--until",
+            "validate",
+        ])
+        .arg("--set")
+        .arg(format!(
+            "dataset=\"{}\"",
+            own.path().join("dataset.toml").display()
+        ))
+        .args(["--set", "extract.height=240"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let validation = json(&data.path().join("slowfast/validation.json"));
+    assert_eq!(validation["passed"], true, "{validation}");
+
+    let spans = fs::read_to_string(own.path().join("annotations/video_spans.csv")).unwrap();
+    for (name, seconds) in lengths {
+        let line = spans
+            .lines()
+            .find(|line| line.starts_with(&format!("{name},")))
+            .unwrap();
+        let end: f64 = line.rsplit(',').next().unwrap().parse().unwrap();
+        assert!((end - 902.0 - f64::from(seconds)).abs() < 0.1, "{line}");
+        let split = if name == "clip12" { "train" } else { "val" };
+        let list =
+            fs::read_to_string(data.path().join(format!("frame_lists/{split}.csv"))).unwrap();
+        let rows: Vec<&str> = list
+            .lines()
+            .filter(|row| row.starts_with(&format!("{name} ")))
+            .collect();
+        // Rows from second 900 to the file's end at 30 a second, not to the dataset's end.
+        assert_eq!(
+            rows.len(),
+            ((end - 900.0) * 30.0).round() as usize,
+            "{name}"
+        );
+        let index =
+            fs::read_to_string(data.path().join(format!("frame_index/{name}.csv"))).unwrap();
+        let last_target: f64 = index
+            .lines()
+            .last()
+            .unwrap()
+            .split(',')
+            .nth(1)
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(
+            last_target < end,
+            "{name}: a frame at {last_target} past {end}"
+        );
+    }
+    // Train: a clip per keyframe of clip12, the last in its last second; val: PySlowFast
+    // evaluates every fourth second (904, 908, ..., 920 of cam3's 902..921).
+    for (split, clips) in [("train", 12), ("val", 5)] {
+        let report = reference_report("pyslowfast_ava.py", data.path(), split);
+        assert_eq!(report["clips"].as_u64(), Some(clips), "{split}: {report}");
+    }
+}
