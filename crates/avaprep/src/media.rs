@@ -37,22 +37,28 @@ pub enum MediaError {
     },
 }
 
-/// Opens the container and its best video stream. Cheap: reads headers only.
-pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
-    ffmpeg::init().map_err(|source| MediaError::Open {
+/// The container and the index of its best video stream.
+fn open_video(path: &Path) -> Result<(ffmpeg::format::context::Input, usize), MediaError> {
+    let open = |source| MediaError::Open {
         path: path.to_path_buf(),
         source,
-    })?;
-    let input = ffmpeg::format::input(path).map_err(|source| MediaError::Open {
-        path: path.to_path_buf(),
-        source,
-    })?;
-    let stream = input
+    };
+    ffmpeg::init().map_err(open)?;
+    let input = ffmpeg::format::input(path).map_err(open)?;
+    let index = input
         .streams()
         .best(ffmpeg::media::Type::Video)
         .ok_or_else(|| MediaError::NoVideo {
             path: path.to_path_buf(),
-        })?;
+        })?
+        .index();
+    Ok((input, index))
+}
+
+/// Opens the container and its best video stream. Cheap: reads headers only.
+pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
+    let (input, index) = open_video(path)?;
+    let stream = input.stream(index).expect("the stream just found");
     let context = ffmpeg::codec::context::Context::from_parameters(stream.parameters()).map_err(
         |source| MediaError::Codec {
             path: path.to_path_buf(),
@@ -93,21 +99,13 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
 /// in presentation order: frame `n` of an annotation tool (which counts decoded frames) is
 /// shown at `times[n]`. Reads packets only, decodes nothing.
 pub fn frame_times(path: &Path) -> Result<Vec<f64>, MediaError> {
-    let open = |source| MediaError::Open {
-        path: path.to_path_buf(),
-        source,
-    };
-    ffmpeg::init().map_err(open)?;
-    let mut input = ffmpeg::format::input(path).map_err(open)?;
-    let (index, time_base) = {
-        let stream = input
-            .streams()
-            .best(ffmpeg::media::Type::Video)
-            .ok_or_else(|| MediaError::NoVideo {
-                path: path.to_path_buf(),
-            })?;
-        (stream.index(), f64::from(stream.time_base()))
-    };
+    let (mut input, index) = open_video(path)?;
+    let time_base = f64::from(
+        input
+            .stream(index)
+            .expect("the stream just found")
+            .time_base(),
+    );
     let mut stamps: Vec<i64> = input
         .packets()
         .filter(|(stream, _)| stream.index() == index)

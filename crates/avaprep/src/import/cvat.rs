@@ -896,13 +896,8 @@ fn child_text<'a>(node: Node<'a, '_>, name: &str) -> Option<&'a str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::import::testdata;
     use std::io::Write;
-
-    fn testdata(name: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("src/import/testdata")
-            .join(name)
-    }
 
     fn read_bytes(bytes: &[u8], actions: &ActionSource) -> Result<Export, ExportError> {
         let file = tempfile::NamedTempFile::new().unwrap();

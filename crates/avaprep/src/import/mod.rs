@@ -376,6 +376,14 @@ fn split_videos(
     Ok(splits)
 }
 
+/// A sample export under `src/import/testdata/`.
+#[cfg(test)]
+fn testdata(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("src/import/testdata")
+        .join(name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

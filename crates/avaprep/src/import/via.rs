@@ -732,13 +732,7 @@ fn malformed(path: &Path, place: String, message: String) -> ExportError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
-    fn testdata(name: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("src/import/testdata")
-            .join(name)
-    }
+    use crate::import::testdata;
 
     fn read_text(text: &str, actions: &ActionSource) -> Result<Export, ExportError> {
         let file = tempfile::NamedTempFile::new().unwrap();

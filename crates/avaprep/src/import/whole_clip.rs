@@ -200,13 +200,7 @@ fn malformed(origin: &Origin, message: String) -> ExportError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::path::PathBuf;
-
-    fn testdata(name: &str) -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-            .join("src/import/testdata")
-            .join(name)
-    }
+    use crate::import::testdata;
 
     fn read_text(text: &str) -> Result<Export, ExportError> {
         let file = tempfile::NamedTempFile::new().unwrap();
