@@ -147,10 +147,17 @@ fn summary_text(summary: &ImportSummary) -> String {
     for (count, what) in left_out.into_iter().filter(|(count, _)| *count > 0) {
         lines.push(format!("{count} {what}"));
     }
+    // The pipeline reads a relative `dataset` against its own folder: name it absolutely.
+    let manifest = std::path::absolute(&summary.manifest).unwrap_or(summary.manifest.clone());
+    if !summary.splits.contains_key("val") {
+        lines.push(
+            "no val split (one video, or --val-fraction 0): run the pipeline with --set 'splits=[\"train\"]', which trains without validating".to_string(),
+        );
+    }
     lines.push(format!(
         "dataset: {}\nnext: avaprep --data-dir DIR run pipelines/own-videos.toml --set dataset=\\\"{}\\\"",
-        summary.manifest.display(),
-        summary.manifest.display()
+        manifest.display(),
+        manifest.display()
     ));
     lines.join("\n")
 }

@@ -188,10 +188,24 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
     );
     let absent_path = exports.path().join("absent.xml");
     fs::write(&absent_path, absent).unwrap();
+    // A detector that boxes every second: its boxes before the first keyframe are left out.
+    let video = cvat_video_exports()[0]
+        .file_stem()
+        .unwrap()
+        .to_string_lossy()
+        .into_owned();
+    let detections = exports.path().join("detections.csv");
+    fs::write(
+        &detections,
+        format!("{video},0000,0.1,0.1,0.5,0.9,,0.8\n{video},0010,0.1,0.1,0.5,0.9,,0.8\n"),
+    )
+    .unwrap();
     let out = tempfile::tempdir().unwrap();
     let output = avaprep(out.path())
         .arg("import")
         .args([&clipped_path, &absent_path])
+        .arg("--detections")
+        .arg(&detections)
         .arg("--videos")
         .arg(videos())
         .arg("--out")
@@ -209,6 +223,16 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
         serde_json::from_slice(&fs::read(out.path().join("import.json")).unwrap()).unwrap();
     assert_eq!(summary["missing_videos"], serde_json::json!(["not_here"]));
     assert_eq!(summary["clipped_boxes"], 1, "{summary}");
+    assert_eq!(summary["detections_off_keyframes"], 1, "{summary}");
+    let proposals = fs::read_to_string(out.path().join(
+        "annotations/person_box_67091280_iou90/ava_detection_train_boxes_and_labels_include_negative_v2.2.csv",
+    ))
+    .unwrap();
+    let second = 10 + report()["video_start"].as_u64().unwrap();
+    assert_eq!(
+        proposals,
+        format!("{video},{second:04},0.100,0.100,0.500,0.900,,0.800000\n")
+    );
     assert!(stdout(&output).contains("1 boxes clipped to the frame"));
     let train = fs::read_to_string(out.path().join("annotations/ava_train_v2.2.csv")).unwrap();
     assert!(

@@ -95,26 +95,28 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
     })
 }
 
-/// The presentation time of every frame of the best video stream, in seconds from the first,
-/// in presentation order: frame `n` of an annotation tool (which counts decoded frames) is
-/// shown at `times[n]`. Reads packets only, decodes nothing.
+/// The presentation time of every frame of the best video stream, in seconds from the clock
+/// extraction uses (the container's start), in presentation order: frame `n` of an annotation
+/// tool (which counts decoded frames) is shown at `times[n]`. Reads packets only, decodes
+/// nothing; packets an edit list discards are no frames.
 pub fn frame_times(path: &Path) -> Result<Vec<f64>, MediaError> {
     let (mut input, index) = open_video(path)?;
-    let time_base = f64::from(
-        input
-            .stream(index)
-            .expect("the stream just found")
-            .time_base(),
-    );
+    let (stream_start, rational) = {
+        let stream = input.stream(index).expect("the stream just found");
+        (stream.start_time(), stream.time_base())
+    };
+    let origin = crate::extract::source::first_timestamp(&input, stream_start, rational);
+    let discarded =
+        |packet: &ffmpeg::Packet| packet.flags().bits() & ffmpeg::ffi::AV_PKT_FLAG_DISCARD != 0;
     let mut stamps: Vec<i64> = input
         .packets()
-        .filter(|(stream, _)| stream.index() == index)
+        .filter(|(stream, packet)| stream.index() == index && !discarded(packet))
         .filter_map(|(_, packet)| packet.pts().or(packet.dts()))
         .collect();
     stamps.sort_unstable();
-    let first = stamps.first().copied().unwrap_or(0);
+    let time_base = f64::from(rational);
     Ok(stamps
         .into_iter()
-        .map(|stamp| (stamp - first) as f64 * time_base)
+        .map(|stamp| (stamp - origin) as f64 * time_base)
         .collect())
 }

@@ -17,7 +17,7 @@ mod plan;
 mod ranges;
 mod rotation;
 mod run;
-mod source;
+pub(crate) mod source;
 #[cfg(test)]
 mod tests;
 mod timing;

@@ -76,7 +76,11 @@ pub fn open(path: &Path, threads: usize) -> Result<Source, ExtractError> {
 /// The container's start time (the earliest of its streams), which the ffmpeg CLI adds to `-ss`
 /// and so the reference AVA cuts used; else the video stream's own; else 0. The two differ when an
 /// audio stream starts before the video.
-fn first_timestamp(input: &format::context::Input, stream_start: i64, tb: ff::Rational) -> i64 {
+pub(crate) fn first_timestamp(
+    input: &format::context::Input,
+    stream_start: i64,
+    tb: ff::Rational,
+) -> i64 {
     let container_start = unsafe { (*input.as_ptr()).start_time };
     let container_start = (container_start != ff::ffi::AV_NOPTS_VALUE)
         .then(|| container_start.rescale(ff::rescale::TIME_BASE, tb));

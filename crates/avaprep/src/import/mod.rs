@@ -100,6 +100,9 @@ pub struct ImportSummary {
     pub boxes_outside_frame: u64,
     pub boxes_without_action: u64,
     pub shapes_off_keyframe: u64,
+    /// Detector boxes and exclusions at seconds outside the dataset's keyframes, left out.
+    pub detections_off_keyframes: u64,
+    pub exclusions_off_keyframes: u64,
     /// Annotated videos the folder lacks (their boxes are left out).
     pub missing_videos: Vec<String>,
     /// Videos left out, with why (unreadable, too long).
@@ -294,14 +297,21 @@ fn videos_in_folder(folder: &Path) -> Result<BTreeMap<VideoId, VideoFileName>, I
         path: folder.to_path_buf(),
         message: error.to_string(),
     })?;
-    let mut names = BTreeMap::new();
-    for entry in entries.flatten() {
-        if let Some(name) = entry
-            .file_name()
-            .to_str()
-            .and_then(|name| name.parse::<VideoFileName>().ok())
-        {
-            names.insert(name.id, name);
+    let mut names: BTreeMap<VideoId, VideoFileName> = BTreeMap::new();
+    let mut found: Vec<VideoFileName> = entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<VideoFileName>().ok())
+        .collect();
+    found.sort_by_key(ToString::to_string);
+    for name in found {
+        if let Some(first) = names.insert(name.id, name) {
+            return Err(ImportError::Input {
+                path: folder.to_path_buf(),
+                message: format!(
+                    "video {} is there twice ({first} and {name}); keep one",
+                    name.id
+                ),
+            });
         }
     }
     Ok(names)
@@ -310,12 +320,18 @@ fn videos_in_folder(folder: &Path) -> Result<BTreeMap<VideoId, VideoFileName>, I
 fn probe(path: &Path) -> Result<VideoFacts, String> {
     let info = crate::media::probe(path).map_err(|error| error.to_string())?;
     let frame_times = crate::media::frame_times(path).map_err(|error| error.to_string())?;
-    if frame_times.is_empty() || info.duration_seconds.is_nan() || info.duration_seconds <= 0.0 {
+    let (Some(&first), Some(&last)) = (frame_times.first(), frame_times.last()) else {
         return Err(format!("{}: libav finds no frames in it", path.display()));
-    }
+    };
+    // The video's own end, a frame period after its last frame: the container's duration may
+    // be an audio track's, longer.
+    let period = match frame_times.len() {
+        1 => 1.0 / 30.0,
+        count => (last - first) / (count - 1) as f64,
+    };
     Ok(VideoFacts {
         frame_times,
-        duration: info.duration_seconds,
+        duration: last + period,
         size: export::FrameSize {
             width: info.width,
             height: info.height,

@@ -224,6 +224,10 @@ fn fraction_of_frame(
         return Some([0.0, 0.0, 1.0, 1.0]);
     };
     let (width, height) = (f64::from(size.width), f64::from(size.height));
+    if width == 0.0 || height == 0.0 {
+        counts.outside_frame += 1;
+        return None;
+    }
     let raw = [x1 / width, y1 / height, x2 / width, y2 / height];
     let cut = raw.map(|value| value.clamp(0.0, 1.0));
     // AVA's files keep three decimals: a box must still have an area at that precision.

@@ -55,18 +55,20 @@ pub(super) fn write_dataset(
     )?;
     let by_id: BTreeMap<VideoId, &ImportedVideo> =
         videos.iter().map(|video| (video.id, video)).collect();
-    let proposals = proposals(options, videos, video_start)?;
-    let excluded = excluded(options, video_start)?;
-    let mut files: Vec<(String, String)> = vec![
-        (LABELS.into(), label_map(&actions)),
-        (LABELS_SCORED.into(), scored_label_map(&actions)),
-    ];
     let last_keyframe = videos
         .iter()
         .flat_map(|video| video.boxes.iter().map(|b| b.second))
         .max()
         .unwrap_or(0)
         + video_start;
+    let keyframes = FIRST_KEYFRAME..=last_keyframe;
+    let known: BTreeSet<u16> = actions.iter().map(|action| action.id).collect();
+    let proposals = proposals(options, videos, video_start, &keyframes, &known, summary)?;
+    let excluded = excluded(options, video_start, &keyframes, summary)?;
+    let mut files: Vec<(String, String)> = vec![
+        (LABELS.into(), label_map(&actions)),
+        (LABELS_SCORED.into(), scored_label_map(&actions)),
+    ];
     files.push((
         INCLUDED.into(),
         (FIRST_KEYFRAME..=last_keyframe)
@@ -297,16 +299,21 @@ fn ground_truth_rows(videos: &[&ImportedVideo], actions: &[Action], video_start:
 /// mmaction2's test boxes, avaprep's eval), by video: a detector's, shifted onto AVA's clock
 /// (their label column kept: empty, -1 or an action id), or each ground-truth box once with
 /// score 1.0.
+/// Detector rows at seconds outside the dataset's keyframes (a detector boxes every second) are
+/// left out and counted; an action id the label map lacks is an error naming it.
 fn proposals(
     options: &ImportOptions,
     videos: &[ImportedVideo],
     video_start: u32,
+    keyframes: &std::ops::RangeInclusive<u32>,
+    actions: &BTreeSet<u16>,
+    summary: &mut ImportSummary,
 ) -> Result<BTreeMap<VideoId, Vec<String>>, ImportError> {
     let mut by_video: BTreeMap<VideoId, Vec<String>> = BTreeMap::new();
     match &options.detections {
         Some(path) => {
             let known: BTreeSet<VideoId> = videos.iter().map(|video| video.id).collect();
-            let range = KeyframeRange::new(0, super::MAX_KEYFRAMES - 1).expect("a range");
+            let range = KeyframeRange::new(0, super::LAST_KEYFRAME).expect("a range");
             let rows = read_predicted_boxes(path, &ReadOptions::new(range, None::<&LabelMap>))
                 .map_err(|error| ImportError::Input {
                     path: path.clone(),
@@ -315,16 +322,35 @@ fn proposals(
                     ),
                 })?;
             for row in rows.iter().filter(|row| known.contains(&row.key.video)) {
+                let second = row.key.second + video_start;
+                if !keyframes.contains(&second) {
+                    summary.detections_off_keyframes += 1;
+                    continue;
+                }
                 let b = row.bbox;
                 let label = match row.label {
                     BoxLabel::Unlabelled => String::new(),
                     BoxLabel::Negative => "-1".into(),
-                    BoxLabel::Action(id) => id.to_string(),
+                    BoxLabel::Action(id) if actions.contains(&id.0) => id.to_string(),
+                    BoxLabel::Action(id) => {
+                        return Err(ImportError::Input {
+                            path: path.clone(),
+                            message: format!(
+                                "{}, second {}: action id {id} is not in the label map the import writes (its ids: {}); leave the label column empty, or -1",
+                                row.key.video,
+                                row.key.second,
+                                actions
+                                    .iter()
+                                    .map(u16::to_string)
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        });
+                    }
                 };
                 by_video.entry(row.key.video).or_default().push(format!(
-                    "{},{:04},{:.3},{:.3},{:.3},{:.3},{label},{:.6}\n",
+                    "{},{second:04},{:.3},{:.3},{:.3},{:.3},{label},{:.6}\n",
                     row.key.video,
-                    row.key.second + video_start,
                     b.x1(),
                     b.y1(),
                     b.x2(),
@@ -355,8 +381,14 @@ fn proposals(
 }
 
 /// AVA's segment starts 2 s before its first keyframe and ends 3 s after its last.
-/// The keyframes the user excludes, shifted onto AVA's clock.
-fn excluded(options: &ImportOptions, video_start: u32) -> Result<Vec<FrameKey>, ImportError> {
+/// The keyframes the user excludes, shifted onto AVA's clock; those outside the dataset's
+/// keyframes exclude nothing and are left out, counted.
+fn excluded(
+    options: &ImportOptions,
+    video_start: u32,
+    keyframes: &std::ops::RangeInclusive<u32>,
+    summary: &mut ImportSummary,
+) -> Result<Vec<FrameKey>, ImportError> {
     let Some(path) = &options.excluded else {
         return Ok(Vec::new());
     };
@@ -367,13 +399,18 @@ fn excluded(options: &ImportOptions, video_start: u32) -> Result<Vec<FrameKey>, 
             "{error} (excluded keyframes are AVA's CSV, video,second, on the videos' own seconds)"
         ),
     })?;
-    Ok(keys
+    let shifted: Vec<FrameKey> = keys
         .into_iter()
         .map(|key| FrameKey {
             video: key.video,
             second: key.second + video_start,
         })
-        .collect())
+        .collect();
+    let (inside, outside): (Vec<FrameKey>, Vec<FrameKey>) = shifted
+        .into_iter()
+        .partition(|key| keyframes.contains(&key.second));
+    summary.exclusions_off_keyframes += outside.len() as u64;
+    Ok(inside)
 }
 
 fn manifest(

@@ -309,7 +309,11 @@ impl ExtractStage {
         let index = layout.frame_index(&video.id);
         // A pre-cut clip's time 0 is the dataset's second `start`: the extractor works on the
         // file's clock, the index is written on the dataset's.
-        let start = plan.video_start;
+        // A plan written before `video_start` was recorded has it only for videos on disk.
+        let start = plan
+            .videos_on_disk
+            .as_ref()
+            .map_or(plan.video_start, |on_disk| on_disk.start_seconds);
         let ranges = self.ranges(plan, video);
         check_start(video, &ranges, start)?;
         let frames = frame_numbers(&ranges, plan.segment[0], self.params.fps);

@@ -158,7 +158,7 @@ impl CheckId {
                 "every index of every keyframe's clip mmaction2's AVADataset takes from the mmaction2 view is a link into the video's frames showing the instant the loader assumes"
             }
             CheckId::ConsumerClock => {
-                "the lists are on AVA's clock, which PySlowFast and pytorchvideo hard-code: rows from second 900 at 30 a second, every keyframe in 902..1798"
+                "the lists are on AVA's clock, which PySlowFast and pytorchvideo hard-code: rows from second 900, every keyframe in 902..1798"
             }
         }
     }
