@@ -10,6 +10,7 @@ use std::process::Output;
 
 use avaprep::serve::{self, ServeConfig};
 
+use crate::lists::reference_report;
 use crate::support::{avaprep, mirror, stderr, stdout};
 
 fn exports() -> PathBuf {
@@ -374,7 +375,7 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
     assert!(clock["checked"].as_u64().unwrap() > 0, "{clock}");
     for split in ["train", "val"] {
         for script in ["pyslowfast_ava.py", "mmaction2_ava.py"] {
-            let report = reference_report(script, imported.path(), split);
+            let report = reference_report(script, imported.path(), &[split]);
             assert!(report["clips"].as_u64().unwrap() > 0, "{script} {split}");
         }
     }
@@ -419,22 +420,6 @@ fn own_settings(epochs: &str) -> Vec<String> {
 fn json(path: &Path) -> serde_json::Value {
     serde_json::from_slice(&fs::read(path).unwrap())
         .unwrap_or_else(|error| panic!("{}: {error}", path.display()))
-}
-
-/// A reference loader's check (`tests/support/SCRIPT DATA SPLIT`) with the repository's venv;
-/// its JSON report once it has exited 0.
-fn reference_report(script: &str, data: &Path, split: &str) -> serde_json::Value {
-    let root = crate::support::repo_root();
-    let output = std::process::Command::new(root.join(".venv/bin/python"))
-        .arg(root.join("tests/support").join(script))
-        .arg(data)
-        .arg(split)
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&output.stdout)
-        .unwrap_or_else(|_| panic!("{script} {split}: {}", stderr(&output)));
-    assert!(output.status.success(), "{script} {split}: {report}");
-    report
 }
 
 /// Clips of their own lengths, as a user's are (12 and 20 s from second 0, cut from the
@@ -572,7 +557,7 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
     // Train: a clip per keyframe of clip12, the last in its last second; val: PySlowFast
     // evaluates every fourth second (904, 908, ..., 920 of cam3's 902..921).
     for (split, clips) in [("train", 12), ("val", 5)] {
-        let report = reference_report("pyslowfast_ava.py", data.path(), split);
+        let report = reference_report("pyslowfast_ava.py", data.path(), &[split]);
         assert_eq!(report["clips"].as_u64(), Some(clips), "{split}: {report}");
     }
 }

@@ -24,7 +24,7 @@ fn extract(data: &Path, extra: &[&str]) {
 
 /// Runs a reference loader's check (`tests/support/SCRIPT DATA ARGS...`) with the repository's
 /// venv and returns its JSON report, once it has exited 0 (the report says what mismatched).
-fn reference_report(script: &str, data: &Path, args: &[&str]) -> serde_json::Value {
+pub(crate) fn reference_report(script: &str, data: &Path, args: &[&str]) -> serde_json::Value {
     let root = crate::support::repo_root();
     let output = std::process::Command::new(root.join(".venv/bin/python"))
         .arg(root.join("tests/support").join(script))
