@@ -106,14 +106,7 @@ impl FrameIndex {
 
     /// The frame whose target time is nearest `t` (the earlier on a tie).
     pub fn nearest(&self, t: f64) -> u32 {
-        let after = self.times.partition_point(|&x| x < t);
-        let pick = match after {
-            0 => 0,
-            i if i == self.times.len() => i - 1,
-            i if t - self.times[i - 1] <= self.times[i] - t => i - 1,
-            i => i,
-        };
-        self.frames[pick]
+        self.frames[nearest_position(&self.times, t)]
     }
 
     /// The frames of a clip of `len` frames, `stride` frame periods apart, around `centre`
@@ -134,6 +127,16 @@ impl FrameIndex {
             .binary_search(&k)
             .expect("nearest returns an indexed frame");
         (self.times[i] - t).abs() <= self.period * 0.5 + 1e-6
+    }
+}
+
+/// The position in ascending, non-empty `times` of the time nearest `t` (the earlier on a tie).
+pub fn nearest_position(times: &[f64], t: f64) -> usize {
+    match times.partition_point(|&x| x < t) {
+        0 => 0,
+        i if i == times.len() => i - 1,
+        i if t - times[i - 1] <= times[i] - t => i - 1,
+        i => i,
     }
 }
 

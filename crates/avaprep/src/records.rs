@@ -125,13 +125,18 @@ impl PlannedVideo {
     /// begins or after it ends, its first or last frame (half a frame `period` inside its end),
     /// as every consumer repeats a video's end frames.
     pub fn shown_at(&self, segment: [f64; 2], at: f64, period: f64) -> f64 {
-        match self.span {
-            Some(_) => {
-                let [start, end] = self.extractable(segment);
-                at.min(end - period * 0.5).max(start)
-            }
-            None => at,
-        }
+        let span = self.span.map(|_| self.extractable(segment));
+        shown_instant(at, span, period)
+    }
+}
+
+/// The instant a row or link at `at` shows in a video whose file covers `span` (none: the whole
+/// segment): `at` itself inside it; before it begins or after it ends, its first or last frame
+/// (half a frame `period` inside its end).
+pub fn shown_instant(at: f64, span: Option<[f64; 2]>, period: f64) -> f64 {
+    match span {
+        Some([start, end]) => at.min(end - period / 2.0).max(start),
+        None => at,
     }
 }
 

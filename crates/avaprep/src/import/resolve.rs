@@ -16,15 +16,7 @@ pub struct VideoFacts {
 impl VideoFacts {
     /// The frame shown nearest `t` (the earlier on a tie).
     fn frame_nearest(&self, t: f64) -> u64 {
-        let times = &self.frame_times;
-        let after = times.partition_point(|&time| time < t);
-        let pick = match after {
-            0 => 0,
-            i if i == times.len() => i - 1,
-            i if t - times[i - 1] <= times[i] - t => i - 1,
-            i => i,
-        };
-        pick as u64
+        crate::frame_index::nearest_position(&self.frame_times, t) as u64
     }
 
     /// When frame `n` is shown; past the last frame, as far on at the mean rate.

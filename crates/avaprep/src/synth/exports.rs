@@ -14,6 +14,7 @@ use super::SynthError;
 use super::annotations::{GtBox, gt_boxes};
 use super::mirror::write_atomic;
 use super::plan::{ACTIONS, DatasetPlan, Split, TICKS, VideoSpec};
+use crate::markup::escape;
 
 /// The folder under the synth output that holds the exports.
 pub const EXPORTS_DIR: &str = "exports";
@@ -66,13 +67,6 @@ fn action_names(b: &GtBox) -> Vec<&'static str> {
         .collect()
 }
 
-fn xml_escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 /// The label `person` with a checkbox attribute per action, as CVAT writes a task's labels.
 fn cvat_labels() -> String {
     let mut text = String::from(
@@ -82,7 +76,7 @@ fn cvat_labels() -> String {
         let _ = write!(
             text,
             "            <attribute>\n              <name>{}</name>\n              <mutable>True</mutable>\n              <input_type>checkbox</input_type>\n              <default_value>false</default_value>\n              <values>false</values>\n            </attribute>\n",
-            xml_escape(name)
+            escape(name)
         );
     }
     text.push_str("          </attributes>\n        </label>\n      </labels>\n");
@@ -95,7 +89,7 @@ fn cvat_attributes(actions: &[&str]) -> String {
         let _ = writeln!(
             text,
             "      <attribute name=\"{}\">{}</attribute>",
-            xml_escape(name),
+            escape(name),
             actions.contains(&name)
         );
     }

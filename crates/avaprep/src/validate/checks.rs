@@ -15,7 +15,7 @@ use crate::annotations::parse_label_map;
 use crate::frame_index::FrameIndex;
 use crate::fsutil::{self, FileKind};
 use crate::progress::{Reporter, Unit};
-use crate::records::Mmaction2View;
+use crate::records::{Mmaction2View, shown_instant};
 
 type Results = BTreeMap<CheckId, CheckResult>;
 
@@ -982,15 +982,6 @@ pub fn check_mmaction2_view(request: &ValidateRequest, dataset: &Dataset, result
                 }
             }
         }
-    }
-}
-
-/// The instant a row or link at `at` shows: before its file begins or after it ends, the
-/// video's first or last frame (half a frame `period` inside its end).
-fn shown_instant(at: f64, span: Option<[f64; 2]>, period: f64) -> f64 {
-    match span {
-        Some([start, end]) => at.min(end - period / 2.0).max(start),
-        None => at,
     }
 }
 
