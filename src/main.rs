@@ -8,6 +8,8 @@ mod fetch;
 mod flags;
 #[cfg(feature = "extract")]
 mod import;
+#[cfg(feature = "extract")]
+mod keyframes;
 mod lists;
 mod pipeline;
 mod render;
@@ -52,6 +54,10 @@ enum Command {
     /// dataset every stage and consumer reads.
     #[cfg(feature = "extract")]
     Import(import::ImportArgs),
+    /// Write your videos' keyframe images and a CVAT task over them, a detector's person boxes
+    /// drawn and a checkbox per action, to label for `import`.
+    #[cfg(feature = "extract")]
+    Keyframes(keyframes::KeyframesArgs),
     /// Write the frame lists, filtered annotations and config that PySlowFast reads unchanged.
     Lists(lists::ListsArgs),
     /// Check a prepared dataset in PySlowFast's layout: named checks, a summary, --json,
@@ -100,6 +106,8 @@ fn main() -> ExitCode {
         Command::Extract(args) => extract::run(global, args, &printer, cancel),
         #[cfg(feature = "extract")]
         Command::Import(args) => import::run(args, &printer),
+        #[cfg(feature = "extract")]
+        Command::Keyframes(args) => keyframes::run(args, &printer),
         Command::Lists(args) => lists::run(global, args, &printer, cancel),
         Command::Validate(args) => validate::run(global, args, &printer, cancel),
         Command::Train(_) | Command::Predict(_) => unreachable!("handled above"),

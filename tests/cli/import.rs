@@ -297,27 +297,9 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
 #[test]
 fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
     let video_start = report()["video_start"].as_i64().unwrap();
-    // The detector's boxes on the files' own seconds, as a user's detector writes them.
     let detections = tempfile::tempdir().unwrap();
-    let own_clock: String = [
-        "ava_detection_train_boxes_and_labels_include_negative_v2.2.csv",
-        "ava_detection_val_boxes_and_labels.csv",
-    ]
-    .iter()
-    .flat_map(|name| {
-        synth_detections(name)
-            .lines()
-            .map(|line| {
-                let mut fields: Vec<String> = line.split(',').map(str::to_string).collect();
-                let second: i64 = fields[1].parse().unwrap();
-                fields[1] = format!("{:04}", second - video_start);
-                fields.join(",") + "\n"
-            })
-            .collect::<Vec<_>>()
-    })
-    .collect();
     let detections_path = detections.path().join("detections.csv");
-    fs::write(&detections_path, own_clock).unwrap();
+    fs::write(&detections_path, own_clock_detections(video_start)).unwrap();
     // And the keyframes the miniature excludes, which no labelling tool exports.
     let excluded: String = ["train", "val"]
         .iter()
@@ -394,12 +376,245 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
             .as_f64()
             .unwrap()
     };
+    // Beside the detections the evaluator scores, the same rows on the files' own seconds.
+    let evaluated = json(&imported.path().join("work/eval.json"));
+    let on_dataset_clock = fs::read_to_string(
+        imported
+            .path()
+            .join(evaluated["splits"][0]["detections"].as_str().unwrap()),
+    )
+    .unwrap();
+    let own_seconds = fs::read_to_string(
+        imported
+            .path()
+            .join(evaluated["splits"][0]["own_seconds"].as_str().unwrap()),
+    )
+    .unwrap();
+    let shifted: Vec<String> = on_dataset_clock
+        .lines()
+        .map(|line| {
+            let mut fields: Vec<String> = line.split(',').map(str::to_string).collect();
+            let second: i64 = fields[1].parse().unwrap();
+            fields[1] = (second - video_start).to_string();
+            fields.join(",")
+        })
+        .collect();
+    assert!(!shifted.is_empty());
+    assert_eq!(own_seconds.lines().collect::<Vec<_>>(), shifted);
+    let page = report_page(imported.path(), video_start);
+    assert!(
+        !page.contains("the boxes scored are the ground truth"),
+        "{page}"
+    );
+
     let (own, ava) = (map(imported.path()), map(ava_format.path()));
     eprintln!("val mAP: imported {own:.4}, AVA format {ava:.4}");
     assert!(
         (own - ava).abs() <= 0.03,
         "imported {own}, AVA format {ava}"
     );
+}
+
+/// The miniature's person-detector boxes (train and val) on the files' own seconds, as a user's
+/// detector writes them.
+fn own_clock_detections(video_start: i64) -> String {
+    [
+        "ava_detection_train_boxes_and_labels_include_negative_v2.2.csv",
+        "ava_detection_val_boxes_and_labels.csv",
+    ]
+    .iter()
+    .flat_map(|name| {
+        synth_detections(name)
+            .lines()
+            .map(|line| {
+                let mut fields: Vec<String> = line.split(',').map(str::to_string).collect();
+                let second: i64 = fields[1].parse().unwrap();
+                fields[1] = format!("{:04}", second - video_start);
+                fields.join(",") + "\n"
+            })
+            .collect::<Vec<_>>()
+    })
+    .collect()
+}
+
+/// `avaprep keyframes` on the miniature's videos with its detector's boxes: an image at each
+/// keyframe second, the source frame nearest it (its burned-in code) at the height asked, the
+/// same images in the archive for CVAT, and a CVAT task drawing every detector box with a
+/// checkbox per action. Ticked as a person would and imported, the task gives those boxes with
+/// those actions.
+#[test]
+fn keyframe_images_and_a_cvat_task_go_out_and_come_back_through_import() {
+    let video_start = report()["video_start"].as_i64().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let detections = work.path().join("detections.csv");
+    fs::write(&detections, own_clock_detections(video_start)).unwrap();
+    let out = work.path().join("keyframes");
+    let output = avaprep(work.path())
+        .args(["--json", "keyframes", "--videos"])
+        .arg(videos())
+        .arg("--out")
+        .arg(&out)
+        .args(["--actions", "stand,walk", "--height", "240", "--detections"])
+        .arg(&detections)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let summary: serde_json::Value = stdout(&output)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|record| record["type"] == "keyframes")
+        .unwrap();
+
+    // Every second of a 30 fps video from 0: the frame at that instant, 240 rows high.
+    let mut images = std::collections::BTreeSet::new();
+    for video in report()["videos"].as_array().unwrap() {
+        if video["split"] == "test" {
+            continue;
+        }
+        let id = video["id"].as_str().unwrap();
+        let folder = out.join("images").join(id);
+        let mut seconds: Vec<String> = fs::read_dir(&folder)
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+            .collect();
+        seconds.sort();
+        images.extend(seconds.iter().map(|name| format!("{id}/{name}")));
+        let exact = video["frame_rate"] == "30/1" && video["start_time_s"] == "0.0";
+        if !exact {
+            continue;
+        }
+        let duration: f64 = video["duration_s"].as_str().unwrap().parse().unwrap();
+        assert_eq!(seconds.len(), duration.ceil() as usize, "{id}: {seconds:?}");
+        for (second, name) in seconds.iter().enumerate() {
+            assert_eq!(name, &format!("{second:06}.jpg"));
+            let image = image::open(folder.join(name)).unwrap().to_luma8();
+            assert_eq!(image.height(), 240, "{id}/{name}");
+            let code = avaprep::synth::read_frame_code(
+                image.as_raw(),
+                image.width(),
+                240,
+                image.width() as usize,
+            );
+            assert_eq!(code, Some(second as u32 * 30), "{id}/{name}");
+        }
+    }
+    assert_eq!(
+        summary["images"].as_u64(),
+        Some(images.len() as u64),
+        "{summary}"
+    );
+    let archive = zip::ZipArchive::new(fs::File::open(out.join("images.zip")).unwrap()).unwrap();
+    let archived: std::collections::BTreeSet<String> = archive
+        .file_names()
+        .map(|name| name.unwrap().into_owned())
+        .collect();
+    assert_eq!(archived, images);
+
+    // The task: each image's size, and each detector box once, every checkbox clear.
+    let task = fs::read_to_string(out.join("annotations.xml")).unwrap();
+    let document = roxmltree::Document::parse(&task).unwrap();
+    let boxes: Vec<roxmltree::Node> = document
+        .descendants()
+        .filter(|node| node.has_tag_name("box"))
+        .collect();
+    assert!(!boxes.is_empty());
+    assert_eq!(
+        summary["boxes"].as_u64(),
+        Some(boxes.len() as u64),
+        "{summary}"
+    );
+    for node in document
+        .descendants()
+        .filter(|node| node.has_tag_name("image"))
+    {
+        let name = node.attribute("name").unwrap();
+        let (width, height) = image::image_dimensions(out.join("images").join(name)).unwrap();
+        assert_eq!(
+            node.attribute("width"),
+            Some(width.to_string().as_str()),
+            "{name}"
+        );
+        assert_eq!(
+            node.attribute("height"),
+            Some(height.to_string().as_str()),
+            "{name}"
+        );
+    }
+    let unticked = task.matches(">false</attribute>").count();
+    assert_eq!(unticked, 2 * boxes.len());
+
+    // A person ticks `walk` on every box, exports, and imports.
+    let ticked = task.replace(
+        "<attribute name=\"walk\">false</attribute>",
+        "<attribute name=\"walk\">true</attribute>",
+    );
+    let export = work.path().join("labelled.xml");
+    fs::write(&export, ticked).unwrap();
+    let dataset = work.path().join("dataset");
+    let output = avaprep(work.path())
+        .arg("import")
+        .arg(&export)
+        .arg("--videos")
+        .arg(videos())
+        .arg("--out")
+        .arg(&dataset)
+        .args([
+            "--action-from",
+            "checkboxes",
+            "--val",
+            &val_videos().join(","),
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let imported = json(&dataset.join("import.json"));
+    let shift = imported["video_start"].as_i64().unwrap();
+    let mut truth: Vec<(String, i64, Vec<f64>)> = ["train", "val"]
+        .iter()
+        .flat_map(|split| {
+            fs::read_to_string(dataset.join(format!("annotations/ava_{split}_v2.2.csv")))
+                .unwrap()
+                .lines()
+                .map(|line| {
+                    let fields: Vec<&str> = line.split(',').collect();
+                    assert_eq!(fields[6], "1", "walk, the one action: {line}");
+                    let corners = fields[2..6].iter().map(|f| f.parse().unwrap()).collect();
+                    (
+                        fields[0].to_string(),
+                        fields[1].parse::<i64>().unwrap() - shift,
+                        corners,
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut drawn: Vec<(String, i64, Vec<f64>)> = fs::read_to_string(&detections)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let fields: Vec<&str> = line.split(',').collect();
+            let corners = fields[2..6].iter().map(|f| f.parse().unwrap()).collect();
+            (fields[0].to_string(), fields[1].parse().unwrap(), corners)
+        })
+        .collect();
+    let order = |a: &(String, i64, Vec<f64>), b: &(String, i64, Vec<f64>)| {
+        (&a.0, a.1)
+            .cmp(&(&b.0, b.1))
+            .then(a.2.partial_cmp(&b.2).unwrap())
+    };
+    drawn.sort_by(order);
+    drawn.dedup_by(|a, b| a.0 == b.0 && a.1 == b.1 && a.2 == b.2);
+    truth.sort_by(order);
+    assert_eq!(truth.len(), drawn.len());
+    for (got, want) in truth.iter().zip(&drawn) {
+        assert_eq!((&got.0, got.1), (&want.0, want.1));
+        for (g, w) in got.2.iter().zip(&want.2) {
+            assert!(
+                (g - w).abs() <= 0.002,
+                "{got:?} against the detector's {want:?}"
+            );
+        }
+    }
 }
 
 /// The same small training for both paths: the demo's tiny SlowFast on the CPU at 240p.
@@ -560,4 +775,33 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
         let report = reference_report("pyslowfast_ava.py", data.path(), &[split]);
         assert_eq!(report["clips"].as_u64(), Some(clips), "{split}: {report}");
     }
+    // Without a detector, the page says the proposals are the ground truth's.
+    let page = report_page(data.path(), 902);
+    assert!(
+        page.contains("<th>proposals</th><td>the boxes scored are the ground truth"),
+        "{page}"
+    );
+}
+
+/// `avaprep report`'s page for `data`, whose captions name each keyframe's second on the file's
+/// own clock too (the dataset's minus `video_start`).
+fn report_page(data: &Path, video_start: i64) -> String {
+    let output = avaprep(data).arg("report").output().unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let page = fs::read_to_string(data.join("report/index.html")).unwrap();
+    let captions: Vec<&str> = page
+        .split("<figcaption>")
+        .skip(1)
+        .map(|rest| rest.split("</figcaption>").next().unwrap())
+        .collect();
+    assert!(!captions.is_empty(), "{page}");
+    for caption in captions {
+        let mut words = caption.split(' ');
+        let second: i64 = words.nth(2).unwrap().parse().unwrap();
+        assert!(
+            caption.contains(&format!("(the file's {} s)", second - video_start)),
+            "{caption}"
+        );
+    }
+    page
 }

@@ -53,8 +53,17 @@ pub fn run(
         summary.clips,
         summary.detections.display()
     ));
+    if let Some(own) = &summary.own_seconds {
+        printer.result(&format!(
+            "the same rows on your videos' own seconds: {}",
+            own.display()
+        ));
+    }
     if let Some(report) = &summary.report {
         printer.result(&avaprep::report::ap_table(report));
+    }
+    if summary.ground_truth_proposals {
+        printer.note(avaprep::stages::eval::GROUND_TRUTH_PROPOSALS);
     }
     Ok(())
 }

@@ -79,6 +79,12 @@ pub fn run(
         )),
         run_dir.display()
     ));
+    let plan = avaprep::records::VideoPlan::load(
+        &avaprep::layout::DataLayout::new(&global.data_dir).video_plan(),
+    );
+    if summary.best.is_some() && plan.is_ok_and(|plan| plan.ground_truth_proposals) {
+        printer.note(avaprep::stages::eval::GROUND_TRUTH_PROPOSALS);
+    }
     Ok(())
 }
 

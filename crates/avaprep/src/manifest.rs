@@ -57,6 +57,10 @@ pub struct DatasetInfo {
     /// stream's first timestamp). A dataset on AVA's clock whose files begin later says so here.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub video_start: f64,
+    /// No person detector's boxes were given (an import without `--detections`): the proposals
+    /// are the ground-truth boxes with score 1.0, so a score measures the actions only.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ground_truth_proposals: bool,
 }
 
 fn is_zero(value: &f64) -> bool {

@@ -42,6 +42,14 @@ pub struct VideoPlan {
     /// videos on disk, or the dataset's own (`dataset.video_start`).
     #[serde(default)]
     pub video_start: f64,
+    /// For videos on their own clock (the manifest's `dataset.video_start`, as an import writes
+    /// it): the dataset second at each file's time 0, so what a person reads names the file's
+    /// own seconds too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_clock: Option<f64>,
+    /// The proposals are the ground-truth boxes (`dataset.ground_truth_proposals`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ground_truth_proposals: bool,
 }
 
 /// A folder of `<id>.<ext>` videos the user already has, read where they are and never deleted.
@@ -140,7 +148,21 @@ pub fn shown_instant(at: f64, span: Option<[f64; 2]>, period: f64) -> f64 {
     }
 }
 
+/// Beside a detections file, the same rows on the videos' own clock (`NAME.own-seconds.csv`), for
+/// a dataset of videos on their own clock: the detections file stays on the dataset's, which
+/// `avaprep eval` and the official evaluator score against its ground truth.
+pub fn own_seconds_file(detections: &Path) -> PathBuf {
+    let stem = detections.file_stem().unwrap_or_default().to_string_lossy();
+    detections.with_file_name(format!("{stem}.own-seconds.csv"))
+}
+
 impl VideoPlan {
+    /// A dataset second on the video file's own clock, for a dataset of videos on their own
+    /// clock (`None` for AVA, whose seconds are the ones people use).
+    pub fn own_second(&self, dataset_second: f64) -> Option<f64> {
+        self.own_clock.map(|start| dataset_second - start)
+    }
+
     pub fn load(path: &Path) -> Result<Self, RecordError> {
         let bytes = crate::fsutil::read_regular(path, crate::fsutil::FileKind::Config).map_err(
             |source| match source.kind() {
@@ -319,6 +341,9 @@ impl TrainedRun {
 pub struct SplitResult {
     pub split: String,
     pub detections: String,
+    /// The detections on the videos' own clock, for a dataset of videos on their own clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_seconds: Option<String>,
     pub report: Option<String>,
     pub mean_ap: Option<f64>,
 }

@@ -15,9 +15,12 @@ use super::device::resolve_device;
 use super::loader::{Augment, Loader, LoaderSpec, eval_batches};
 use super::model::probabilities;
 use super::net::Net;
-use avaprep::annotations::{ActionId, Detection};
+use avaprep::annotations::{
+    ActionId, Detection, FrameKey, KeyframeRange, ReadOptions, parse_detections,
+};
 use avaprep::eval::{EvalReport, evaluate};
 use avaprep::fsutil::write_output;
+use avaprep::records::{VideoPlan, own_seconds_file};
 use avaprep::trainer_settings::{Precision, TrainConfig};
 
 /// Scores every detector box of `clips` for every scored class, in eval mode without autograd.
@@ -52,19 +55,19 @@ pub(crate) fn infer(
             }
         }
     }
-    Ok(detections)
+    as_written(&detections)
 }
 
 /// The official detections format, PySlowFast's precision: 3 decimals for coordinates, 4 for
-/// scores, the second as 4 digits.
-pub fn write_detections(path: &Path, detections: &[Detection]) -> Result<(), TrainError> {
+/// scores; each row's video and second as `key` writes them.
+fn detection_rows(detections: &[Detection], key: impl Fn(FrameKey) -> String) -> String {
     let mut text = String::with_capacity(detections.len() * 56);
     for d in detections {
         let b = d.bbox;
         let _ = writeln!(
             text,
             "{},{:.3},{:.3},{:.3},{:.3},{},{:.4}",
-            d.key,
+            key(d.key),
             b.x1(),
             b.y1(),
             b.x2(),
@@ -73,13 +76,58 @@ pub fn write_detections(path: &Path, detections: &[Detection]) -> Result<(), Tra
             d.score
         );
     }
+    text
+}
+
+/// The detections as the file holds them, read back with the evaluator's reader: every mAP the
+/// trainer prints is then the one `avaprep eval` and the official evaluator get from the file.
+fn as_written(detections: &[Detection]) -> Result<Vec<Detection>, TrainError> {
+    let text = detection_rows(detections, |key| key.to_string());
+    let every_second = KeyframeRange::new(0, u32::MAX).expect("a range");
+    parse_detections(
+        text.as_bytes(),
+        "detections",
+        &ReadOptions::new(every_second, None),
+    )
+    .map_err(|error| TrainError::Config(format!("detections read back: {error}")))
+}
+
+/// The official detections file, on the dataset's clock (the evaluator's, with its 4-digit
+/// second).
+pub fn write_detections(path: &Path, detections: &[Detection]) -> Result<(), TrainError> {
+    let text = detection_rows(detections, |key| key.to_string());
     write_output(path, text.as_bytes()).map_err(|e| TrainError::io(path, e))
+}
+
+fn write_own_seconds(
+    out: &Path,
+    detections: &[Detection],
+    plan: &VideoPlan,
+) -> Result<Option<PathBuf>, TrainError> {
+    if plan.own_clock.is_none() {
+        return Ok(None);
+    }
+    let path = own_seconds_file(out);
+    let text = detection_rows(detections, |key| {
+        let own = plan
+            .own_second(f64::from(key.second))
+            .expect("an own clock");
+        format!("{},{own}", key.video)
+    });
+    write_output(&path, text.as_bytes()).map_err(|e| TrainError::io(&path, e))?;
+    Ok(Some(path))
 }
 
 /// What [`predict`] wrote.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictSummary {
     pub detections: PathBuf,
+    /// The same rows on the videos' own clock, for a dataset of videos on their own clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_seconds: Option<PathBuf>,
+    /// The boxes scored are the ground truth's (no person detector's were given to the import).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ground_truth_proposals: bool,
     pub clips: usize,
     pub rows: usize,
     /// The official evaluation when the split has ground truth.
@@ -124,6 +172,7 @@ pub fn predict(
     let autocast = precision != Precision::Fp32;
     let detections = infer(&net, &clips, config, &data.classes, autocast)?;
     write_detections(out, &detections)?;
+    let own_seconds = write_own_seconds(out, &detections, &data.plan)?;
     let report = (!annotations.ground_truth.is_empty()).then(|| {
         evaluate(
             &annotations.ground_truth,
@@ -134,6 +183,8 @@ pub fn predict(
     });
     Ok(PredictSummary {
         detections: out.to_path_buf(),
+        own_seconds,
+        ground_truth_proposals: data.plan.ground_truth_proposals,
         clips: clips.len(),
         rows: detections.len(),
         report,

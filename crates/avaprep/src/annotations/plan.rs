@@ -181,6 +181,8 @@ pub fn build_plan(
         video_start: on_disk.map_or(manifest.dataset.video_start, |on_disk| {
             on_disk.start_seconds
         }),
+        own_clock: (manifest.dataset.video_start != 0.0).then_some(manifest.dataset.video_start),
+        ground_truth_proposals: manifest.dataset.ground_truth_proposals,
     })
 }
 

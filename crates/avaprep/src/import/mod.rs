@@ -13,6 +13,7 @@
 
 pub mod cvat;
 pub mod export;
+pub mod keyframes;
 pub mod resolve;
 pub mod via;
 pub mod whole_clip;
@@ -139,7 +140,7 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
         match probe(&options.videos.join(file.to_string())) {
             Ok(facts) => {
                 let keyframes =
-                    resolve::keyframe_seconds(facts.duration, options.keyframe_interval);
+                    resolve::keyframe_seconds(facts.last_instant(), options.keyframe_interval);
                 let boxes = resolve::sample(
                     video,
                     &facts,

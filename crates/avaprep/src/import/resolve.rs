@@ -14,6 +14,14 @@ pub struct VideoFacts {
 }
 
 impl VideoFacts {
+    /// The last instant with a frame of its own: the last frame's time and half a frame period
+    /// after it (the mean period, as the duration has it), where that frame is still the nearest.
+    /// A keyframe later than this would show the last frame from further away than any other.
+    pub fn last_instant(&self) -> f64 {
+        let last = self.frame_times.last().copied().unwrap_or(0.0);
+        (last + self.duration) / 2.0
+    }
+
     /// The frame shown nearest `t` (the earlier on a tie).
     fn frame_nearest(&self, t: f64) -> u64 {
         crate::frame_index::nearest_position(&self.frame_times, t) as u64
@@ -56,13 +64,13 @@ pub struct SampleCounts {
     pub off_keyframe: u64,
 }
 
-/// The keyframe seconds of a video: every `interval` seconds from its start, each far enough
-/// from the end for its frame to exist.
-pub fn keyframe_seconds(duration: f64, interval: u32) -> Vec<u32> {
+/// The keyframe seconds of a video: every `interval` seconds from its start up to `last_instant`
+/// ([`VideoFacts::last_instant`]).
+pub fn keyframe_seconds(last_instant: f64, interval: u32) -> Vec<u32> {
     let interval = interval.max(1);
     (0..)
         .step_by(interval as usize)
-        .take_while(|&second| f64::from(second) < duration)
+        .take_while(|&second| f64::from(second) <= last_instant)
         .collect()
 }
 
@@ -290,9 +298,20 @@ mod tests {
 
     #[test]
     fn keyframes_are_whole_seconds_inside_the_video() {
-        assert_eq!(keyframe_seconds(4.0, 1), vec![0, 1, 2, 3]);
-        assert_eq!(keyframe_seconds(4.5, 2), vec![0, 2, 4]);
+        assert_eq!(keyframe_seconds(3.95, 1), vec![0, 1, 2, 3]);
+        assert_eq!(keyframe_seconds(4.0, 2), vec![0, 2, 4]);
         assert_eq!(keyframe_seconds(0.5, 1), vec![0]);
+        // Frames every 0.1 s up to 3.9: second 4 would show the frame at 3.9, a period away.
+        let facts = facts();
+        assert!((facts.last_instant() - 3.95).abs() < 1e-9);
+        assert_eq!(keyframe_seconds(facts.last_instant(), 1), vec![0, 1, 2, 3]);
+        // A 36 s variable-rate video whose mean period reaches past 36.0 s.
+        let vfr = VideoFacts {
+            frame_times: vec![0.0, 35.964],
+            duration: 36.0018,
+            ..facts
+        };
+        assert_eq!(keyframe_seconds(vfr.last_instant(), 1).last(), Some(&35));
     }
 
     #[test]

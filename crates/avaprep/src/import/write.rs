@@ -438,6 +438,7 @@ fn manifest(
             keyframes: [FIRST_KEYFRAME, last_keyframe],
             video_spans: Some(VIDEO_SPANS.into()),
             video_start: f64::from(video_start),
+            ground_truth_proposals: options.detections.is_none(),
         },
         sources: BTreeMap::new(),
         annotations: None,

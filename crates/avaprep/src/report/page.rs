@@ -7,6 +7,7 @@ use super::draw::class_colour;
 use super::gallery::{GalleryEntry, ShownFrame};
 use super::run::RunStats;
 use crate::markup::escape;
+use crate::records::VideoPlan;
 
 /// The images' folder, beside the page.
 pub const IMAGES: &str = "images";
@@ -39,9 +40,9 @@ pub fn render(stats: &DatasetStats, run: Option<&RunStats>, gallery: &[GalleryEn
     validation_section(&mut html, stats);
     dropped_section(&mut html, stats);
     if let Some(run) = run {
-        run_section(&mut html, run);
+        run_section(&mut html, run, &stats.plan);
     }
-    gallery_section(&mut html, gallery, run);
+    gallery_section(&mut html, gallery, run, &stats.plan);
     html.push_str("</body>\n</html>\n");
     html
 }
@@ -73,7 +74,7 @@ fn dataset_section(html: &mut String, stats: &DatasetStats) {
     let size = sizes.join(", ");
     let per_frame = stats.frame_bytes / stats.frames.max(1);
     let ratio = stats.native_frames as f64 / stats.frames.max(1) as f64;
-    let rows = [
+    let mut rows = vec![
         (
             "frames extracted",
             format!("{} at {fps} fps, {size}", stats.frames),
@@ -101,6 +102,18 @@ fn dataset_section(html: &mut String, stats: &DatasetStats) {
             ),
         ),
     ];
+    if let Some(start) = stats.plan.own_clock {
+        rows.push((
+            "your videos' clock",
+            format!("a file's second s is the dataset's second s + {start}"),
+        ));
+    }
+    if stats.plan.ground_truth_proposals {
+        rows.push((
+            "proposals",
+            crate::stages::eval::GROUND_TRUTH_PROPOSALS.to_string(),
+        ));
+    }
     for (name, value) in rows {
         let _ = writeln!(html, "<tr><th>{name}</th><td>{}</td></tr>", escape(&value));
     }
@@ -201,8 +214,15 @@ fn dropped_section(html: &mut String, stats: &DatasetStats) {
     html.push_str("</table>\n");
 }
 
-fn run_section(html: &mut String, run: &RunStats) {
+fn run_section(html: &mut String, run: &RunStats, plan: &VideoPlan) {
     html.push_str("<h2 id=\"run\">Training run</h2>\n");
+    if plan.ground_truth_proposals {
+        let _ = writeln!(
+            html,
+            "<p class=\"proposals\">Every score here: {}.</p>",
+            escape(crate::stages::eval::GROUND_TRUTH_PROPOSALS)
+        );
+    }
     let _ = writeln!(
         html,
         "<p class=\"small\">{}</p>",
@@ -266,7 +286,12 @@ fn frame_cell(html: &mut String, title: &str, frame: &ShownFrame, class: &str) {
     );
 }
 
-fn gallery_section(html: &mut String, gallery: &[GalleryEntry], run: Option<&RunStats>) {
+fn gallery_section(
+    html: &mut String,
+    gallery: &[GalleryEntry],
+    run: Option<&RunStats>,
+    plan: &VideoPlan,
+) {
     html.push_str("<h2 id=\"gallery\">Keyframes</h2>\n");
     let _ = writeln!(
         html,
@@ -289,9 +314,13 @@ fn gallery_section(html: &mut String, gallery: &[GalleryEntry], run: Option<&Run
             escape(&entry.split)
         );
         let actions: Vec<String> = entry.truth.iter().map(|names| names.join(", ")).collect();
+        // Videos on their own clock are named by the file's seconds too.
+        let own = plan
+            .own_second(f64::from(entry.key.second))
+            .map_or(String::new(), |own| format!(" (the file's {own} s)"));
         let _ = writeln!(
             html,
-            "<figcaption>{} second {} ({}): {} boxes; {}</figcaption>\n<div class=\"frames\">",
+            "<figcaption>{} second {}{own} ({}): {} boxes; {}</figcaption>\n<div class=\"frames\">",
             entry.key.video,
             entry.key.second,
             escape(&entry.split),

@@ -15,7 +15,7 @@ use crate::pipeline::spec::SpecError;
 use crate::pipeline::{
     Closing, Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext,
 };
-use crate::records::{Evaluation, SplitResult, TrainedRun, VideoPlan};
+use crate::records::{Evaluation, SplitResult, TrainedRun, VideoPlan, own_seconds_file};
 
 /// The `[eval]` table of a pipeline file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -51,6 +51,9 @@ impl Default for EvalParams {
         }
     }
 }
+
+/// Said wherever a score is, for a dataset without a person detector's boxes.
+pub const GROUND_TRUTH_PROPOSALS: &str = "the boxes scored are the ground truth's (the import had no --detections): the mAP measures the actions, not the finding of people";
 
 /// A split's report of an evaluation, read back.
 pub fn split_report(
@@ -133,6 +136,7 @@ impl Stage for EvalStage {
         let mut made = vec![layout.relative(&path)];
         for result in &evaluation.splits {
             made.push(result.detections.clone());
+            made.extend(result.own_seconds.clone());
             made.extend(result.report.clone());
         }
         let made: Vec<&str> = made.iter().map(String::as_str).collect();
@@ -149,15 +153,30 @@ impl Stage for EvalStage {
         let layout = DataLayout::new(data_dir);
         let evaluation = Evaluation::load(&layout)?;
         let trained = TrainedRun::load(&layout).ok();
-        let mut lines: Vec<String> = evaluation
-            .splits
-            .iter()
-            .map(|split| {
-                let label = format!("{} dets", split.split);
-                let path = layout.root().join(&split.detections);
-                format!("{label:<11} {}", path.display())
-            })
-            .collect();
+        let plan = VideoPlan::load(&layout.video_plan()).ok();
+        let mut lines = Vec::new();
+        for split in &evaluation.splits {
+            let label = format!("{} dets", split.split);
+            let path = layout.root().join(&split.detections);
+            lines.push(format!("{label:<11} {}", path.display()));
+            if let (Some(own), Some(start)) = (
+                &split.own_seconds,
+                plan.as_ref().and_then(|plan| plan.own_clock),
+            ) {
+                let path = layout.root().join(own);
+                lines.push(format!(
+                    "{:<11} {} (your videos' seconds: the dataset's minus {start})",
+                    "",
+                    path.display()
+                ));
+            }
+        }
+        if plan
+            .as_ref()
+            .is_some_and(|plan| plan.ground_truth_proposals)
+        {
+            lines.push(GROUND_TRUTH_PROPOSALS.to_string());
+        }
         for split in &evaluation.splits {
             let Some(report) = split_report(&evaluation, &layout, &split.split) else {
                 continue;
@@ -230,6 +249,9 @@ impl EvalStage {
         let mut result = SplitResult {
             split: split.to_string(),
             detections: layout.relative(&detections),
+            own_seconds: plan
+                .own_clock
+                .map(|_| layout.relative(&own_seconds_file(&detections))),
             report: None,
             mean_ap: None,
         };

@@ -433,6 +433,8 @@ mod tests {
             files: Default::default(),
             videos_on_disk: None,
             video_start: 0.0,
+            own_clock: None,
+            ground_truth_proposals: false,
         }
     }
 

@@ -69,18 +69,8 @@ fn action_names(b: &GtBox) -> Vec<&'static str> {
 
 /// The label `person` with a checkbox attribute per action, as CVAT writes a task's labels.
 fn cvat_labels() -> String {
-    let mut text = String::from(
-        "      <labels>\n        <label>\n          <name>person</name>\n          <color>#fa3253</color>\n          <type>rectangle</type>\n          <attributes>\n",
-    );
-    for (_, _, name, _, _) in ACTIONS {
-        let _ = write!(
-            text,
-            "            <attribute>\n              <name>{}</name>\n              <mutable>True</mutable>\n              <input_type>checkbox</input_type>\n              <default_value>false</default_value>\n              <values>false</values>\n            </attribute>\n",
-            escape(name)
-        );
-    }
-    text.push_str("          </attributes>\n        </label>\n      </labels>\n");
-    text
+    let names: Vec<&str> = ACTIONS.iter().map(|action| action.2).collect();
+    crate::import::keyframes::cvat_person_label(&names)
 }
 
 fn cvat_attributes(actions: &[&str]) -> String {

@@ -1,0 +1,325 @@
+//! `avaprep keyframes`: the way into a labelling tool, before the import. For a folder of
+//! videos it writes the keyframe images (at each keyframe second, the source frame nearest it,
+//! chosen and scaled as extraction chooses and scales the frames training reads) and a CVAT for
+//! images 1.1 task over them: the label `person` with a checkbox per action, and a person
+//! detector's boxes already drawn, so people tick actions and fix boxes instead of drawing them.
+//! The task's export goes back through `avaprep import --action-from checkboxes`.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use super::ImportError;
+use crate::annotations::{
+    KeyframeRange, LabelMap, NormBox, ReadOptions, VideoFileName, VideoId, read_predicted_boxes,
+};
+use crate::extract::{ExtractSpec, extract_video};
+use crate::markup::escape;
+use crate::progress::Reporter;
+
+/// The task's annotations, beside its images.
+pub const TASK_FILE: &str = "annotations.xml";
+/// The images as CVAT takes them for a task: `<video>/<second>.jpg` at the archive's top.
+pub const IMAGES_ARCHIVE: &str = "images.zip";
+const IMAGES: &str = "images";
+/// The progress bar's name.
+const STAGE: &str = "keyframes";
+
+#[derive(Debug, Clone)]
+pub struct KeyframeOptions {
+    /// The folder of `<id>.mp4`, `.mkv` or `.webm` videos.
+    pub videos: PathBuf,
+    pub out: PathBuf,
+    /// The actions to tick, one checkbox each.
+    pub actions: Vec<String>,
+    /// Seconds between keyframes, from each video's second 0.
+    pub keyframe_interval: u32,
+    /// The images' height; 0 keeps the videos' own.
+    pub height: u32,
+    /// A person detector's boxes (AVA's detection CSV on the videos' own seconds), drawn in the
+    /// task.
+    pub detections: Option<PathBuf>,
+}
+
+/// What was written, printed as the summary and recorded with `--json`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct KeyframeSummary {
+    pub videos: usize,
+    pub images: usize,
+    /// Detector boxes drawn in the task.
+    pub boxes: usize,
+    /// Detector rows at a second that is no keyframe of its video, or of a video not in the
+    /// folder: not drawn.
+    pub detections_off_keyframes: usize,
+    /// Videos that could not be read, with why; the others are written.
+    pub skipped_videos: Vec<String>,
+    pub task: PathBuf,
+    pub archive: PathBuf,
+}
+
+/// One keyframe image written: where and its size.
+struct KeyframeImage {
+    name: String,
+    video: VideoId,
+    second: u32,
+    size: (u32, u32),
+}
+
+/// Writes `out/images/<video>/<second>.jpg`, `out/images.zip` (the same, for CVAT) and
+/// `out/annotations.xml`. A video that cannot be read is named in the summary and the others are
+/// written; a video's images are replaced only once its new ones are complete.
+pub fn export_keyframes(
+    options: &KeyframeOptions,
+    reporter: &dyn Reporter,
+) -> Result<KeyframeSummary, ImportError> {
+    check_options(options)?;
+    let videos = super::videos_in_folder(&options.videos)?;
+    if videos.is_empty() {
+        return Err(ImportError::Usage(format!(
+            "{}: no video (`<name>.mp4`, `.mkv` or `.webm`) in it",
+            options.videos.display()
+        )));
+    }
+    let detected = read_detections(options)?;
+    let mut summary = KeyframeSummary::default();
+    let mut images = Vec::new();
+    reporter.stage_started(STAGE, videos.len(), 0);
+    for (id, file) in &videos {
+        let outcome = video_keyframes(options, *id, file);
+        reporter.item_finished(
+            STAGE,
+            &id.to_string(),
+            outcome.as_ref().err().map(String::as_str),
+        );
+        match outcome {
+            Ok(written) => {
+                summary.videos += 1;
+                images.extend(written);
+            }
+            Err(message) => summary.skipped_videos.push(format!("{id}: {message}")),
+        }
+    }
+    reporter.stage_finished(STAGE);
+    let keys: BTreeSet<(VideoId, u32)> = images.iter().map(|i| (i.video, i.second)).collect();
+    summary.images = images.len();
+    summary.boxes = detected
+        .iter()
+        .filter(|(key, _)| keys.contains(key))
+        .map(|(_, boxes)| boxes.len())
+        .sum();
+    summary.detections_off_keyframes = detected
+        .iter()
+        .filter(|(key, _)| !keys.contains(key))
+        .map(|(_, boxes)| boxes.len())
+        .sum();
+    summary.archive = options.out.join(IMAGES_ARCHIVE);
+    write_archive(&options.out, &images, &summary.archive)?;
+    summary.task = options.out.join(TASK_FILE);
+    let task = cvat_task(&options.actions, &images, &detected);
+    crate::fsutil::write_atomic(&summary.task, task.as_bytes()).map_err(|source| {
+        ImportError::Write {
+            path: summary.task.clone(),
+            source,
+        }
+    })?;
+    Ok(summary)
+}
+
+fn check_options(options: &KeyframeOptions) -> Result<(), ImportError> {
+    if options.keyframe_interval == 0 {
+        return Err(ImportError::Usage(
+            "--keyframe-interval 0: keyframes are whole seconds apart, 1 or more".into(),
+        ));
+    }
+    crate::extract::check_output(1.0, options.height, crate::extract::DEFAULT_QUALITY)
+        .map_err(|message| ImportError::Usage(format!("--height: {message}")))?;
+    if options.actions.is_empty() {
+        return Err(ImportError::Usage(
+            "name the actions to label (--actions fall,fight,wave): one checkbox each".into(),
+        ));
+    }
+    let mut seen = BTreeSet::new();
+    for action in &options.actions {
+        let plain = !action.trim().is_empty() && !action.contains(['"', '\n', '\r']);
+        if !plain || !seen.insert(action) {
+            return Err(ImportError::Usage(format!(
+                "--actions: {action:?} is {}",
+                match plain {
+                    true => "named twice",
+                    false => "not an action name (empty, or with a quote or a line break)",
+                }
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// The detector's boxes by video and second, each box once (a detection CSV has a row per box
+/// and action).
+fn read_detections(
+    options: &KeyframeOptions,
+) -> Result<BTreeMap<(VideoId, u32), Vec<NormBox>>, ImportError> {
+    let Some(path) = &options.detections else {
+        return Ok(BTreeMap::new());
+    };
+    let every_second = KeyframeRange::new(0, u32::MAX).expect("a range");
+    let rows = read_predicted_boxes(path, &ReadOptions::new(every_second, None::<&LabelMap>))
+        .map_err(|error| ImportError::Input {
+            path: path.clone(),
+            message: format!(
+                "{error} (detections are AVA's detection CSV on the videos' own seconds)"
+            ),
+        })?;
+    let mut boxes: BTreeMap<(VideoId, u32), Vec<NormBox>> = BTreeMap::new();
+    for row in rows {
+        let at = boxes.entry((row.key.video, row.key.second)).or_default();
+        if !at.contains(&row.bbox) {
+            at.push(row.bbox);
+        }
+    }
+    Ok(boxes)
+}
+
+/// A video's keyframe images, written into a staging folder and moved into place complete.
+fn video_keyframes(
+    options: &KeyframeOptions,
+    id: VideoId,
+    file: &VideoFileName,
+) -> Result<Vec<KeyframeImage>, String> {
+    let path = options.videos.join(file.to_string());
+    let facts = super::probe(&path)?;
+    let seconds = super::resolve::keyframe_seconds(facts.last_instant(), options.keyframe_interval);
+    let interval = f64::from(options.keyframe_interval);
+    // Extraction's frame k is at (k - 1) / fps from the segment's start: one a keyframe.
+    let frames: Vec<u32> = seconds
+        .iter()
+        .map(|&second| second / options.keyframe_interval + 1)
+        .collect();
+    let folder = options.out.join(IMAGES).join(id.to_string());
+    let staging = crate::fsutil::staging_beside(&folder);
+    let failed = |error: &dyn std::fmt::Display| format!("{}: {error}", path.display());
+    crate::fsutil::remove_if_present(&staging).map_err(|e| failed(&e))?;
+    std::fs::create_dir_all(&staging).map_err(|e| failed(&e))?;
+    let spec = ExtractSpec {
+        fps: 1.0 / interval,
+        height: options.height,
+        ..ExtractSpec::default()
+    };
+    let extraction = extract_video(
+        &path,
+        &id.to_string(),
+        &frames,
+        [0.0, facts.duration],
+        &spec,
+        &staging,
+        &|_, _| true,
+    )
+    .map_err(|e| failed(&e))?;
+    let mut images = Vec::new();
+    for row in &extraction.index {
+        let second = (row.frame - 1) * options.keyframe_interval;
+        let name = format!("{second:06}.jpg");
+        let from = staging.join(crate::layout::frame_file_name(&id.to_string(), row.frame));
+        std::fs::rename(&from, staging.join(&name)).map_err(|e| failed(&e))?;
+        images.push(KeyframeImage {
+            name: format!("{id}/{name}"),
+            video: id,
+            second,
+            size: (row.width, row.height),
+        });
+    }
+    crate::fsutil::replace_dir(&staging, &folder).map_err(|e| failed(&e))?;
+    Ok(images)
+}
+
+/// The images at the archive's top, as CVAT names a task's images after their paths in it.
+fn write_archive(out: &Path, images: &[KeyframeImage], archive: &Path) -> Result<(), ImportError> {
+    let failed = |source: std::io::Error| ImportError::Write {
+        path: archive.to_path_buf(),
+        source,
+    };
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    // JPEG does not shrink further: stored.
+    let stored =
+        zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    for image in images {
+        let bytes = std::fs::read(out.join(IMAGES).join(&image.name)).map_err(failed)?;
+        zip.start_file(image.name.as_str(), stored)
+            .map_err(|e| failed(std::io::Error::other(e)))?;
+        zip.write_all(&bytes).map_err(failed)?;
+    }
+    let bytes = zip
+        .finish()
+        .map_err(|e| failed(std::io::Error::other(e)))?
+        .into_inner();
+    crate::fsutil::write_atomic(archive, &bytes).map_err(failed)
+}
+
+/// The label `person` with a checkbox attribute per action, as CVAT writes a task's labels.
+pub fn cvat_person_label(actions: &[&str]) -> String {
+    let mut text = String::from(
+        "      <labels>\n        <label>\n          <name>person</name>\n          <color>#fa3253</color>\n          <type>rectangle</type>\n          <attributes>\n",
+    );
+    for name in actions {
+        let _ = write!(
+            text,
+            "            <attribute>\n              <name>{}</name>\n              <mutable>True</mutable>\n              <input_type>checkbox</input_type>\n              <default_value>false</default_value>\n              <values>false</values>\n            </attribute>\n",
+            escape(name)
+        );
+    }
+    text.push_str("          </attributes>\n        </label>\n      </labels>\n");
+    text
+}
+
+/// A CVAT for images 1.1 task: every keyframe image, each detector box on it a `person` with
+/// every action's checkbox clear.
+fn cvat_task(
+    actions: &[String],
+    images: &[KeyframeImage],
+    detected: &BTreeMap<(VideoId, u32), Vec<NormBox>>,
+) -> String {
+    let names: Vec<&str> = actions.iter().map(String::as_str).collect();
+    let mut text = format!(
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n<annotations>\n  <version>1.1</version>\n  <meta>\n    <task>\n      <name>keyframes</name>\n      <size>{}</size>\n      <mode>annotation</mode>\n{}    </task>\n  </meta>\n",
+        images.len(),
+        cvat_person_label(&names),
+    );
+    let unticked: String = names
+        .iter()
+        .map(|name| {
+            format!(
+                "      <attribute name=\"{}\">false</attribute>\n",
+                escape(name)
+            )
+        })
+        .collect();
+    for (id, image) in images.iter().enumerate() {
+        let (width, height) = image.size;
+        let _ = writeln!(
+            text,
+            "  <image id=\"{id}\" name=\"{}\" width=\"{width}\" height=\"{height}\">",
+            escape(&image.name)
+        );
+        for b in detected
+            .get(&(image.video, image.second))
+            .into_iter()
+            .flatten()
+        {
+            let (w, h) = (f64::from(width), f64::from(height));
+            let _ = write!(
+                text,
+                "    <box label=\"person\" source=\"auto\" occluded=\"0\" xtl=\"{:.2}\" ytl=\"{:.2}\" xbr=\"{:.2}\" ybr=\"{:.2}\" z_order=\"0\">\n{unticked}    </box>\n",
+                f64::from(b.x1()) * w,
+                f64::from(b.y1()) * h,
+                f64::from(b.x2()) * w,
+                f64::from(b.y2()) * h,
+            );
+        }
+        text.push_str("  </image>\n");
+    }
+    text.push_str("</annotations>\n");
+    text
+}

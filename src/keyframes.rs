@@ -1,0 +1,80 @@
+//! `avaprep keyframes`.
+
+use std::path::PathBuf;
+
+use clap::Args;
+
+use avaprep::import::keyframes::{KeyframeOptions, KeyframeSummary, export_keyframes};
+use avaprep_shell::{ExitStatus, Printer, UsageError};
+
+#[derive(Debug, Args)]
+pub struct KeyframesArgs {
+    /// The folder of your videos (`<name>.mp4`, `.mkv` or `.webm`).
+    #[arg(long)]
+    pub videos: PathBuf,
+    /// The folder to write: images/<video>/<second>.jpg, images.zip (the images for a CVAT task)
+    /// and annotations.xml (the task's labels and pre-drawn boxes, CVAT for images 1.1).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The actions to label, comma-separated: one checkbox each on every person box.
+    #[arg(long, value_delimiter = ',', required = true)]
+    pub actions: Vec<String>,
+    /// A person detector's boxes (AVA's detection CSV on the videos' own seconds), drawn in the
+    /// task so people label actions only.
+    #[arg(long)]
+    pub detections: Option<PathBuf>,
+    /// Seconds between keyframes: AVA labels one a second. Import with the same.
+    #[arg(long, default_value_t = 1)]
+    pub keyframe_interval: u32,
+    /// The images' height in pixels (0: the videos' own), as `extract --height`.
+    #[arg(long, default_value_t = avaprep::extract::DEFAULT_HEIGHT)]
+    pub height: u32,
+}
+
+pub fn run(args: &KeyframesArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
+    let options = KeyframeOptions {
+        videos: args.videos.clone(),
+        out: args.out.clone(),
+        actions: args.actions.clone(),
+        keyframe_interval: args.keyframe_interval,
+        height: args.height,
+        detections: args.detections.clone(),
+    };
+    let summary = export_keyframes(&options, printer).map_err(|error| match error.is_usage() {
+        true => anyhow::Error::new(UsageError(error.to_string())),
+        false => anyhow::Error::new(error),
+    })?;
+    printer.record("keyframes", &summary);
+    for problem in &summary.skipped_videos {
+        eprintln!("error: video {problem}; left out");
+    }
+    printer.result(&summary_text(args, &summary));
+    Ok(match summary.skipped_videos.is_empty() {
+        true => ExitStatus::Success,
+        false => ExitStatus::Failure,
+    })
+}
+
+fn summary_text(args: &KeyframesArgs, summary: &KeyframeSummary) -> String {
+    let mut lines = vec![format!(
+        "{} keyframe images of {} videos, {} person boxes drawn",
+        summary.images, summary.videos, summary.boxes
+    )];
+    if summary.detections_off_keyframes > 0 {
+        lines.push(format!(
+            "{} detector boxes at no keyframe of a video here, left out",
+            summary.detections_off_keyframes
+        ));
+    }
+    let interval = match args.keyframe_interval {
+        1 => String::new(),
+        seconds => format!(" --keyframe-interval {seconds}"),
+    };
+    lines.push(format!(
+        "CVAT: create a task from {} (its labels: import {} as CVAT for images 1.1), tick the actions, export it as CVAT for images 1.1, then:\nnext: avaprep import EXPORT.zip --videos {} --out DATASET --action-from checkboxes{interval}",
+        summary.archive.display(),
+        summary.task.display(),
+        args.videos.display()
+    ));
+    lines.join("\n")
+}
