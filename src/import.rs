@@ -147,6 +147,13 @@ fn summary_text(summary: &ImportSummary) -> String {
     for (count, what) in left_out.into_iter().filter(|(count, _)| *count > 0) {
         lines.push(format!("{count} {what}"));
     }
+    for (file, parts) in &summary.parts {
+        lines.push(format!(
+            "{file}: annotated over more than AVA's 897 keyframe seconds, so cut into {} parts on clocks of their own: {}",
+            parts.len(),
+            parts.join(", ")
+        ));
+    }
     // The pipeline reads a relative `dataset` against its own folder: name it absolutely.
     let manifest = std::path::absolute(&summary.manifest).unwrap_or(summary.manifest.clone());
     if !summary.splits.contains_key("val") {

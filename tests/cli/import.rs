@@ -157,17 +157,18 @@ fn each_tool_s_export_imports_to_the_miniature_s_own_tables() {
         }
         let summary: serde_json::Value =
             serde_json::from_slice(&fs::read(out.path().join("import.json")).unwrap()).unwrap();
-        assert_eq!(
-            summary["video_start"].as_u64(),
-            Some(video_start),
-            "{format}"
-        );
+        // Each video's clock puts its first annotated keyframe on 902, as synth's does.
+        let starts = summary["file_starts"].as_object().unwrap();
+        assert_eq!(starts.len(), 4, "{format}: {summary}");
+        for start in starts.values() {
+            assert_eq!(start.as_u64(), Some(video_start), "{format}: {summary}");
+        }
         assert_eq!(summary["proposals"], "ground truth (score 1.0)");
-        let manifest = fs::read_to_string(out.path().join("dataset.toml")).unwrap();
-        assert!(
-            manifest.contains(&format!("video_start = {video_start}")),
-            "{format}: {manifest}"
-        );
+        let spans = fs::read_to_string(annotations.join("video_spans.csv")).unwrap();
+        for line in spans.lines() {
+            let start = line.split(',').nth(1).unwrap();
+            assert_eq!(start, video_start.to_string(), "{format}: {spans}");
+        }
     }
 }
 
@@ -229,7 +230,7 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
         "annotations/person_box_67091280_iou90/ava_detection_train_boxes_and_labels_include_negative_v2.2.csv",
     ))
     .unwrap();
-    let second = 10 + report()["video_start"].as_u64().unwrap();
+    let second = 10 + summary["file_starts"][video.as_str()].as_u64().unwrap();
     assert_eq!(
         proposals,
         format!("{video},{second:04},0.100,0.100,0.500,0.900,,0.800000\n")
@@ -568,7 +569,7 @@ fn keyframe_images_and_a_cvat_task_go_out_and_come_back_through_import() {
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     let imported = json(&dataset.join("import.json"));
-    let shift = imported["video_start"].as_i64().unwrap();
+    let shift = |video: &str| imported["file_starts"][video].as_i64().unwrap();
     let mut truth: Vec<(String, i64, Vec<f64>)> = ["train", "val"]
         .iter()
         .flat_map(|split| {
@@ -581,7 +582,7 @@ fn keyframe_images_and_a_cvat_task_go_out_and_come_back_through_import() {
                     let corners = fields[2..6].iter().map(|f| f.parse().unwrap()).collect();
                     (
                         fields[0].to_string(),
-                        fields[1].parse::<i64>().unwrap() - shift,
+                        fields[1].parse::<i64>().unwrap() - shift(fields[0]),
                         corners,
                     )
                 })
@@ -804,4 +805,120 @@ fn report_page(data: &Path, video_start: i64) -> String {
         );
     }
     page
+}
+
+/// A file annotated over more than AVA's 897 keyframe seconds (the miniature's 30 fps video
+/// looped to 16 minutes, labelled every 10 s) is cut into parts, each on a clock of its own,
+/// while a short video keeps the shared clock: each part's frames come from its place in the
+/// file, validation (consumer-clock included) passes, and PySlowFast's own loader reads every
+/// keyframe's clip centred on it.
+#[test]
+fn a_long_video_is_cut_into_parts_on_clocks_of_their_own() {
+    let report = report();
+    let source = report["videos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|video| video["frame_rate"] == "30/1" && video["split"] != "test")
+        .expect("a 30 fps video");
+    let source = mirror().join(source["path"].as_str().unwrap());
+    let clips = tempfile::tempdir().unwrap();
+    let cut = |name: &str, args: &[&str]| {
+        let status = std::process::Command::new("ffmpeg")
+            .args(["-y", "-loglevel", "error"])
+            .args(args)
+            .arg(clips.path().join(format!("{name}.mp4")))
+            .status()
+            .unwrap();
+        assert!(status.success(), "making {name}");
+    };
+    let source = source.to_str().unwrap();
+    cut(
+        "long_cam",
+        &["-stream_loop", "26", "-i", source, "-c", "copy"],
+    );
+    cut("short", &["-i", source, "-t", "12", "-c", "copy"]);
+    let labels = clips.path().join("labels.csv");
+    fs::write(
+        &labels,
+        "video,start_frame,label\nlong_cam,0,wave\nshort,0,fall\n",
+    )
+    .unwrap();
+    let own = tempfile::tempdir().unwrap();
+    let output = avaprep(own.path())
+        .arg("import")
+        .arg(&labels)
+        .arg("--videos")
+        .arg(clips.path())
+        .arg("--out")
+        .arg(own.path())
+        .args(["--val", "short", "--keyframe-interval", "10"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("long_cam: annotated over more than"),
+        "{}",
+        stdout(&output)
+    );
+    let summary = json(&own.path().join("import.json"));
+    assert_eq!(
+        summary["parts"],
+        serde_json::json!({"long_cam": ["long_cam_part1", "long_cam_part2"]}),
+        "{summary}"
+    );
+    // Part 1 from the file's second 0, part 2 from its second 900, each on 902; short shares
+    // the clock of the earliest keyframe.
+    assert_eq!(
+        summary["file_starts"],
+        serde_json::json!({"long_cam_part1": 902, "long_cam_part2": 2, "short": 902}),
+        "{summary}"
+    );
+    let spans = fs::read_to_string(own.path().join("annotations/video_spans.csv")).unwrap();
+    assert!(spans.contains("\nlong_cam_part2,2,"), "{spans}");
+    assert!(
+        spans
+            .lines()
+            .any(|line| line.starts_with("long_cam_part2,") && line.ends_with(",long_cam")),
+        "{spans}"
+    );
+
+    let data = tempfile::tempdir().unwrap();
+    let output = avaprep(data.path())
+        .args([
+            "--json",
+            "run",
+            "pipelines/own-videos.toml",
+            "--until",
+            "validate",
+        ])
+        .arg("--set")
+        .arg(format!(
+            "dataset=\"{}\"",
+            own.path().join("dataset.toml").display()
+        ))
+        .args(["--set", "extract.height=120"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let validation = json(&data.path().join("slowfast/validation.json"));
+    assert_eq!(validation["passed"], true, "{validation}");
+    // The frame each part shows at its first keyframe, 902, is its place in the file.
+    for (part, file_second) in [("long_cam_part1", 0.0), ("long_cam_part2", 900.0)] {
+        let index =
+            fs::read_to_string(data.path().join(format!("frame_index/{part}.csv"))).unwrap();
+        let header: Vec<&str> = index.lines().next().unwrap().split(',').collect();
+        let column = |name: &str| header.iter().position(|field| *field == name).unwrap();
+        let (target, file) = (column("target_seconds"), column("source_file_seconds"));
+        let row = index
+            .lines()
+            .skip(1)
+            .map(|line| line.split(',').collect::<Vec<_>>())
+            .find(|fields| fields[target].parse::<f64>().unwrap() == 902.0)
+            .unwrap_or_else(|| panic!("{part}: no frame at 902"));
+        let shown: f64 = row[file].parse().unwrap();
+        assert!((shown - file_second).abs() <= 1.0 / 60.0, "{part}: {shown}");
+    }
+    let loaded = reference_report("pyslowfast_ava.py", data.path(), &["train"]);
+    assert_eq!(loaded["clips"].as_u64(), Some(98), "{loaded}");
 }

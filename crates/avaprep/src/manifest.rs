@@ -57,6 +57,11 @@ pub struct DatasetInfo {
     /// stream's first timestamp). A dataset on AVA's clock whose files begin later says so here.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub video_start: f64,
+    /// The videos are on clocks of their own (an import's): each file's time 0 is the start of
+    /// its span in `video_spans`, else `video_start`, and what people read (predict's, eval's
+    /// and report's seconds) names the file's seconds too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_clock: bool,
     /// No person detector's boxes were given (an import without `--detections`): the proposals
     /// are the ground-truth boxes with score 1.0, so a score measures the actions only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

@@ -105,12 +105,19 @@ pub struct PlannedVideo {
     /// Annotated keyframe seconds, ascending (for test videos: the included timestamps).
     pub keyframes: Vec<u32>,
     /// The seconds the file covers on the dataset's clock, where the dataset says
-    /// (`dataset.video_spans`): nothing past its end is extracted or listed.
+    /// (`dataset.video_spans`): its start is the dataset second at the file's time 0, and nothing
+    /// past its end is extracted or listed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub span: Option<[f64; 2]>,
 }
 
 impl PlannedVideo {
+    /// The dataset second at its file's time 0: its span's start where the dataset records one
+    /// (videos on their own clock each have theirs), else the dataset's `default`.
+    pub fn file_start(&self, default: f64) -> f64 {
+        self.span.map_or(default, |[start, _]| start)
+    }
+
     /// The seconds its lists cover: from the dataset segment's start (every consumer counts a
     /// video's rows from there, even before its file begins) to the segment's end or the file's,
     /// whichever comes first.
@@ -158,9 +165,23 @@ pub fn own_seconds_file(detections: &Path) -> PathBuf {
 
 impl VideoPlan {
     /// A dataset second on the video file's own clock, for a dataset of videos on their own
-    /// clock (`None` for AVA, whose seconds are the ones people use).
-    pub fn own_second(&self, dataset_second: f64) -> Option<f64> {
-        self.own_clock.map(|start| dataset_second - start)
+    /// clock (`None` for AVA, whose seconds are the ones people use): the file's id (a part's is
+    /// its longer file's) and the second in it.
+    /// For a part of a longer file, the file's id and the second in it.
+    pub fn own_second(&self, video: &VideoId, dataset_second: f64) -> Option<(VideoId, f64)> {
+        let start = self.own_clock?;
+        let planned = self.video(video.as_str());
+        let start = planned.map_or(start, |v| v.file_start(start));
+        let file = planned.map_or(*video, |v| v.file_name.id);
+        Some((file, dataset_second - start))
+    }
+
+    /// The dataset second at each file's time 0, where the files do not say their own: the
+    /// folder of videos on disk's, else the dataset's.
+    pub fn files_start(&self) -> f64 {
+        self.videos_on_disk
+            .as_ref()
+            .map_or(self.video_start, |on_disk| on_disk.start_seconds)
     }
 
     pub fn load(path: &Path) -> Result<Self, RecordError> {
@@ -362,5 +383,50 @@ impl Evaluation {
 
     pub fn load(layout: &DataLayout) -> Option<Self> {
         serde_json::from_slice(&std::fs::read(Self::path(layout)).ok()?).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(own_clock: Option<f64>) -> VideoPlan {
+        let video = |id: &str, file: &str, span: [f64; 2]| PlannedVideo {
+            id: id.parse().unwrap(),
+            file_name: file.parse::<VideoFileName>().unwrap(),
+            folder: "videos".try_into().unwrap(),
+            split: "train".into(),
+            keyframes: vec![902],
+            span: Some(span),
+        };
+        VideoPlan {
+            segment: [900.0, 1801.0],
+            keyframes: [902, 1798],
+            videos: vec![
+                video("long_cam_part2", "long_cam.mp4", [2.0, 974.0]),
+                video("short", "short.mp4", [895.0, 907.0]),
+            ],
+            files: PlanFiles::default(),
+            videos_on_disk: None,
+            video_start: 0.0,
+            own_clock,
+            ground_truth_proposals: false,
+        }
+    }
+
+    #[test]
+    fn a_dataset_second_is_named_on_its_file_s_clock_a_part_s_on_its_long_file_s() {
+        let own = plan(Some(0.0));
+        let id = |id: &str| id.parse::<VideoId>().unwrap();
+        assert_eq!(
+            own.own_second(&id("long_cam_part2"), 902.0),
+            Some((id("long_cam"), 900.0))
+        );
+        assert_eq!(
+            own.own_second(&id("short"), 910.0),
+            Some((id("short"), 15.0))
+        );
+        // AVA's own seconds are the ones people use.
+        assert_eq!(plan(None).own_second(&id("short"), 910.0), None);
     }
 }

@@ -109,10 +109,10 @@ fn write_own_seconds(
     }
     let path = own_seconds_file(out);
     let text = detection_rows(detections, |key| {
-        let own = plan
-            .own_second(f64::from(key.second))
+        let (file, own) = plan
+            .own_second(&key.video, f64::from(key.second))
             .expect("an own clock");
-        format!("{},{own}", key.video)
+        format!("{file},{own}")
     });
     write_output(&path, text.as_bytes()).map_err(|e| TrainError::io(&path, e))?;
     Ok(Some(path))

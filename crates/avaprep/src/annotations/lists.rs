@@ -89,15 +89,20 @@ pub fn parse_video_ids(bytes: &[u8], file: &str) -> Result<Vec<VideoId>, Annotat
     })
 }
 
-/// One video's span on the dataset's clock: the seconds its file covers, `[start, end)`.
+/// One video's span on the dataset's clock: the seconds its file covers, `[start, end)`, where
+/// `start` is the dataset second at the file's time 0.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct VideoSpan {
     pub video: VideoId,
     pub span: [f64; 2],
+    /// The file's own id (`<file>.<ext>`) when the video is a part of a longer file, on a clock
+    /// of its own.
+    pub file: Option<VideoId>,
 }
 
-/// Reads a dataset's video spans (`video_id,start,end`, seconds on the dataset's clock, one line
-/// a video): `avaprep import` writes one from each file's duration.
+/// Reads a dataset's video spans (`video_id,start,end[,file]`, seconds on the dataset's clock,
+/// one line a video; `start` is negative for a part that begins late in its file): `avaprep
+/// import` writes one from each file's duration.
 pub fn read_video_spans(path: &Path) -> Result<Vec<VideoSpan>, AnnotationError> {
     parse_video_spans(&read_file(path)?, &display_name(path))
 }
@@ -108,22 +113,26 @@ pub fn parse_video_spans(bytes: &[u8], file: &str) -> Result<Vec<VideoSpan>, Ann
     parse_lines(bytes, file, "video spans", Rows::Required, |n, line| {
         let text = std::str::from_utf8(line).map_err(|_| LineError::InvalidUtf8)?;
         let fields: Vec<&str> = text.split(',').collect();
-        let [id, start, end] = fields[..] else {
-            return Err(LineError::FieldCount {
-                found: fields.len(),
-                expected: "3 (video_id,start,end)",
-            });
+        let (id, start, end, file) = match fields[..] {
+            [id, start, end] => (id, start, end, None),
+            [id, start, end, file] => (id, start, end, Some(parse_video_id(file.as_bytes(), 4)?)),
+            _ => {
+                return Err(LineError::FieldCount {
+                    found: fields.len(),
+                    expected: "3 or 4 (video_id,start,end[,file])",
+                });
+            }
         };
         let video = parse_video_id(id.as_bytes(), 1)?;
         let seconds = |column: usize, name: &'static str, text: &str| {
             text.parse::<f64>()
                 .ok()
-                .filter(|value| value.is_finite() && *value >= 0.0)
+                .filter(|value| value.is_finite())
                 .ok_or_else(|| LineError::BadNumber {
                     column,
                     name,
                     text: text.to_string(),
-                    expected: "a number of seconds, 0 or more",
+                    expected: "a number of seconds",
                 })
         };
         let start = seconds(2, "start", start)?;
@@ -140,6 +149,7 @@ pub fn parse_video_spans(bytes: &[u8], file: &str) -> Result<Vec<VideoSpan>, Ann
         Ok(VideoSpan {
             video,
             span: [start, end],
+            file,
         })
     })
 }

@@ -9,7 +9,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use super::{
-    AnnotationError, KeyframeRange, LabelMap, ReadOptions, VideoFileName, VideoId,
+    AnnotationError, KeyframeRange, LabelMap, ReadOptions, VideoFileName, VideoId, VideoSpan,
     read_excluded_timestamps, read_ground_truth, read_included_timestamps, read_label_map,
     read_predicted_boxes, read_video_file_names, read_video_ids, read_video_spans,
 };
@@ -164,12 +164,22 @@ pub fn build_plan(
         videos = subset(videos, selection.videos_per_split);
     }
     if let Some(spans) = &manifest.dataset.video_spans {
-        let spans: BTreeMap<VideoId, [f64; 2]> = read_video_spans(&annotations.join(spans))?
+        let spans: BTreeMap<VideoId, VideoSpan> = read_video_spans(&annotations.join(spans))?
             .into_iter()
-            .map(|span| (span.video, span.span))
+            .map(|span| (span.video, span))
             .collect();
         for video in &mut videos {
-            video.span = spans.get(&video.id).copied();
+            let Some(span) = spans.get(&video.id) else {
+                continue;
+            };
+            video.span = Some(span.span);
+            // A part of a longer file reads that file.
+            if let (Some(file), Some(names)) = (span.file, &on_disk_names) {
+                video.file_name = names.get(&file).copied().unwrap_or(VideoFileName {
+                    id: file,
+                    ..video.file_name
+                });
+            }
         }
     }
     Ok(VideoPlan {
@@ -181,7 +191,10 @@ pub fn build_plan(
         video_start: on_disk.map_or(manifest.dataset.video_start, |on_disk| {
             on_disk.start_seconds
         }),
-        own_clock: (manifest.dataset.video_start != 0.0).then_some(manifest.dataset.video_start),
+        own_clock: manifest
+            .dataset
+            .own_clock
+            .then_some(manifest.dataset.video_start),
         ground_truth_proposals: manifest.dataset.ground_truth_proposals,
     })
 }

@@ -3,13 +3,15 @@
 //!
 //! Every consumer (PySlowFast's `ava_helper`, pytorchvideo's `Ava`, mmaction2's `AVADataset`)
 //! assumes AVA's clock: row 0 of a video's frames is second 900 and keyframes are the seconds
-//! 902..1798. So the dataset is written on that clock, every video the same way: its own second
-//! `s` (from the file's first timestamp) is the dataset's second `s + video_start`, where
-//! `video_start` puts the earliest annotated keyframe of any video on 902 (902 itself when one is
-//! annotated at its second 0). Rows from 900 to the file's start show its first frame, as a
-//! consumer shows the first frame for a clip that reaches before a video's start. The shift is
-//! recorded in the manifest (`dataset.video_start`), and `video_spans.csv` says where each file
-//! ends, so nothing past a video's end is extracted or listed.
+//! 902..1798. So the dataset is written on that clock: a file's second `s` (from its first
+//! timestamp) is the dataset's `s + start`, where `start` puts the earliest annotated keyframe of
+//! any video on 902. A video whose keyframes would then pass 1798 gets a clock of its own (its
+//! earliest annotated keyframe on 902), and a file annotated over more than AVA's 897 keyframe
+//! seconds is cut into parts, each on its own clock. Rows from 900 to the
+//! file's start show its first frame, as a consumer shows the first frame for a clip that reaches
+//! before a video's start. `video_spans.csv` records each video's clock and where its file ends
+//! (`video_id,start,end[,file]`), so nothing past a video's end is extracted or listed, and what
+//! people read (predict's, eval's and report's seconds) is said on the file's clock too.
 
 pub mod cvat;
 pub mod export;
@@ -110,15 +112,120 @@ pub struct ImportSummary {
     pub skipped_videos: Vec<String>,
     /// `ground truth (score 1.0)` or the detections file.
     pub proposals: String,
-    /// The dataset second of each video's own second 0.
-    pub video_start: u32,
+    /// Each dataset video's clock: the dataset second at its file's time 0.
+    pub file_starts: BTreeMap<String, i64>,
+    /// The files annotated over more than AVA's 897 keyframe seconds, and the parts each is cut
+    /// into, each on a clock of its own.
+    pub parts: BTreeMap<String, Vec<String>>,
 }
 
-/// One video of the dataset: its facts and its boxes on its own clock.
-struct ImportedVideo {
+/// A file's boxes at its keyframes, on its own clock.
+struct SampledVideo {
     id: VideoId,
     facts: VideoFacts,
     boxes: Vec<KeyframeBox>,
+}
+
+/// One video of the dataset: a file, or a part of a long one, with its boxes on the file's
+/// clock and the dataset second of the file's time 0.
+struct ImportedVideo {
+    id: VideoId,
+    /// The file it is read from (its own id for a whole file).
+    file: VideoId,
+    duration: f64,
+    boxes: Vec<KeyframeBox>,
+    /// The dataset second at the file's time 0: the first annotated keyframe lands on 902.
+    file_start: i64,
+}
+
+impl ImportedVideo {
+    /// The file's second `own` on the dataset's clock.
+    fn dataset_second(&self, own: u32) -> i64 {
+        i64::from(own) + self.file_start
+    }
+
+    /// Whether the file's second `own` is one of this video's keyframes (a part's window).
+    fn holds(&self, file: VideoId, own: u32) -> bool {
+        let second = self.dataset_second(own);
+        file == self.file
+            && (i64::from(FIRST_KEYFRAME)..=i64::from(LAST_KEYFRAME)).contains(&second)
+    }
+}
+
+/// The dataset's video holding the file's second `own`, and that second on the dataset's clock.
+fn place(videos: &[ImportedVideo], file: VideoId, own: u32) -> Option<(&ImportedVideo, u32)> {
+    let video = videos.iter().find(|video| video.holds(file, own))?;
+    Some((video, video.dataset_second(own) as u32))
+}
+
+/// The dataset second at each file's time 0 where the files share a clock: the earliest annotated
+/// keyframe of any video lands on AVA's first, 902.
+fn shared_start(videos: &[SampledVideo]) -> i64 {
+    let earliest = videos
+        .iter()
+        .flat_map(|video| video.boxes.iter().map(|b| b.second))
+        .min()
+        .unwrap_or(0);
+    i64::from(FIRST_KEYFRAME) - i64::from(earliest)
+}
+
+/// A file's boxes on the dataset's clock: the files' shared one (`shared_start`) where its
+/// keyframes fit in AVA's 902..1798 on it, else a clock of its own, its earliest annotated
+/// keyframe on 902. A file annotated over more than AVA's 897 keyframe seconds is cut into
+/// parts, `<file>_partN`, each on its own clock from its first annotated keyframe, so no consumer
+/// drops a keyframe.
+fn on_clocks(
+    sampled: SampledVideo,
+    shared_start: i64,
+    videos: &Path,
+) -> Result<Vec<ImportedVideo>, ImportError> {
+    let last = sampled.boxes.iter().map(|b| b.second).max().unwrap_or(0);
+    if i64::from(last) + shared_start <= i64::from(LAST_KEYFRAME) {
+        return Ok(vec![ImportedVideo {
+            id: sampled.id,
+            file: sampled.id,
+            duration: sampled.facts.duration,
+            boxes: sampled.boxes,
+            file_start: shared_start,
+        }]);
+    }
+    let mut boxes = sampled.boxes;
+    boxes.sort_by_key(|b| b.second);
+    let mut parts: Vec<Vec<KeyframeBox>> = Vec::new();
+    for b in boxes {
+        match parts.last_mut() {
+            Some(part) if b.second < part[0].second + MAX_KEYFRAMES => part.push(b),
+            _ => parts.push(vec![b]),
+        }
+    }
+    let count = parts.len();
+    parts
+        .into_iter()
+        .enumerate()
+        .map(|(n, boxes)| {
+            let id = match count {
+                1 => sampled.id,
+                _ => part_id(sampled.id, n + 1, videos)?,
+            };
+            Ok(ImportedVideo {
+                id,
+                file: sampled.id,
+                duration: sampled.facts.duration,
+                file_start: i64::from(FIRST_KEYFRAME) - i64::from(boxes[0].second),
+                boxes,
+            })
+        })
+        .collect()
+}
+
+fn part_id(file: VideoId, n: usize, videos: &Path) -> Result<VideoId, ImportError> {
+    let id = format!("{file}_part{n}");
+    id.parse().map_err(|reason| ImportError::Input {
+        path: videos.to_path_buf(),
+        message: format!(
+            "video {file}: annotated over more than {MAX_KEYFRAMES} keyframe seconds, so cut into parts on clocks of their own, but its part's id {id:?} is not a video id ({reason}); give the file a shorter name"
+        ),
+    })
 }
 
 /// Reads the exports, matches their videos to the folder, samples every track at the keyframes
@@ -130,7 +237,7 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
     let on_disk = videos_in_folder(&options.videos)?;
     let mut summary = ImportSummary::default();
     let mut counts = SampleCounts::default();
-    let mut videos = Vec::new();
+    let mut sampled = Vec::new();
     for video in &exported {
         let id = video_id(video)?;
         let Some(file) = on_disk.get(&id) else {
@@ -148,26 +255,13 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
                     options.keyframe_interval,
                     &mut counts,
                 );
-                videos.push(ImportedVideo { id, facts, boxes });
+                sampled.push(SampledVideo { id, facts, boxes });
             }
             Err(message) => summary.skipped_videos.push(format!("{id}: {message}")),
         }
     }
-    videos.retain(|video| !video.boxes.is_empty());
-    let video_start = clock_shift(&videos);
-    videos.retain(|video| {
-        let last = video.boxes.iter().map(|b| b.second).max().unwrap_or(0);
-        let fits = last + video_start <= LAST_KEYFRAME;
-        if !fits {
-            summary.skipped_videos.push(format!(
-                "{}: annotated up to its second {last}; on AVA's clock, which PySlowFast hard-codes, the keyframes of a dataset span at most {MAX_KEYFRAMES} s (902..1798) and this one begins at its second {}: cut the video into parts",
-                video.id,
-                FIRST_KEYFRAME.saturating_sub(video_start)
-            ));
-        }
-        fits
-    });
-    if videos.is_empty() {
+    sampled.retain(|video| !video.boxes.is_empty());
+    if sampled.is_empty() {
         return Err(ImportError::Usage(format!(
             "no annotated video of the exports is in {} (missing: {}; left out: {})",
             options.videos.display(),
@@ -175,24 +269,45 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
             list_or_none(&summary.skipped_videos)
         )));
     }
+    // By file: the parts of a long video stay in its split.
+    let file_splits = split_videos(&sampled, &options.split)?;
+    let shared_start = shared_start(&sampled);
+    let mut videos = Vec::new();
+    for video in sampled {
+        videos.extend(on_clocks(video, shared_start, &options.videos)?);
+    }
+    check_unique_ids(&videos)?;
+    let splits = file_splits
+        .into_iter()
+        .map(|(split, files)| {
+            let ids = videos
+                .iter()
+                .filter(|video| files.contains(&video.file))
+                .map(|video| video.id)
+                .collect();
+            (split, ids)
+        })
+        .collect();
     summary.clipped_boxes = counts.clipped;
     summary.boxes_outside_frame = counts.outside_frame;
     summary.boxes_without_action = counts.without_action;
     summary.shapes_off_keyframe = counts.off_keyframe;
-    let splits = split_videos(&videos, &options.split)?;
-    write::write_dataset(options, &videos, &splits, video_start, &mut summary)?;
+    write::write_dataset(options, &videos, &splits, &mut summary)?;
     Ok(summary)
 }
 
-/// The dataset second of each file's time 0: the earliest annotated keyframe of any video lands
-/// on AVA's first, 902.
-fn clock_shift(videos: &[ImportedVideo]) -> u32 {
-    let earliest = videos
-        .iter()
-        .flat_map(|video| video.boxes.iter().map(|b| b.second))
-        .min()
-        .unwrap_or(0);
-    FIRST_KEYFRAME.saturating_sub(earliest)
+/// A part's id that another video of the import already has is refused, naming both.
+fn check_unique_ids(videos: &[ImportedVideo]) -> Result<(), ImportError> {
+    let mut seen: BTreeMap<VideoId, VideoId> = BTreeMap::new();
+    for video in videos {
+        if let Some(file) = seen.insert(video.id, video.file) {
+            return Err(ImportError::Usage(format!(
+                "video {}: the id of a part of {} and of {}; rename one of the files",
+                video.id, video.file, file
+            )));
+        }
+    }
+    Ok(())
 }
 
 fn list_or_none(items: &[String]) -> String {
@@ -342,7 +457,7 @@ fn probe(path: &Path) -> Result<VideoFacts, String> {
 
 /// Video ids by split (`train`, `val`), each sorted.
 fn split_videos(
-    videos: &[ImportedVideo],
+    videos: &[SampledVideo],
     rule: &SplitRule,
 ) -> Result<BTreeMap<String, Vec<VideoId>>, ImportError> {
     let ids: Vec<VideoId> = videos.iter().map(|video| video.id).collect();

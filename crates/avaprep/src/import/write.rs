@@ -44,7 +44,6 @@ pub(super) fn write_dataset(
     options: &ImportOptions,
     videos: &[ImportedVideo],
     splits: &BTreeMap<String, Vec<VideoId>>,
-    video_start: u32,
     summary: &mut ImportSummary,
 ) -> Result<(), ImportError> {
     let annotations = options.out.join("annotations");
@@ -57,14 +56,13 @@ pub(super) fn write_dataset(
         videos.iter().map(|video| (video.id, video)).collect();
     let last_keyframe = videos
         .iter()
-        .flat_map(|video| video.boxes.iter().map(|b| b.second))
+        .flat_map(|video| video.boxes.iter().map(|b| video.dataset_second(b.second)))
         .max()
-        .unwrap_or(0)
-        + video_start;
+        .unwrap_or(0) as u32;
     let keyframes = FIRST_KEYFRAME..=last_keyframe;
     let known: BTreeSet<u16> = actions.iter().map(|action| action.id).collect();
-    let proposals = proposals(options, videos, video_start, &keyframes, &known, summary)?;
-    let excluded = excluded(options, video_start, &keyframes, summary)?;
+    let proposals = proposals(options, videos, &keyframes, &known, summary)?;
+    let excluded = excluded(options, videos, &keyframes, summary)?;
     let mut files: Vec<(String, String)> = vec![
         (LABELS.into(), label_map(&actions)),
         (LABELS_SCORED.into(), scored_label_map(&actions)),
@@ -77,22 +75,23 @@ pub(super) fn write_dataset(
     ));
     let mut spans = String::new();
     for video in videos {
-        let start = f64::from(video_start);
+        let start = video.file_start as f64;
+        let file = match video.file == video.id {
+            true => String::new(),
+            false => format!(",{}", video.file),
+        };
         writeln!(
             spans,
-            "{},{start},{:.6}",
+            "{},{start},{:.6}{file}",
             video.id,
-            start + video.facts.duration
+            start + video.duration
         )
         .expect("a string");
     }
     files.push((VIDEO_SPANS.into(), spans));
     for (split, ids) in splits {
         let members: Vec<&ImportedVideo> = ids.iter().map(|id| by_id[id]).collect();
-        files.push((
-            ground_truth(split),
-            ground_truth_rows(&members, &actions, video_start),
-        ));
+        files.push((ground_truth(split), ground_truth_rows(&members, &actions)));
         let rows: String = excluded
             .iter()
             .filter(|key| ids.contains(&key.video))
@@ -112,11 +111,11 @@ pub(super) fn write_dataset(
     for (name, text) in &files {
         write(&annotations.join(name), text.as_bytes())?;
     }
-    let duration = videos
+    let files_end = videos
         .iter()
-        .map(|video| video.facts.duration)
+        .map(|video| video.file_start as f64 + video.duration)
         .fold(0.0, f64::max);
-    let manifest = manifest(options, splits, duration, video_start, last_keyframe);
+    let manifest = manifest(options, splits, files_end, last_keyframe);
     let manifest_path = options.out.join(MANIFEST);
     let text = toml::to_string(&manifest).expect("a manifest serialises");
     write(
@@ -125,7 +124,17 @@ pub(super) fn write_dataset(
     )?;
 
     summary.manifest = manifest_path;
-    summary.video_start = video_start;
+    summary.file_starts = videos
+        .iter()
+        .map(|video| (video.id.to_string(), video.file_start))
+        .collect();
+    for video in videos.iter().filter(|video| video.file != video.id) {
+        summary
+            .parts
+            .entry(video.file.to_string())
+            .or_default()
+            .push(video.id.to_string());
+    }
     summary.actions = actions
         .iter()
         .map(|action| (action.name.clone(), action.id))
@@ -152,8 +161,9 @@ pub(super) fn write_dataset(
 
 const MANIFEST_HEADER: &str = "\
 # Written by `avaprep import`. The dataset is on AVA's clock, so PySlowFast, pytorchvideo and
-# mmaction2 read it unchanged: a video's own second s is the dataset's second s + video_start
-# (the earliest annotated keyframe lands on 902, AVA's first).
+# mmaction2 read it unchanged: the earliest annotated keyframe lands on 902, AVA's first (a video
+# that would pass 1798 has a clock of its own, a long one is cut into parts). A file's second s
+# is the dataset's s + start, start from annotations/video_spans.csv (video_id,start,end[,file]).
 ";
 
 fn write(path: &Path, bytes: &[u8]) -> Result<(), ImportError> {
@@ -258,7 +268,7 @@ fn pbtxt_string(name: &str) -> String {
 }
 
 /// AVA's ground-truth rows, on AVA's clock, sorted as the official files are.
-fn ground_truth_rows(videos: &[&ImportedVideo], actions: &[Action], video_start: u32) -> String {
+fn ground_truth_rows(videos: &[&ImportedVideo], actions: &[Action]) -> String {
     let id_of = |name: &str| {
         actions
             .iter()
@@ -275,7 +285,7 @@ fn ground_truth_rows(videos: &[&ImportedVideo], actions: &[Action], video_start:
             for action in ids {
                 rows.push((
                     video.id,
-                    b.second + video_start,
+                    video.dataset_second(b.second),
                     b.person,
                     action,
                     b.corners,
@@ -304,7 +314,6 @@ fn ground_truth_rows(videos: &[&ImportedVideo], actions: &[Action], video_start:
 fn proposals(
     options: &ImportOptions,
     videos: &[ImportedVideo],
-    video_start: u32,
     keyframes: &std::ops::RangeInclusive<u32>,
     actions: &BTreeSet<u16>,
     summary: &mut ImportSummary,
@@ -312,8 +321,8 @@ fn proposals(
     let mut by_video: BTreeMap<VideoId, Vec<String>> = BTreeMap::new();
     match &options.detections {
         Some(path) => {
-            let known: BTreeSet<VideoId> = videos.iter().map(|video| video.id).collect();
-            let range = KeyframeRange::new(0, super::LAST_KEYFRAME).expect("a range");
+            let known: BTreeSet<VideoId> = videos.iter().map(|video| video.file).collect();
+            let range = KeyframeRange::new(0, u32::MAX).expect("a range");
             let rows = read_predicted_boxes(path, &ReadOptions::new(range, None::<&LabelMap>))
                 .map_err(|error| ImportError::Input {
                     path: path.clone(),
@@ -322,11 +331,12 @@ fn proposals(
                     ),
                 })?;
             for row in rows.iter().filter(|row| known.contains(&row.key.video)) {
-                let second = row.key.second + video_start;
-                if !keyframes.contains(&second) {
+                let placed = super::place(videos, row.key.video, row.key.second)
+                    .filter(|(_, second)| keyframes.contains(second));
+                let Some((video, second)) = placed else {
                     summary.detections_off_keyframes += 1;
                     continue;
-                }
+                };
                 let b = row.bbox;
                 let label = match row.label {
                     BoxLabel::Unlabelled => String::new(),
@@ -348,9 +358,9 @@ fn proposals(
                         });
                     }
                 };
-                by_video.entry(row.key.video).or_default().push(format!(
+                by_video.entry(video.id).or_default().push(format!(
                     "{},{second:04},{:.3},{:.3},{:.3},{:.3},{label},{:.6}\n",
-                    row.key.video,
+                    video.id,
                     b.x1(),
                     b.y1(),
                     b.x2(),
@@ -368,7 +378,7 @@ fn proposals(
                     let row = format!(
                         "{},{:04},{x1:.3},{y1:.3},{x2:.3},{y2:.3},,1.0\n",
                         video.id,
-                        b.second + video_start
+                        video.dataset_second(b.second)
                     );
                     if seen.insert(row.clone()) {
                         rows.push(row);
@@ -385,45 +395,43 @@ fn proposals(
 /// keyframes exclude nothing and are left out, counted.
 fn excluded(
     options: &ImportOptions,
-    video_start: u32,
+    videos: &[ImportedVideo],
     keyframes: &std::ops::RangeInclusive<u32>,
     summary: &mut ImportSummary,
 ) -> Result<Vec<FrameKey>, ImportError> {
     let Some(path) = &options.excluded else {
         return Ok(Vec::new());
     };
-    let range = KeyframeRange::new(0, super::LAST_KEYFRAME).expect("a range");
+    let range = KeyframeRange::new(0, u32::MAX).expect("a range");
     let keys = read_excluded_timestamps(path, range).map_err(|error| ImportError::Input {
         path: path.clone(),
         message: format!(
             "{error} (excluded keyframes are AVA's CSV, video,second, on the videos' own seconds)"
         ),
     })?;
-    let shifted: Vec<FrameKey> = keys
-        .into_iter()
-        .map(|key| FrameKey {
-            video: key.video,
-            second: key.second + video_start,
-        })
-        .collect();
-    let (inside, outside): (Vec<FrameKey>, Vec<FrameKey>) = shifted
-        .into_iter()
-        .partition(|key| keyframes.contains(&key.second));
-    summary.exclusions_off_keyframes += outside.len() as u64;
+    let mut inside = Vec::new();
+    for key in keys {
+        match super::place(videos, key.video, key.second) {
+            Some((video, second)) if keyframes.contains(&second) => inside.push(FrameKey {
+                video: video.id,
+                second,
+            }),
+            _ => summary.exclusions_off_keyframes += 1,
+        }
+    }
     Ok(inside)
 }
 
 fn manifest(
     options: &ImportOptions,
     splits: &BTreeMap<String, Vec<VideoId>>,
-    longest: f64,
-    video_start: u32,
+    files_end: f64,
     last_keyframe: u32,
 ) -> DatasetManifest {
     let folder = FolderName::try_from("videos").expect("a plain folder name");
     let videos = std::path::absolute(&options.videos).unwrap_or_else(|_| options.videos.clone());
     let start = f64::from(FIRST_KEYFRAME - 2);
-    let end = (f64::from(video_start) + longest)
+    let end = files_end
         .ceil()
         .min(f64::from(last_keyframe + 3))
         .max(f64::from(last_keyframe + 1));
@@ -437,7 +445,8 @@ fn manifest(
             segment: [start, end],
             keyframes: [FIRST_KEYFRAME, last_keyframe],
             video_spans: Some(VIDEO_SPANS.into()),
-            video_start: f64::from(video_start),
+            video_start: 0.0,
+            own_clock: true,
             ground_truth_proposals: options.detections.is_none(),
         },
         sources: BTreeMap::new(),

@@ -102,10 +102,10 @@ fn dataset_section(html: &mut String, stats: &DatasetStats) {
             ),
         ),
     ];
-    if let Some(start) = stats.plan.own_clock {
+    if stats.plan.own_clock.is_some() {
         rows.push((
             "your videos' clock",
-            format!("a file's second s is the dataset's second s + {start}"),
+            "each video on its own, its first annotated keyframe on AVA's 902: the gallery names each keyframe's second in its file too".into(),
         ));
     }
     if stats.plan.ground_truth_proposals {
@@ -316,8 +316,11 @@ fn gallery_section(
         let actions: Vec<String> = entry.truth.iter().map(|names| names.join(", ")).collect();
         // Videos on their own clock are named by the file's seconds too.
         let own = plan
-            .own_second(f64::from(entry.key.second))
-            .map_or(String::new(), |own| format!(" (the file's {own} s)"));
+            .own_second(&entry.key.video, f64::from(entry.key.second))
+            .map_or(String::new(), |(file, own)| match file == entry.key.video {
+                true => format!(" (the file's {own} s)"),
+                false => format!(" ({file}'s {own} s)"),
+            });
         let _ = writeln!(
             html,
             "<figcaption>{} second {}{own} ({}): {} boxes; {}</figcaption>\n<div class=\"frames\">",

@@ -159,13 +159,10 @@ impl Stage for EvalStage {
             let label = format!("{} dets", split.split);
             let path = layout.root().join(&split.detections);
             lines.push(format!("{label:<11} {}", path.display()));
-            if let (Some(own), Some(start)) = (
-                &split.own_seconds,
-                plan.as_ref().and_then(|plan| plan.own_clock),
-            ) {
+            if let Some(own) = &split.own_seconds {
                 let path = layout.root().join(own);
                 lines.push(format!(
-                    "{:<11} {} (your videos' seconds: the dataset's minus {start})",
+                    "{:<11} {} (the same on your videos' own seconds)",
                     "",
                     path.display()
                 ));

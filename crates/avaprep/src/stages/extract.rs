@@ -203,14 +203,13 @@ impl Stage for ExtractStage {
     /// another split or another video in the plan changes nothing here.
     fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
         let plan = load_plan(context.data_dir)?;
-        let start = match &plan.videos_on_disk {
-            Some(on_disk) => Some(on_disk.start_seconds),
-            None => (plan.video_start != 0.0).then_some(plan.video_start),
-        };
         Ok(plan
             .videos
             .iter()
             .map(|video| {
+                let start = Some(video.file_start(plan.files_start())).filter(|&start| {
+                    plan.videos_on_disk.is_some() || video.span.is_some() || start != 0.0
+                });
                 let mut identity = serde_json::json!({
                     "file": video.file_name,
                     "folder": video.folder,
@@ -310,10 +309,7 @@ impl ExtractStage {
         // A pre-cut clip's time 0 is the dataset's second `start`: the extractor works on the
         // file's clock, the index is written on the dataset's.
         // A plan written before `video_start` was recorded has it only for videos on disk.
-        let start = plan
-            .videos_on_disk
-            .as_ref()
-            .map_or(plan.video_start, |on_disk| on_disk.start_seconds);
+        let start = video.file_start(plan.files_start());
         let ranges = self.ranges(plan, video);
         check_start(video, &ranges, start)?;
         let frames = frame_numbers(&ranges, plan.segment[0], self.params.fps);

@@ -235,8 +235,9 @@ fn find_on_disk(
     let path = on_disk.folder.join(video.file_name.to_string());
     let marker = layout.missing_videos().join(item);
     let Ok(meta) = std::fs::metadata(&path) else {
+        let file = video.file_name.id;
         let message = format!(
-            "video {item}: no {item}.mkv, {item}.mp4 or {item}.webm in {}",
+            "video {item}: no {file}.mkv, {file}.mp4 or {file}.webm in {}",
             on_disk.folder.display()
         );
         fsutil::write_atomic(&marker, message.as_bytes()).map_err(ItemError::output)?;
@@ -245,7 +246,7 @@ fn find_on_disk(
     };
     let _ = std::fs::remove_file(&marker);
     #[cfg(feature = "extract")]
-    if let Err(problem) = check_video(plan, item, &path, on_disk.start_seconds) {
+    if let Err(problem) = check_video(plan, item, &path, video.file_start(on_disk.start_seconds)) {
         forget_frames(layout, video)?;
         return Err(ItemError::input(format!(
             "video {item}: {}: {problem}; the file is left as it is",
@@ -307,7 +308,8 @@ fn probe_video(
     item: &str,
     path: &std::path::Path,
 ) -> Result<(), ItemError> {
-    let problem = match check_video(plan, item, path, plan.video_start) {
+    let video = plan.video(item).expect("checked by the caller");
+    let problem = match check_video(plan, item, path, video.file_start(plan.video_start)) {
         Ok(()) => return Ok(()),
         Err(problem) => problem,
     };

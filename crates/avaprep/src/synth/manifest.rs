@@ -49,6 +49,7 @@ pub fn dataset_manifest(
             keyframes: [times.first_keyframe, times.last_keyframe],
             video_spans: None,
             video_start: f64::from(report.video_start),
+            own_clock: true,
             ground_truth_proposals: false,
         },
         sources: BTreeMap::from([
