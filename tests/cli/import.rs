@@ -776,6 +776,17 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
         let report = reference_report("pyslowfast_ava.py", data.path(), &[split]);
         assert_eq!(report["clips"].as_u64(), Some(clips), "{split}: {report}");
     }
+    // pytorchvideo takes a clip from the frames a folder has: its view runs on past a file's
+    // end, so a keyframe in a file's last second keeps its whole clip (3 s, AVA's label context).
+    for split in ["train", "val"] {
+        let report = reference_report("pytorchvideo_ava.py", data.path(), &[split, "90"]);
+        assert_eq!(
+            report["frames_per_clip"],
+            serde_json::json!([90]),
+            "{split}: {report}"
+        );
+        assert!(report["clips"].as_u64().unwrap() > 0, "{split}: {report}");
+    }
     // Without a detector, the page says the proposals are the ground truth's.
     let page = report_page(data.path(), 902);
     assert!(

@@ -111,11 +111,7 @@ pub(super) fn write_dataset(
     for (name, text) in &files {
         write(&annotations.join(name), text.as_bytes())?;
     }
-    let files_end = videos
-        .iter()
-        .map(|video| video.file_start as f64 + video.duration)
-        .fold(0.0, f64::max);
-    let manifest = manifest(options, splits, files_end, last_keyframe);
+    let manifest = manifest(options, splits, last_keyframe);
     let manifest_path = options.out.join(MANIFEST);
     let text = toml::to_string(&manifest).expect("a manifest serialises");
     write(
@@ -390,7 +386,6 @@ fn proposals(
     Ok(by_video)
 }
 
-/// AVA's segment starts 2 s before its first keyframe and ends 3 s after its last.
 /// The keyframes the user excludes, shifted onto AVA's clock; those outside the dataset's
 /// keyframes exclude nothing and are left out, counted.
 fn excluded(
@@ -425,16 +420,14 @@ fn excluded(
 fn manifest(
     options: &ImportOptions,
     splits: &BTreeMap<String, Vec<VideoId>>,
-    files_end: f64,
     last_keyframe: u32,
 ) -> DatasetManifest {
     let folder = FolderName::try_from("videos").expect("a plain folder name");
     let videos = std::path::absolute(&options.videos).unwrap_or_else(|_| options.videos.clone());
+    // AVA's segment: 2 s before its first keyframe to 3 s after its last. A shorter file's
+    // lists end with it (its span); the views run on to the segment's end.
     let start = f64::from(FIRST_KEYFRAME - 2);
-    let end = files_end
-        .ceil()
-        .min(f64::from(last_keyframe + 3))
-        .max(f64::from(last_keyframe + 1));
+    let end = f64::from(last_keyframe + 3);
     DatasetManifest {
         dataset: DatasetInfo {
             name: options

@@ -328,7 +328,8 @@ fn write_all(
             let listed = video.listed(plan.segment);
             counts.rows += write_rows(&mut text, video, &index, listed, params, number);
             if params.pytorchvideo {
-                write_view(layout, video, &index, listed, number, &mut view_text)?;
+                let reach = view_reach(video, listed, plan.segment);
+                write_view(layout, video, &index, reach, number, &mut view_text)?;
             }
             if params.mmaction2 {
                 let view = mmaction2::view_for(plan.segment, index.period)?;
@@ -459,6 +460,21 @@ fn write_rows(
 /// pytorchvideo's `Ava` assumes 30 frames a second from the segment start, read by position
 /// from a sorted folder.
 const PYTORCHVIDEO_FPS: f64 = 30.0;
+
+/// AVA's segment runs this far past its last keyframe: a clip of AVA's label context reaches no
+/// further.
+const CONTEXT_PAST_LAST_KEYFRAME: f64 = 3.0;
+
+/// The seconds the pytorchvideo view covers. pytorchvideo takes a clip from the frames a folder
+/// has, so one reaching past a file's end would come back shorter: the view runs on, showing the
+/// last frame, as far past the video's last keyframe as AVA's segment runs past its own (3 s),
+/// as PySlowFast and mmaction2 repeat a video's last frame.
+fn view_reach(video: &PlannedVideo, listed: [f64; 2], segment: [f64; 2]) -> [f64; 2] {
+    let last = video.keyframes.last().map_or(listed[1], |&second| {
+        f64::from(second) + CONTEXT_PAST_LAST_KEYFRAME
+    });
+    [listed[0], last.min(segment[1]).max(listed[1])]
+}
 
 /// One video's folder of the pytorchvideo view: file `p + 1` is a relative link to the frame
 /// nearest `segment_start + p / 30`, so the folder looks like a full 30 fps extraction while
