@@ -156,6 +156,12 @@ fn assert_outputs(data: &Path) -> PathBuf {
     }
     let report = json(&data.join(val["report"].as_str().unwrap()));
     assert_eq!(report["mean_ap"].as_f64(), Some(map));
+    // One mAP: training's evaluation of the kept weights scores the detections as the file
+    // holds them, so it is the eval stage's figure for that file to the last digit.
+    let trained_map = json(&run_dir.join("eval.json"))["mean_ap"].as_f64();
+    assert_eq!(trained_map, Some(map));
+    let summary = json(&run_dir.join("summary.json"));
+    assert_eq!(summary["best_weights_map"].as_f64(), Some(map), "{summary}");
     run_dir
 }
 
