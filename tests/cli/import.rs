@@ -299,8 +299,7 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
 fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
     let video_start = report()["video_start"].as_i64().unwrap();
     let detections = tempfile::tempdir().unwrap();
-    let detections_path = detections.path().join("detections.csv");
-    fs::write(&detections_path, own_clock_detections(video_start)).unwrap();
+    let detections_path = own_clock_detections(detections.path());
     // And the keyframes the miniature excludes, which no labelling tool exports.
     let excluded: String = ["train", "val"]
         .iter()
@@ -417,9 +416,10 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
 }
 
 /// The miniature's person-detector boxes (train and val) on the files' own seconds, as a user's
-/// detector writes them.
-fn own_clock_detections(video_start: i64) -> String {
-    [
+/// detector writes them: `folder/detections.csv`.
+fn own_clock_detections(folder: &Path) -> PathBuf {
+    let video_start = report()["video_start"].as_i64().unwrap();
+    let rows: String = [
         "ava_detection_train_boxes_and_labels_include_negative_v2.2.csv",
         "ava_detection_val_boxes_and_labels.csv",
     ]
@@ -435,7 +435,10 @@ fn own_clock_detections(video_start: i64) -> String {
             })
             .collect::<Vec<_>>()
     })
-    .collect()
+    .collect();
+    let path = folder.join("detections.csv");
+    fs::write(&path, rows).unwrap();
+    path
 }
 
 /// `avaprep keyframes` on the miniature's videos with its detector's boxes: an image at each
@@ -445,10 +448,8 @@ fn own_clock_detections(video_start: i64) -> String {
 /// those actions.
 #[test]
 fn keyframe_images_and_a_cvat_task_go_out_and_come_back_through_import() {
-    let video_start = report()["video_start"].as_i64().unwrap();
     let work = tempfile::tempdir().unwrap();
-    let detections = work.path().join("detections.csv");
-    fs::write(&detections, own_clock_detections(video_start)).unwrap();
+    let detections = own_clock_detections(work.path());
     let out = work.path().join("keyframes");
     let output = avaprep(work.path())
         .args(["--json", "keyframes", "--videos"])
@@ -552,22 +553,13 @@ fn keyframe_images_and_a_cvat_task_go_out_and_come_back_through_import() {
     let export = work.path().join("labelled.xml");
     fs::write(&export, ticked).unwrap();
     let dataset = work.path().join("dataset");
-    let output = avaprep(work.path())
-        .arg("import")
-        .arg(&export)
-        .arg("--videos")
-        .arg(videos())
-        .arg("--out")
-        .arg(&dataset)
-        .args([
-            "--action-from",
-            "checkboxes",
-            "--val",
-            &val_videos().join(","),
-        ])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
+    let val = val_videos().join(",");
+    imported(
+        &export,
+        &videos(),
+        &dataset,
+        &["--action-from", "checkboxes", "--val", &val],
+    );
     let imported = json(&dataset.join("import.json"));
     let shift = |video: &str| imported["file_starts"][video].as_i64().unwrap();
     let mut truth: Vec<(String, i64, Vec<f64>)> = ["train", "val"]
@@ -645,14 +637,7 @@ fn json(path: &Path) -> serde_json::Value {
 /// every keyframe's clip centred on it.
 #[test]
 fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
-    let report = report();
-    let source = report["videos"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|video| video["frame_rate"] == "30/1" && video["split"] != "test")
-        .expect("a 30 fps video");
-    let source = mirror().join(source["path"].as_str().unwrap());
+    let source = thirty_fps_video();
     let clips = tempfile::tempdir().unwrap();
     let lengths = [("clip12", 12), ("cam3_2024-05-01_1200", 20)];
     for (name, seconds) in lengths {
@@ -678,17 +663,12 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
     )
     .unwrap();
     let own = tempfile::tempdir().unwrap();
-    let output = avaprep(own.path())
-        .arg("import")
-        .arg(&labels)
-        .arg("--videos")
-        .arg(clips.path())
-        .arg("--out")
-        .arg(own.path())
-        .args(["--val", "cam3_2024-05-01_1200"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
+    let output = imported(
+        &labels,
+        clips.path(),
+        own.path(),
+        &["--val", "cam3_2024-05-01_1200"],
+    );
     assert!(
         stdout(&output).contains("actions: 1 wave, 2 fall, 3 fight"),
         "{}",
@@ -712,26 +692,7 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
         "{truth}"
     );
 
-    let data = tempfile::tempdir().unwrap();
-    let output = avaprep(data.path())
-        .args([
-            "--json",
-            "run",
-            "pipelines/own-videos.toml",
-            "--until",
-            "validate",
-        ])
-        .arg("--set")
-        .arg(format!(
-            "dataset=\"{}\"",
-            own.path().join("dataset.toml").display()
-        ))
-        .args(["--set", "extract.height=240"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let validation = json(&data.path().join("slowfast/validation.json"));
-    assert_eq!(validation["passed"], true, "{validation}");
+    let data = validated_run(own.path(), "extract.height=240");
 
     let spans = fs::read_to_string(own.path().join("annotations/video_spans.csv")).unwrap();
     for (name, seconds) in lengths {
@@ -825,14 +786,7 @@ fn report_page(data: &Path, video_start: i64) -> String {
 /// keyframe's clip centred on it.
 #[test]
 fn a_long_video_is_cut_into_parts_on_clocks_of_their_own() {
-    let report = report();
-    let source = report["videos"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|video| video["frame_rate"] == "30/1" && video["split"] != "test")
-        .expect("a 30 fps video");
-    let source = mirror().join(source["path"].as_str().unwrap());
+    let source = thirty_fps_video();
     let clips = tempfile::tempdir().unwrap();
     let cut = |name: &str, args: &[&str]| {
         let status = std::process::Command::new("ffmpeg")
@@ -856,17 +810,12 @@ fn a_long_video_is_cut_into_parts_on_clocks_of_their_own() {
     )
     .unwrap();
     let own = tempfile::tempdir().unwrap();
-    let output = avaprep(own.path())
-        .arg("import")
-        .arg(&labels)
-        .arg("--videos")
-        .arg(clips.path())
-        .arg("--out")
-        .arg(own.path())
-        .args(["--val", "short", "--keyframe-interval", "10"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
+    let output = imported(
+        &labels,
+        clips.path(),
+        own.path(),
+        &["--val", "short", "--keyframe-interval", "10"],
+    );
     assert!(
         stdout(&output).contains("long_cam: annotated over more than"),
         "{}",
@@ -894,26 +843,7 @@ fn a_long_video_is_cut_into_parts_on_clocks_of_their_own() {
         "{spans}"
     );
 
-    let data = tempfile::tempdir().unwrap();
-    let output = avaprep(data.path())
-        .args([
-            "--json",
-            "run",
-            "pipelines/own-videos.toml",
-            "--until",
-            "validate",
-        ])
-        .arg("--set")
-        .arg(format!(
-            "dataset=\"{}\"",
-            own.path().join("dataset.toml").display()
-        ))
-        .args(["--set", "extract.height=120"])
-        .output()
-        .unwrap();
-    assert!(output.status.success(), "{}", stderr(&output));
-    let validation = json(&data.path().join("slowfast/validation.json"));
-    assert_eq!(validation["passed"], true, "{validation}");
+    let data = validated_run(own.path(), "extract.height=120");
     // The frame each part shows at its first keyframe, 902, is its place in the file.
     for (part, file_second) in [("long_cam_part1", 0.0), ("long_cam_part2", 900.0)] {
         let index =
@@ -932,4 +862,57 @@ fn a_long_video_is_cut_into_parts_on_clocks_of_their_own() {
     }
     let loaded = reference_report("pyslowfast_ava.py", data.path(), &["train"]);
     assert_eq!(loaded["clips"].as_u64(), Some(98), "{loaded}");
+}
+
+/// The own-videos pipeline on the import in `own`, up to validation, which passes.
+fn validated_run(own: &Path, setting: &str) -> tempfile::TempDir {
+    let data = tempfile::tempdir().unwrap();
+    let output = avaprep(data.path())
+        .args([
+            "--json",
+            "run",
+            "pipelines/own-videos.toml",
+            "--until",
+            "validate",
+        ])
+        .arg("--set")
+        .arg(format!(
+            "dataset=\"{}\"",
+            own.join("dataset.toml").display()
+        ))
+        .args(["--set", setting])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let validation = json(&data.path().join("slowfast/validation.json"));
+    assert_eq!(validation["passed"], true, "{validation}");
+    data
+}
+
+/// A train or val video of the miniature at 30 frames a second, whose frames carry their codes.
+fn thirty_fps_video() -> PathBuf {
+    let report = report();
+    let video = report["videos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|video| video["frame_rate"] == "30/1" && video["split"] != "test")
+        .expect("a 30 fps video");
+    mirror().join(video["path"].as_str().unwrap())
+}
+
+/// `avaprep import EXPORT --videos VIDEOS --out OUT EXTRA..`, which succeeds.
+fn imported(export: &Path, videos: &Path, out: &Path, extra: &[&str]) -> Output {
+    let output = avaprep(out)
+        .arg("import")
+        .arg(export)
+        .arg("--videos")
+        .arg(videos)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    output
 }
