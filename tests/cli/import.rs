@@ -692,7 +692,8 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
         "{truth}"
     );
 
-    let data = validated_run(own.path(), "extract.height=240");
+    let data = tempfile::tempdir().unwrap();
+    validated_run(data.path(), own.path(), "extract.height=240");
 
     let spans = fs::read_to_string(own.path().join("annotations/video_spans.csv")).unwrap();
     for (name, seconds) in lengths {
@@ -753,6 +754,27 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
     assert!(
         page.contains("<th>proposals</th><td>the boxes scored are the ground truth"),
         "{page}"
+    );
+
+    // Labelling more and importing again: the next run takes the new tables, the ids stay.
+    let more = fs::read_to_string(&labels).unwrap() + "clip12,300,fight\n";
+    fs::write(&labels, more).unwrap();
+    imported(
+        &labels,
+        clips.path(),
+        own.path(),
+        &["--val", "cam3_2024-05-01_1200"],
+    );
+    validated_run(data.path(), own.path(), "extract.height=240");
+    let truth =
+        fs::read_to_string(data.path().join("slowfast/annotations/ava_train_v2.2.csv")).unwrap();
+    assert!(
+        truth.contains("clip12,0912,0.000,0.000,1.000,1.000,3,1"),
+        "{truth}"
+    );
+    assert!(
+        !truth.contains("clip12,0912,0.000,0.000,1.000,1.000,2,1"),
+        "{truth}"
     );
 }
 
@@ -843,7 +865,8 @@ fn a_long_video_is_cut_into_parts_on_clocks_of_their_own() {
         "{spans}"
     );
 
-    let data = validated_run(own.path(), "extract.height=120");
+    let data = tempfile::tempdir().unwrap();
+    validated_run(data.path(), own.path(), "extract.height=120");
     // The frame each part shows at its first keyframe, 902, is its place in the file.
     for (part, file_second) in [("long_cam_part1", 0.0), ("long_cam_part2", 900.0)] {
         let index =
@@ -865,9 +888,8 @@ fn a_long_video_is_cut_into_parts_on_clocks_of_their_own() {
 }
 
 /// The own-videos pipeline on the import in `own`, up to validation, which passes.
-fn validated_run(own: &Path, setting: &str) -> tempfile::TempDir {
-    let data = tempfile::tempdir().unwrap();
-    let output = avaprep(data.path())
+fn validated_run(data: &Path, own: &Path, setting: &str) {
+    let output = avaprep(data)
         .args([
             "--json",
             "run",
@@ -884,9 +906,8 @@ fn validated_run(own: &Path, setting: &str) -> tempfile::TempDir {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-    let validation = json(&data.path().join("slowfast/validation.json"));
+    let validation = json(&data.join("slowfast/validation.json"));
     assert_eq!(validation["passed"], true, "{validation}");
-    data
 }
 
 /// A train or val video of the miniature at 30 frames a second, whose frames carry their codes.
