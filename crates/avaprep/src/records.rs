@@ -169,9 +169,9 @@ impl VideoPlan {
     /// its longer file's) and the second in it.
     /// For a part of a longer file, the file's id and the second in it.
     pub fn own_second(&self, video: &VideoId, dataset_second: f64) -> Option<(VideoId, f64)> {
-        let start = self.own_clock?;
+        self.own_clock?;
         let planned = self.video(video.as_str());
-        let start = planned.map_or(start, |v| v.file_start(start));
+        let start = planned.map_or(self.files_start(), |v| v.file_start(self.files_start()));
         let file = planned.map_or(*video, |v| v.file_name.id);
         Some((file, dataset_second - start))
     }

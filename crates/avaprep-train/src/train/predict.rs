@@ -89,7 +89,11 @@ fn as_written(detections: &[Detection]) -> Result<Vec<Detection>, TrainError> {
         "detections",
         &ReadOptions::new(every_second, None),
     )
-    .map_err(|error| TrainError::Config(format!("detections read back: {error}")))
+    .map_err(|error| {
+        TrainError::Config(format!(
+            "the detections as written cannot be read back ({error}): a score that is not a number means the weights diverged"
+        ))
+    })
 }
 
 /// The official detections file, on the dataset's clock (the evaluator's, with its 4-digit

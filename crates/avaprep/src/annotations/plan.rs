@@ -173,7 +173,8 @@ pub fn build_plan(
                 continue;
             };
             video.span = Some(span.span);
-            // A part of a longer file reads that file.
+            // A part of a longer file reads that file (parts are an import's, whose videos are
+            // on disk: a downloaded dataset has none).
             if let (Some(file), Some(names)) = (span.file, &on_disk_names) {
                 video.file_name = names.get(&file).copied().unwrap_or(VideoFileName {
                     id: file,

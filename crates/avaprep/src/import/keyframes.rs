@@ -51,7 +51,7 @@ pub struct KeyframeSummary {
     pub images: usize,
     /// Detector boxes drawn in the task.
     pub boxes: usize,
-    /// Detector rows at a second that is no keyframe of its video, or of a video not in the
+    /// Detector boxes at a second that is no keyframe of its video, or of a video not in the
     /// folder: not drawn.
     pub detections_off_keyframes: usize,
     /// Videos that could not be read, with why; the others are written.
@@ -143,13 +143,15 @@ fn check_options(options: &KeyframeOptions) -> Result<(), ImportError> {
     }
     let mut seen = BTreeSet::new();
     for action in &options.actions {
-        let plain = !action.trim().is_empty() && !action.contains(['"', '\n', '\r']);
+        let plain =
+            !action.is_empty() && action.trim() == action && !action.contains(['"', '\n', '\r']);
         if !plain || !seen.insert(action) {
             return Err(ImportError::Usage(format!(
                 "--actions: {action:?} is {}",
                 match plain {
                     true => "named twice",
-                    false => "not an action name (empty, or with a quote or a line break)",
+                    false =>
+                        "not an action name (empty, with spaces around it, or with a quote or a line break)",
                 }
             )));
         }
@@ -241,7 +243,10 @@ fn write_archive(out: &Path, images: &[KeyframeImage], archive: &Path) -> Result
         path: archive.to_path_buf(),
         source,
     };
-    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    // Written beside and renamed into place: a reader never takes half an archive for CVAT.
+    let staging = crate::fsutil::staging_beside(archive);
+    let file = std::fs::File::create(&staging).map_err(failed)?;
+    let mut zip = zip::ZipWriter::new(std::io::BufWriter::new(file));
     // JPEG does not shrink further: stored.
     let stored =
         zip::write::SimpleFileOptions::default().compression_method(zip::CompressionMethod::Stored);
@@ -251,11 +256,10 @@ fn write_archive(out: &Path, images: &[KeyframeImage], archive: &Path) -> Result
             .map_err(|e| failed(std::io::Error::other(e)))?;
         zip.write_all(&bytes).map_err(failed)?;
     }
-    let bytes = zip
-        .finish()
-        .map_err(|e| failed(std::io::Error::other(e)))?
-        .into_inner();
-    crate::fsutil::write_atomic(archive, &bytes).map_err(failed)
+    let mut written = zip.finish().map_err(|e| failed(std::io::Error::other(e)))?;
+    written.flush().map_err(failed)?;
+    written.get_ref().sync_all().map_err(failed)?;
+    std::fs::rename(&staging, archive).map_err(failed)
 }
 
 /// The label `person` with a checkbox attribute per action, as CVAT writes a task's labels.

@@ -300,10 +300,15 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
 fn check_unique_ids(videos: &[ImportedVideo]) -> Result<(), ImportError> {
     let mut seen: BTreeMap<VideoId, VideoId> = BTreeMap::new();
     for video in videos {
-        if let Some(file) = seen.insert(video.id, video.file) {
+        if let Some(other) = seen.insert(video.id, video.file) {
+            let cut = if video.file != video.id {
+                video.file
+            } else {
+                other
+            };
             return Err(ImportError::Usage(format!(
-                "video {}: the id of a part of {} and of {}; rename one of the files",
-                video.id, video.file, file
+                "video {}: the id of a part of the long video {cut} and of another video's file; rename one of the files",
+                video.id
             )));
         }
     }

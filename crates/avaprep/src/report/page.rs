@@ -105,7 +105,7 @@ fn dataset_section(html: &mut String, stats: &DatasetStats) {
     if stats.plan.own_clock.is_some() {
         rows.push((
             "your videos' clock",
-            "each video on its own, its first annotated keyframe on AVA's 902: the gallery names each keyframe's second in its file too".into(),
+            "the videos' own, moved onto AVA's (one shift where it fits, a video's own where not, long files cut into parts): the gallery names each keyframe's second in its file too".into(),
         ));
     }
     if stats.plan.ground_truth_proposals {

@@ -287,7 +287,7 @@ fn check_video(
         .map_or(plan.segment[0], |&last| f64::from(last) + past_last);
     match crate::media::probe(path) {
         Ok(info) if info.end_seconds() + start >= needed => Ok(()),
-        Ok(info) if start > 0.0 => Err(format!(
+        Ok(info) if start != 0.0 => Err(format!(
             "it ends at {:.1} s (dataset second {:.1}: its time 0 is second {start}) but is annotated up to {needed:.1} s",
             info.end_seconds(),
             info.end_seconds() + start

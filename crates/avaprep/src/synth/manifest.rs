@@ -49,7 +49,9 @@ pub fn dataset_manifest(
             keyframes: [times.first_keyframe, times.last_keyframe],
             video_spans: None,
             video_start: f64::from(report.video_start),
-            own_clock: true,
+            // The quick profile's files begin at their own second 0 (dataset 895); the
+            // ava-times profile's are on AVA's clock, as AVA's videos are.
+            own_clock: report.video_start != 0,
             ground_truth_proposals: false,
         },
         sources: BTreeMap::from([
