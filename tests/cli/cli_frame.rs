@@ -249,6 +249,10 @@ fn a_train_or_eval_typo_is_refused_before_any_work() {
             "train.settings.val_split=\"vall\"",
             "settings.val_split: \"vall\"",
         ),
+        (
+            "splits=[\"train\", \"vall\"]",
+            "splits: \"vall\" is not a split of the dataset (it has: test, train, val)",
+        ),
     ];
     for command in ["run", "status"] {
         for (assignment, said) in cases {
@@ -452,4 +456,24 @@ fn a_damaged_state_file_is_reported_once() {
         .unwrap();
     let text = stderr(&output) + &stdout(&output);
     assert_eq!(text.matches("moved it to").count(), 1, "{text}");
+}
+
+/// A split the dataset does not have is a usage error naming the ones it has, before anything is
+/// fetched.
+#[test]
+fn an_unknown_split_is_a_usage_error_naming_the_dataset_s_splits() {
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = crate::support::mirror().join("manifest.toml");
+    let output = avaprep(dir.path())
+        .args(["fetch", "--split", "foo", "--dataset"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{message}");
+    assert!(
+        message.contains("\"foo\" is not a split of the dataset (it has: test, train, val)"),
+        "{message}"
+    );
+    assert!(!dir.path().join("annotations").exists());
 }

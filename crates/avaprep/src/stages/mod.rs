@@ -133,6 +133,9 @@ impl Dataset {
         selection: Selection,
         mut fetch: FetchParams,
     ) -> Result<Self, String> {
+        if let Some(message) = unknown_split(&manifest, &selection.splits) {
+            return Err(message);
+        }
         if let Some(local) = &manifest.local {
             fetch.videos.get_or_insert_with(|| local.videos.clone());
             fetch
@@ -177,6 +180,13 @@ impl Dataset {
         };
         let mut fetch = read_params(spec, StageId::FetchVideos, FetchParams::validate)?;
         fetch.resolve_against(spec.path.parent().unwrap_or(Path::new(".")));
+        if let Some(message) = unknown_split(&manifest, &spec.splits) {
+            return Err(SpecError::Invalid {
+                path: spec.path.clone(),
+                message: format!("splits: {message}"),
+            }
+            .into());
+        }
         let selection = Selection {
             splits: spec.splits.clone(),
             videos_per_split: spec.videos_per_split,
@@ -185,6 +195,19 @@ impl Dataset {
         Dataset::new(manifest, selection, fetch)
             .map_err(|message| invalid(&spec.path, StageId::FetchVideos, message).into())
     }
+}
+
+/// A chosen split the dataset does not have, named with the ones it has (a usage error: nothing
+/// can be fetched or planned for it).
+fn unknown_split(manifest: &DatasetManifest, splits: &[String]) -> Option<String> {
+    let unknown = splits
+        .iter()
+        .find(|split| !manifest.splits.contains_key(split.as_str()))?;
+    let known: Vec<&str> = manifest.splits.keys().map(String::as_str).collect();
+    Some(format!(
+        "{unknown:?} is not a split of the dataset (it has: {})",
+        known.join(", ")
+    ))
 }
 
 /// "parse failed in its last run; run `avaprep fetch` first".
