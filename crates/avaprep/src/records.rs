@@ -42,11 +42,10 @@ pub struct VideoPlan {
     /// videos on disk, or the dataset's own (`dataset.video_start`).
     #[serde(default)]
     pub video_start: f64,
-    /// For videos on their own clock (the manifest's `dataset.video_start`, as an import writes
-    /// it): the dataset second at each file's time 0, so what a person reads names the file's
-    /// own seconds too.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub own_clock: Option<f64>,
+    /// The videos are on their own clock (the manifest's `dataset.own_clock`, as an import
+    /// writes it): what a person reads names each file's own seconds too.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_clock: bool,
     /// The proposals are the ground-truth boxes (`dataset.ground_truth_proposals`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ground_truth_proposals: bool,
@@ -169,16 +168,19 @@ impl VideoPlan {
     /// its longer file's) and the second in it.
     /// For a part of a longer file, the file's id and the second in it.
     pub fn own_second(&self, video: &VideoId, dataset_second: f64) -> Option<(VideoId, f64)> {
-        self.own_clock?;
+        if !self.own_clock {
+            return None;
+        }
         let planned = self.video(video.as_str());
-        let start = planned.map_or(self.files_start(), |v| v.file_start(self.files_start()));
+        let default = self.default_file_start();
+        let start = planned.map_or(default, |v| v.file_start(default));
         let file = planned.map_or(*video, |v| v.file_name.id);
         Some((file, dataset_second - start))
     }
 
     /// The dataset second at each file's time 0, where the files do not say their own: the
     /// folder of videos on disk's, else the dataset's.
-    pub fn files_start(&self) -> f64 {
+    pub fn default_file_start(&self) -> f64 {
         self.videos_on_disk
             .as_ref()
             .map_or(self.video_start, |on_disk| on_disk.start_seconds)
@@ -390,7 +392,7 @@ impl Evaluation {
 mod tests {
     use super::*;
 
-    fn plan(own_clock: Option<f64>) -> VideoPlan {
+    fn plan(own_clock: bool) -> VideoPlan {
         let video = |id: &str, file: &str, span: [f64; 2]| PlannedVideo {
             id: id.parse().unwrap(),
             file_name: file.parse::<VideoFileName>().unwrap(),
@@ -416,7 +418,7 @@ mod tests {
 
     #[test]
     fn a_dataset_second_is_named_on_its_file_s_clock_a_part_s_on_its_long_file_s() {
-        let own = plan(Some(0.0));
+        let own = plan(true);
         let id = |id: &str| id.parse::<VideoId>().unwrap();
         assert_eq!(
             own.own_second(&id("long_cam_part2"), 902.0),
@@ -427,6 +429,6 @@ mod tests {
             Some((id("short"), 15.0))
         );
         // AVA's own seconds are the ones people use.
-        assert_eq!(plan(None).own_second(&id("short"), 910.0), None);
+        assert_eq!(plan(false).own_second(&id("short"), 910.0), None);
     }
 }

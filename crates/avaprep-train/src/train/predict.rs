@@ -108,7 +108,7 @@ fn write_own_seconds(
     detections: &[Detection],
     plan: &VideoPlan,
 ) -> Result<Option<PathBuf>, TrainError> {
-    if plan.own_clock.is_none() {
+    if !plan.own_clock {
         return Ok(None);
     }
     let path = own_seconds_file(out);

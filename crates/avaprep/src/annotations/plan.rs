@@ -192,10 +192,7 @@ pub fn build_plan(
         video_start: on_disk.map_or(manifest.dataset.video_start, |on_disk| {
             on_disk.start_seconds
         }),
-        own_clock: manifest
-            .dataset
-            .own_clock
-            .then_some(manifest.dataset.video_start),
+        own_clock: manifest.dataset.own_clock,
         ground_truth_proposals: manifest.dataset.ground_truth_proposals,
     })
 }

@@ -13,9 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::ImportError;
-use crate::annotations::{
-    KeyframeRange, LabelMap, NormBox, ReadOptions, VideoFileName, VideoId, read_predicted_boxes,
-};
+use crate::annotations::{NormBox, VideoFileName, VideoId};
 use crate::extract::{ExtractSpec, extract_video};
 use crate::markup::escape;
 use crate::progress::Reporter;
@@ -167,14 +165,7 @@ fn read_detections(
     let Some(path) = &options.detections else {
         return Ok(BTreeMap::new());
     };
-    let every_second = KeyframeRange::new(0, u32::MAX).expect("a range");
-    let rows = read_predicted_boxes(path, &ReadOptions::new(every_second, None::<&LabelMap>))
-        .map_err(|error| ImportError::Input {
-            path: path.clone(),
-            message: format!(
-                "{error} (detections are AVA's detection CSV on the videos' own seconds)"
-            ),
-        })?;
+    let rows = super::read_own_clock_detections(path)?;
     let mut boxes: BTreeMap<(VideoId, u32), Vec<NormBox>> = BTreeMap::new();
     for row in rows {
         let at = boxes.entry((row.key.video, row.key.second)).or_default();

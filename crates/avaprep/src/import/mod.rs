@@ -27,7 +27,10 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::annotations::{VideoFileName, VideoId};
+use crate::annotations::{
+    KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoFileName, VideoId,
+    read_predicted_boxes,
+};
 pub use export::{ActionSource, ExportError};
 use export::{Export, ExportedVideo};
 use resolve::{KeyframeBox, SampleCounts, VideoFacts};
@@ -294,6 +297,19 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
     summary.shapes_off_keyframe = counts.off_keyframe;
     write::write_dataset(options, &videos, &splits, &mut summary)?;
     Ok(summary)
+}
+
+/// A person detector's boxes on the videos' own seconds (AVA's detection CSV, any second).
+fn read_own_clock_detections(path: &Path) -> Result<Vec<PredictedBox>, ImportError> {
+    let every_second = KeyframeRange::new(0, u32::MAX).expect("a range");
+    read_predicted_boxes(path, &ReadOptions::new(every_second, None::<&LabelMap>)).map_err(
+        |error| ImportError::Input {
+            path: path.to_path_buf(),
+            message: format!(
+                "{error} (detections are AVA's detection CSV on the videos' own seconds)"
+            ),
+        },
+    )
 }
 
 /// A part's id that another video of the import already has is refused, naming both.

@@ -7,8 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::{FIRST_KEYFRAME, ImportError, ImportOptions, ImportSummary, ImportedVideo};
 use crate::annotations::{
-    BoxLabel, FrameKey, KeyframeRange, LabelKind, LabelMap, ReadOptions, VideoId,
-    read_excluded_timestamps, read_label_map, read_predicted_boxes,
+    BoxLabel, FrameKey, KeyframeRange, LabelKind, VideoId, read_excluded_timestamps, read_label_map,
 };
 use crate::layout::FolderName;
 use crate::manifest::{DatasetInfo, DatasetManifest, Labels, LocalFiles, Split};
@@ -318,14 +317,7 @@ fn proposals(
     match &options.detections {
         Some(path) => {
             let known: BTreeSet<VideoId> = videos.iter().map(|video| video.file).collect();
-            let range = KeyframeRange::new(0, u32::MAX).expect("a range");
-            let rows = read_predicted_boxes(path, &ReadOptions::new(range, None::<&LabelMap>))
-                .map_err(|error| ImportError::Input {
-                    path: path.clone(),
-                    message: format!(
-                        "{error} (detections are AVA's detection CSV on the videos' own seconds)"
-                    ),
-                })?;
+            let rows = super::read_own_clock_detections(path)?;
             for row in rows.iter().filter(|row| known.contains(&row.key.video)) {
                 let placed = super::place(videos, row.key.video, row.key.second)
                     .filter(|(_, second)| keyframes.contains(second));

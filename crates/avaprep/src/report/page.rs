@@ -102,7 +102,7 @@ fn dataset_section(html: &mut String, stats: &DatasetStats) {
             ),
         ),
     ];
-    if stats.plan.own_clock.is_some() {
+    if stats.plan.own_clock {
         rows.push((
             "your videos' clock",
             "the videos' own, moved onto AVA's (one shift where it fits, a video's own where not, long files cut into parts): the gallery names each keyframe's second in its file too".into(),

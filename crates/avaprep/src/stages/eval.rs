@@ -248,7 +248,7 @@ impl EvalStage {
             detections: layout.relative(&detections),
             own_seconds: plan
                 .own_clock
-                .map(|_| layout.relative(&own_seconds_file(&detections))),
+                .then(|| layout.relative(&own_seconds_file(&detections))),
             report: None,
             mean_ap: None,
         };

@@ -207,7 +207,7 @@ impl Stage for ExtractStage {
             .videos
             .iter()
             .map(|video| {
-                let start = Some(video.file_start(plan.files_start())).filter(|&start| {
+                let start = Some(video.file_start(plan.default_file_start())).filter(|&start| {
                     plan.videos_on_disk.is_some() || video.span.is_some() || start != 0.0
                 });
                 let mut identity = serde_json::json!({
@@ -309,7 +309,7 @@ impl ExtractStage {
         // A pre-cut clip's time 0 is the dataset's second `start`: the extractor works on the
         // file's clock, the index is written on the dataset's.
         // A plan written before `video_start` was recorded has it only for videos on disk.
-        let start = video.file_start(plan.files_start());
+        let start = video.file_start(plan.default_file_start());
         let ranges = self.ranges(plan, video);
         check_start(video, &ranges, start)?;
         let frames = frame_numbers(&ranges, plan.segment[0], self.params.fps);
@@ -429,7 +429,7 @@ mod tests {
             files: Default::default(),
             videos_on_disk: None,
             video_start: 0.0,
-            own_clock: None,
+            own_clock: false,
             ground_truth_proposals: false,
         }
     }
