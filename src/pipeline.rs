@@ -155,12 +155,12 @@ pub fn status(
 fn print_closings(
     global: &GlobalArgs,
     built: &ProductStages,
-    report: &RunReport,
+    report: &RunReport<StageId>,
     printer: &Printer,
 ) {
-    let current = |name: &str| {
+    let current = |id: StageId| {
         report.stages.iter().any(|stage| {
-            stage.stage == name
+            stage.stage == id
                 && matches!(
                     stage.outcome,
                     StageOutcome::Completed | StageOutcome::UpToDate
@@ -170,7 +170,7 @@ fn print_closings(
     let closings: Vec<Closing> = built
         .as_refs()
         .into_iter()
-        .filter(|stage| current(stage.name()))
+        .filter(|stage| current(stage.id()))
         .filter_map(|stage| stage.closing(&global.data_dir))
         .collect();
     if closings.is_empty() {
@@ -185,7 +185,7 @@ fn print_closings(
     }
 }
 
-fn status_text(line: &StageStatusLine) -> String {
+fn status_text(line: &StageStatusLine<StageId>) -> String {
     let condition = match line.condition {
         StageCondition::Done => "done",
         StageCondition::Stale => "stale",
@@ -194,7 +194,7 @@ fn status_text(line: &StageStatusLine) -> String {
         StageCondition::Interrupted => "interrupted",
         StageCondition::Corrupt => "corrupt state",
     };
-    let mut text = format!("{:<18} {condition:<12}", line.stage);
+    let mut text = format!("{:<18} {condition:<12}", line.stage.name());
     if line.condition != StageCondition::Pending && line.condition != StageCondition::Corrupt {
         text.push_str(&format!(
             " {}/{} items{}",

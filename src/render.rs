@@ -8,8 +8,8 @@ use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::{
     AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore,
 };
-use avaprep::stages::blocker_text;
 use avaprep::stages::lists::relocate_configs;
+use avaprep::stages::{StageId, blocker_text};
 
 use avaprep_shell::{ExitStatus, GlobalArgs, Printer};
 
@@ -32,12 +32,12 @@ pub fn lock(global: &GlobalArgs, shard: Option<Shard>) -> anyhow::Result<DataDir
 pub fn run_stages(
     global: &GlobalArgs,
     _lock: &DataDirLock,
-    stages: Vec<&dyn AnyStage>,
+    stages: Vec<&dyn AnyStage<StageId>>,
     shard: Option<Shard>,
     scrutiny: Scrutiny,
     printer: &Printer,
     cancel: &AtomicBool,
-) -> anyhow::Result<RunReport> {
+) -> anyhow::Result<RunReport<StageId>> {
     // A shard waits for its turn at the whole-dataset work and hands it on before its videos.
     let turn = match shard {
         Some(_) => {
@@ -79,7 +79,7 @@ pub fn run_stages(
     Ok(report)
 }
 
-pub fn exit_status(report: &RunReport) -> ExitStatus {
+pub fn exit_status(report: &RunReport<StageId>) -> ExitStatus {
     if report.succeeded() {
         ExitStatus::Success
     } else {
@@ -87,7 +87,11 @@ pub fn exit_status(report: &RunReport) -> ExitStatus {
     }
 }
 
-fn print_run_report(printer: &Printer, report: &RunReport, stages: &[&dyn AnyStage]) {
+fn print_run_report(
+    printer: &Printer,
+    report: &RunReport<StageId>,
+    stages: &[&dyn AnyStage<StageId>],
+) {
     for stage in &report.stages {
         printer.record("stage", stage);
         for note in &stage.notes {
@@ -96,7 +100,9 @@ fn print_run_report(printer: &Printer, report: &RunReport, stages: &[&dyn AnySta
         for failure in stage.failures.iter().chain(&stage.newly_missing) {
             eprintln!(
                 "error: {}: {}: {}",
-                stage.stage, failure.item, failure.message
+                stage.stage.name(),
+                failure.item,
+                failure.message
             );
         }
         let outcome = match stage.outcome {
@@ -123,13 +129,20 @@ fn print_run_report(printer: &Printer, report: &RunReport, stages: &[&dyn AnySta
         };
         printer.result(&format!(
             "{:<18} {outcome}{}",
-            stage.stage,
+            stage.stage.name(),
             figures(stage.files, stage.bytes, stage.seconds)
         ));
-        let summary = stages
+        let summary = match stages
             .iter()
-            .find(|candidate| candidate.name() == stage.stage)
-            .map_or_else(Vec::new, |candidate| candidate.summary(stage));
+            .find(|candidate| candidate.id() == stage.stage)
+        {
+            Some(candidate) => candidate.summary(stage),
+            None => Ok(Vec::new()),
+        };
+        let summary = summary.unwrap_or_else(|mismatch| {
+            eprintln!("error: {mismatch}");
+            Vec::new()
+        });
         for detail in summary {
             printer.result(&format!("{:<18} {detail}", ""));
         }
@@ -141,7 +154,7 @@ fn print_run_report(printer: &Printer, report: &RunReport, stages: &[&dyn AnySta
 }
 
 /// "not run: parse failed in its last run; run `avaprep fetch` first".
-fn blocked_text(blockers: &[Blocker]) -> String {
+fn blocked_text(blockers: &[Blocker<StageId>]) -> String {
     if blockers.is_empty() {
         return "not run: an earlier stage is not done".to_string();
     }

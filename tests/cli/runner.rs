@@ -16,16 +16,40 @@ use std::time::{Duration, Instant};
 use avaprep::fsutil::write_atomic;
 use avaprep::pipeline::{
     AnyStage, FailureKind, Granularity, ItemError, ItemRecord, PlannedItem, RunReport, Runner,
-    Shard, Stage, StageContext, StageOutcome, StateStore,
+    Shard, Stage, StageContext, StageName, StageOutcome, StateStore,
 };
 use avaprep::progress::Silent;
 
 const VIDEOS: usize = 12;
 const CHILD_DIR: &str = "AVAPREP_TEST_RUNNER_CHILD_DIR";
 
+/// The test pipeline's stages, named as the product's are: by a typed id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+enum Step {
+    Download,
+    Extract,
+    Lists,
+}
+
+impl StageName for Step {
+    fn name(self) -> &'static str {
+        match self {
+            Step::Download => "download",
+            Step::Extract => "extract",
+            Step::Lists => "lists",
+        }
+    }
+
+    fn from_name(name: &str) -> Option<Self> {
+        [Step::Download, Step::Extract, Step::Lists]
+            .into_iter()
+            .find(|step| step.name() == name)
+    }
+}
+
 struct TestStage {
-    name: &'static str,
-    depends_on: &'static [&'static str],
+    id: Step,
+    depends_on: &'static [Step],
     granularity: Granularity,
     /// A parameter: changing it must make this stage and everything after it stale.
     value: u32,
@@ -38,7 +62,7 @@ struct TestStage {
 
 impl TestStage {
     fn output(&self, data_dir: &Path, item: &str) -> PathBuf {
-        data_dir.join(self.name).join(item)
+        data_dir.join(self.id.name()).join(item)
     }
 }
 
@@ -57,13 +81,13 @@ fn append_line(path: &Path, line: &str) {
 }
 
 impl Stage for TestStage {
-    type Id = &'static str;
+    type Id = Step;
 
-    fn id(&self) -> &'static str {
-        self.name
+    fn id(&self) -> Step {
+        self.id
     }
 
-    fn depends_on(&self) -> &'static [&'static str] {
+    fn depends_on(&self) -> &'static [Step] {
         self.depends_on
     }
 
@@ -89,8 +113,8 @@ impl Stage for TestStage {
     }
 
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
-        log(context.data_dir, &format!("{} {item}", self.name));
-        let not_started = format!("{} {}", self.name, context.not_started);
+        log(context.data_dir, &format!("{} {item}", self.id.name()));
+        let not_started = format!("{} {}", self.id.name(), context.not_started);
         append_line(&context.data_dir.join("not_started.log"), &not_started);
         std::thread::sleep(self.item_delay);
         if self.failing.iter().any(|failing| failing == item) {
@@ -102,7 +126,7 @@ impl Stage for TestStage {
         let content = match self.depends_on.first() {
             // A whole stage reads what the per-video stage before it produced.
             Some(upstream) if self.granularity == Granularity::Whole => {
-                let count = fs::read_dir(context.data_dir.join(upstream))
+                let count = fs::read_dir(context.data_dir.join(upstream.name()))
                     .unwrap()
                     .count();
                 format!("{count} inputs, value {}", self.value)
@@ -121,7 +145,7 @@ impl Stage for TestStage {
 fn stages(extract_value: u32, delay: Duration) -> Vec<TestStage> {
     vec![
         TestStage {
-            name: "download",
+            id: Step::Download,
             depends_on: &[],
             granularity: Granularity::PerVideo,
             value: 1,
@@ -130,8 +154,8 @@ fn stages(extract_value: u32, delay: Duration) -> Vec<TestStage> {
             missing: Vec::new(),
         },
         TestStage {
-            name: "extract",
-            depends_on: &["download"],
+            id: Step::Extract,
+            depends_on: &[Step::Download],
             granularity: Granularity::PerVideo,
             value: extract_value,
             item_delay: delay,
@@ -139,8 +163,8 @@ fn stages(extract_value: u32, delay: Duration) -> Vec<TestStage> {
             missing: Vec::new(),
         },
         TestStage {
-            name: "lists",
-            depends_on: &["extract"],
+            id: Step::Lists,
+            depends_on: &[Step::Extract],
             granularity: Granularity::Whole,
             value: 1,
             item_delay: Duration::ZERO,
@@ -150,10 +174,13 @@ fn stages(extract_value: u32, delay: Duration) -> Vec<TestStage> {
     ]
 }
 
-fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport {
+fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport<Step> {
     let cancel = AtomicBool::new(false);
     let runner = Runner {
-        stages: stages.iter().map(|stage| stage as &dyn AnyStage).collect(),
+        stages: stages
+            .iter()
+            .map(|stage| stage as &dyn AnyStage<Step>)
+            .collect(),
         store: StateStore::new(data_dir, shard),
         shard,
         context: StageContext {
@@ -169,11 +196,11 @@ fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport
     runner.run().unwrap()
 }
 
-fn outcomes(report: &RunReport) -> Vec<(String, StageOutcome)> {
+fn outcomes(report: &RunReport<Step>) -> Vec<(String, StageOutcome)> {
     report
         .stages
         .iter()
-        .map(|stage| (stage.stage.clone(), stage.outcome))
+        .map(|stage| (stage.stage.name().to_string(), stage.outcome))
         .collect()
 }
 
@@ -501,10 +528,10 @@ fn state_files_of_the_earlier_format_are_adopted_not_redone() {
     run(data, &original, None);
     // Each state as the earlier version wrote it, in dependency order.
     let store = StateStore::new(data, None);
-    let mut written: BTreeMap<&str, (String, String, String)> = BTreeMap::new();
+    let mut written: BTreeMap<Step, (String, String, String)> = BTreeMap::new();
     for stage in &original {
-        let Loaded::Valid(mut state) = store.load(stage.name).unwrap() else {
-            panic!("{} has a state", stage.name);
+        let Loaded::Valid(mut state) = store.load(stage.id.name()).unwrap() else {
+            panic!("{} has a state", stage.id.name());
         };
         let dependencies: Vec<String> = stage
             .depends_on
@@ -534,7 +561,7 @@ fn state_files_of_the_earlier_format_are_adopted_not_redone() {
             .map(|record| combined_digest(&record.outputs))
             .unwrap_or_default();
         written.insert(
-            stage.name,
+            stage.id,
             (
                 state.fingerprint.clone(),
                 whole_digest,

@@ -3,13 +3,13 @@
 
 use sha2::{Digest, Sha256};
 
-use super::stage::{AnyStage, PlannedItem};
+use super::stage::{AnyStage, PlannedItem, StageName};
 
 /// Digest of the stage's name and parameters: a change redoes every item of the stage (and,
 /// through what they make, whatever reads them).
-pub fn stage_key(stage: &dyn AnyStage) -> String {
+pub fn stage_key<Id: StageName>(stage: &dyn AnyStage<Id>) -> String {
     let mut hasher = Sha256::new();
-    hasher.update(stage.name().as_bytes());
+    hasher.update(stage.id().name().as_bytes());
     hasher.update([0]);
     hasher.update(serde_json::to_vec(&stage.params()).expect("params serialise"));
     hex::encode(hasher.finalize())
@@ -40,9 +40,12 @@ pub fn item_key(stage_key: &str, item: &PlannedItem, upstream: &str) -> String {
 
 /// The fingerprint earlier versions recorded (name, parameters and the dependencies' recorded
 /// fingerprints and outputs), so their state files are adopted rather than redone.
-pub fn legacy_fingerprint(stage: &dyn AnyStage, dependency_fingerprints: &[&str]) -> String {
+pub fn legacy_fingerprint<Id: StageName>(
+    stage: &dyn AnyStage<Id>,
+    dependency_fingerprints: &[&str],
+) -> String {
     let mut hasher = Sha256::new();
-    hasher.update(stage.name().as_bytes());
+    hasher.update(stage.id().name().as_bytes());
     hasher.update([0]);
     hasher.update(serde_json::to_vec(&stage.params()).expect("params serialise"));
     for dependency in dependency_fingerprints {

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use serde::{Deserialize, Serialize};
 
 use super::runner::StageReport;
-use super::state::ItemRecord;
+use super::state::{CountsMismatch, ItemRecord};
 use crate::progress::Reporter;
 
 /// The name of the single item of a whole-dataset stage.
@@ -140,17 +140,24 @@ impl ItemError {
     }
 }
 
-/// What names a stage: the product's typed list of stages, or plain names (the engine's own
-/// tests). The engine knows a stage by its name only, as state files and `status` do.
-pub trait StageName: Copy + Send + Sync + 'static {
+/// What names a stage: the pipeline's typed list of stages. The engine carries ids; a name is
+/// written and read only where a state file, a report or a progress line holds it.
+pub trait StageName:
+    Copy + Eq + Ord + std::hash::Hash + std::fmt::Debug + Send + Sync + 'static
+{
     /// The stage's name in pipeline files, state files and `status`.
     fn name(self) -> &'static str;
+
+    /// The stage a state file names; `None` for a name no stage of this pipeline has.
+    fn from_name(name: &str) -> Option<Self>;
 }
 
-impl StageName for &'static str {
-    fn name(self) -> &'static str {
-        self
-    }
+/// Serializes a stage id as its name, for reports written as JSON.
+pub fn serialize_name<Id: StageName, S: serde::Serializer>(
+    id: &Id,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(id.name())
 }
 
 pub trait Stage: Send + Sync {
@@ -185,9 +192,10 @@ pub trait Stage: Send + Sync {
     /// complete: write under temporary names and rename when done.
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError>;
 
-    /// Lines for people under the stage's line in a run's report, from its own counts.
-    fn summary(&self, _report: &StageReport) -> Vec<String> {
-        Vec::new()
+    /// Lines for people under the stage's line in a run's report, from its own counts (recorded
+    /// counts it does not know are an error: the state is another version's).
+    fn summary(&self, _report: &StageReport<Self::Id>) -> Result<Vec<String>, CountsMismatch> {
+        Ok(Vec::new())
     }
 
     /// What the stage hands the user after a run in which every stage succeeded: its result
@@ -207,30 +215,27 @@ pub struct Closing {
     pub lines: Vec<String>,
 }
 
-/// A stage as the runner holds it: named, whatever type names it, so one runner serves any
-/// pipeline's stages. Every [`Stage`] is one.
-pub trait AnyStage: Send + Sync {
-    fn name(&self) -> &'static str;
-    fn depends_on(&self) -> Vec<&'static str>;
+/// A stage as the runner holds it: whatever type it is, named by the pipeline's ids, so one
+/// runner serves any pipeline's stages. Every [`Stage`] is one.
+pub trait AnyStage<Id: StageName>: Send + Sync {
+    fn id(&self) -> Id;
+    fn depends_on(&self) -> &'static [Id];
     fn granularity(&self) -> Granularity;
     fn params(&self) -> serde_json::Value;
     fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError>;
     fn concurrency(&self) -> usize;
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError>;
-    fn summary(&self, report: &StageReport) -> Vec<String>;
+    fn summary(&self, report: &StageReport<Id>) -> Result<Vec<String>, CountsMismatch>;
     fn closing(&self, data_dir: &Path) -> Option<Closing>;
 }
 
-impl<S: Stage> AnyStage for S {
-    fn name(&self) -> &'static str {
-        self.id().name()
+impl<S: Stage> AnyStage<S::Id> for S {
+    fn id(&self) -> S::Id {
+        Stage::id(self)
     }
 
-    fn depends_on(&self) -> Vec<&'static str> {
+    fn depends_on(&self) -> &'static [S::Id] {
         Stage::depends_on(self)
-            .iter()
-            .map(|stage| stage.name())
-            .collect()
     }
 
     fn granularity(&self) -> Granularity {
@@ -253,7 +258,7 @@ impl<S: Stage> AnyStage for S {
         Stage::run_item(self, context, item)
     }
 
-    fn summary(&self, report: &StageReport) -> Vec<String> {
+    fn summary(&self, report: &StageReport<S::Id>) -> Result<Vec<String>, CountsMismatch> {
         Stage::summary(self, report)
     }
 

@@ -160,13 +160,31 @@ pub fn counts_map<T: Serialize>(counts: &T) -> BTreeMap<String, u64> {
     }
 }
 
-/// A name -> value map back as a stage's typed counts; names it does not know are ignored and
-/// missing ones take their default.
-pub fn typed_counts<T: serde::de::DeserializeOwned + Default>(map: &BTreeMap<String, u64>) -> T {
-    serde_json::to_value(map)
-        .ok()
-        .and_then(|value| serde_json::from_value(value).ok())
-        .unwrap_or_default()
+/// A stage's recorded counts that its typed counts cannot hold: a name it does not have, or a
+/// value out of its range. The state was written by another version of the stage.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{stage}: the recorded counts do not match the stage's: {problem}")]
+pub struct CountsMismatch {
+    pub stage: String,
+    pub problem: String,
+}
+
+/// A name -> value map back as a stage's typed counts; missing names take their default (an
+/// item that counted none), a name the struct does not have is a [`CountsMismatch`].
+pub fn typed_counts<T: serde::de::DeserializeOwned + Serialize + Default>(
+    stage: &str,
+    map: &BTreeMap<String, u64>,
+) -> Result<T, CountsMismatch> {
+    let mismatch = |problem: String| CountsMismatch {
+        stage: stage.to_string(),
+        problem,
+    };
+    let known = counts_map(&T::default());
+    if let Some(unknown) = map.keys().find(|name| !known.contains_key(*name)) {
+        return Err(mismatch(format!("no count named {unknown:?}")));
+    }
+    let value = serde_json::to_value(map).map_err(|error| mismatch(error.to_string()))?;
+    serde_json::from_value(value).map_err(|error| mismatch(error.to_string()))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -233,6 +251,15 @@ impl StageState {
     }
 
     /// Completed or permanently missing: nothing more will come of this item.
+    /// The stages this state says it read, as the pipeline's ids; a name no stage of the
+    /// pipeline has is left out.
+    pub fn dependencies<Id: super::StageName>(&self) -> Vec<Id> {
+        self.depends_on
+            .iter()
+            .filter_map(|name| Id::from_name(name))
+            .collect()
+    }
+
     pub fn is_resolved(&self, item: &str) -> bool {
         self.items.contains_key(item) || self.missing.contains_key(item)
     }
@@ -492,6 +519,45 @@ mod tests {
             },
         );
         state
+    }
+
+    #[derive(Debug, Default, PartialEq, Serialize, Deserialize)]
+    #[serde(default)]
+    struct Counts {
+        frames: u64,
+        videos: u64,
+    }
+
+    #[test]
+    fn counts_come_back_typed_and_a_foreign_count_is_an_error() {
+        let recorded = counts_map(&Counts {
+            frames: 7,
+            videos: 2,
+        });
+        let back: Counts = typed_counts("extract", &recorded).unwrap();
+        assert_eq!(
+            back,
+            Counts {
+                frames: 7,
+                videos: 2
+            }
+        );
+        // An item that counted nothing (or an earlier version without a count) reads as zero.
+        let partial = BTreeMap::from([("frames".to_string(), 3)]);
+        let back: Counts = typed_counts("extract", &partial).unwrap();
+        assert_eq!(
+            back,
+            Counts {
+                frames: 3,
+                videos: 0
+            }
+        );
+        let foreign = BTreeMap::from([("rows".to_string(), 3)]);
+        let error = typed_counts::<Counts>("extract", &foreign).unwrap_err();
+        assert!(
+            error.to_string().contains("extract") && error.to_string().contains("\"rows\""),
+            "{error}"
+        );
     }
 
     #[test]

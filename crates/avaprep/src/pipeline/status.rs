@@ -5,7 +5,7 @@ use serde::Serialize;
 use super::PipelineError;
 use super::fingerprint::stage_key;
 use super::runner::{Runner, adopt_item, assess, topological_order};
-use super::stage::AnyStage;
+use super::stage::{AnyStage, StageName, serialize_name};
 use super::state::{Peeked, STATE_FORMAT, StageStatus};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -26,8 +26,10 @@ pub enum StageCondition {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct StageStatusLine {
-    pub stage: String,
+#[serde(bound(serialize = ""))]
+pub struct StageStatusLine<Id: StageName> {
+    #[serde(serialize_with = "serialize_name")]
+    pub stage: Id,
     pub condition: StageCondition,
     pub items_done: usize,
     pub items_planned: usize,
@@ -38,15 +40,15 @@ pub struct StageStatusLine {
     pub detail: Option<String>,
 }
 
-impl Runner<'_> {
+impl<Id: StageName> Runner<'_, Id> {
     /// Each stage as the next `run` would find it: the same keys, plans and checks of what
     /// items made, so `status`, `run` and single commands agree.
-    pub fn status(&self) -> Result<Vec<StageStatusLine>, PipelineError> {
+    pub fn status(&self) -> Result<Vec<StageStatusLine<Id>>, PipelineError> {
         let order = topological_order(&self.stages)?;
         let legacy = self.legacy_current(&order);
-        let mut lines: Vec<StageStatusLine> = Vec::new();
+        let mut lines: Vec<StageStatusLine<Id>> = Vec::new();
         for stage in &order {
-            let line = self.status_line(*stage, legacy.contains(stage.name()), &lines)?;
+            let line = self.status_line(*stage, legacy.contains(&stage.id()), &lines)?;
             lines.push(line);
         }
         Ok(lines)
@@ -54,12 +56,12 @@ impl Runner<'_> {
 
     fn status_line(
         &self,
-        stage: &dyn AnyStage,
+        stage: &dyn AnyStage<Id>,
         adopt: bool,
-        earlier: &[StageStatusLine],
-    ) -> Result<StageStatusLine, PipelineError> {
+        earlier: &[StageStatusLine<Id>],
+    ) -> Result<StageStatusLine<Id>, PipelineError> {
         let mut line = StageStatusLine {
-            stage: stage.name().to_string(),
+            stage: stage.id(),
             condition: StageCondition::Pending,
             items_done: 0,
             items_planned: 0,
@@ -69,14 +71,14 @@ impl Runner<'_> {
             seconds: 0.0,
             detail: None,
         };
-        let mut state = match self.store_for(stage.name()).peek(stage.name())? {
+        let mut state = match self.store_for(stage.id()).peek(stage.id().name())? {
             Peeked::Missing => return Ok(line),
             Peeked::Corrupt(reason) => {
                 line.condition = StageCondition::Corrupt;
                 line.detail = Some(reason);
                 return Ok(line);
             }
-            Peeked::Valid(state) => state,
+            Peeked::Valid(state) => *state,
         };
         line.items_planned = state.planned_items;
         line.items_done = state.planned_records().count();
@@ -88,7 +90,7 @@ impl Runner<'_> {
             .failures
             .first()
             .map(|failure| format!("{}: {}", failure.item, failure.message));
-        let stale = |line: &mut StageStatusLine, detail: String| {
+        let stale = |line: &mut StageStatusLine<Id>, detail: String| {
             line.condition = StageCondition::Stale;
             line.detail = Some(detail);
         };
@@ -104,12 +106,12 @@ impl Runner<'_> {
         let waiting: Vec<&str> = stage
             .depends_on()
             .iter()
-            .filter(|dependency| {
-                earlier.iter().any(|line| {
-                    line.stage == **dependency && line.condition != StageCondition::Done
-                })
+            .filter(|&&dependency| {
+                earlier
+                    .iter()
+                    .any(|line| line.stage == dependency && line.condition != StageCondition::Done)
             })
-            .copied()
+            .map(|dependency| dependency.name())
             .collect();
         if !waiting.is_empty() {
             stale(
@@ -136,7 +138,7 @@ impl Runner<'_> {
         }
         if adopt {
             for item in &plan {
-                let (key, upstream) = keys.of(&[], item);
+                let (key, upstream) = keys.of::<Id>(&[], item);
                 adopt_item(&mut state, item, &key, &upstream);
             }
             state.planned = plan.clone();
@@ -145,7 +147,7 @@ impl Runner<'_> {
         for (item, _) in &changed {
             state.items.remove(item);
         }
-        let (done, redo) = assess(&keys, &[], &state, &plan);
+        let (done, redo) = assess::<Id>(&keys, &[], &state, &plan);
         line.items_planned = plan.len();
         line.items_done = done;
         if let Some((item, change)) = changed.first() {

@@ -6,6 +6,7 @@
 //! either no index (the next run redoes the video) or a complete set; the frames of an earlier
 //! extraction stay until the new ones are complete.
 
+use crate::pipeline::state::CountsMismatch;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -268,10 +269,10 @@ impl Stage for ExtractStage {
 
     /// How much smaller the result is than every source frame of the segment at native
     /// resolution (what the reference pipelines write), from the counts the extractor measured.
-    fn summary(&self, report: &StageReport) -> Vec<String> {
-        let counts: FrameCounts = report.counts_as();
+    fn summary(&self, report: &StageReport<StageId>) -> Result<Vec<String>, CountsMismatch> {
+        let counts: FrameCounts = report.counts_as()?;
         if counts.segment_source_frames == 0 {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let mut lines = vec![format!(
             "{} of {} source frames kept ({:.1}x fewer), {:.1}x fewer pixels; {} source frames decoded",
@@ -287,7 +288,7 @@ impl Stage for ExtractStage {
                 counts.rotated_videos
             ));
         }
-        lines
+        Ok(lines)
     }
 }
 

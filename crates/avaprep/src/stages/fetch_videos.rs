@@ -1,5 +1,6 @@
 //! `fetch-videos`: one item per planned video, several at once.
 
+use crate::pipeline::state::CountsMismatch;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -185,28 +186,28 @@ impl Stage for FetchVideosStage {
         .with_counts(&DownloadCounts::of(how)))
     }
 
-    fn summary(&self, report: &StageReport) -> Vec<String> {
-        let counts: DownloadCounts = report.counts_as();
+    fn summary(&self, report: &StageReport<StageId>) -> Result<Vec<String>, CountsMismatch> {
+        let counts: DownloadCounts = report.counts_as()?;
         if counts.on_disk > 0 {
-            return vec![format!(
+            return Ok(vec![format!(
                 "{} videos already on disk (nothing downloaded), {} missing, {} failed",
                 counts.on_disk,
                 report.missing,
                 report.failures.len()
-            )];
+            )]);
         }
         let total = counts.downloaded + counts.resumed + counts.verified;
         if total == 0 && report.missing == 0 {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        vec![format!(
+        Ok(vec![format!(
             "{} downloaded, {} resumed, {} already on disk and verified, {} missing, {} failed",
             counts.downloaded,
             counts.resumed,
             counts.verified,
             report.missing,
             report.failures.len()
-        )]
+        )])
     }
 }
 

@@ -111,6 +111,10 @@ impl crate::pipeline::StageName for StageId {
     fn name(self) -> &'static str {
         StageId::name(self)
     }
+
+    fn from_name(name: &str) -> Option<Self> {
+        StageId::from_name(name)
+    }
 }
 
 /// The videos a run prepares, which the fetch and parse stages share: the dataset (its mirrors
@@ -211,11 +215,14 @@ fn unknown_split(manifest: &DatasetManifest, splits: &[String]) -> Option<String
 }
 
 /// "parse failed in its last run; run `avaprep fetch` first".
-pub fn blocker_text(blocker: &crate::pipeline::Blocker) -> String {
-    let hint = StageId::from_name(&blocker.stage)
-        .map(|stage| format!("; run `{}` first", stage.command()))
-        .unwrap_or_default();
-    format!("{} {}{hint}", blocker.stage, blocker.reason)
+pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>) -> String {
+    let stage = blocker.stage;
+    format!(
+        "{} {}; run `{}` first",
+        stage.name(),
+        blocker.reason,
+        stage.command()
+    )
 }
 
 /// Reads the video list file named by a command's `--video-list`.
@@ -343,8 +350,8 @@ fn invalid(pipeline: &Path, stage: StageId, message: String) -> SpecError {
 impl StageId {
     /// Builds the stage from its source; `None` for a stage this build cannot run, nor any stage
     /// after it.
-    fn build(self, source: &StageSource) -> Result<Option<Box<dyn AnyStage>>, SpecError> {
-        let stage: Box<dyn AnyStage> = match self {
+    fn build(self, source: &StageSource) -> Result<Option<Box<dyn AnyStage<StageId>>>, SpecError> {
+        let stage: Box<dyn AnyStage<StageId>> = match self {
             StageId::FetchAnnotations => Box::new(fetch_annotations::FetchAnnotationsStage::new(
                 source.dataset,
             )),
@@ -366,7 +373,7 @@ impl StageId {
 
 /// The product's stages, in order.
 pub struct ProductStages {
-    pub stages: Vec<(StageId, Box<dyn AnyStage>)>,
+    pub stages: Vec<(StageId, Box<dyn AnyStage<StageId>>)>,
 }
 
 impl ProductStages {
@@ -410,7 +417,7 @@ impl ProductStages {
         self
     }
 
-    pub fn as_refs(&self) -> Vec<&dyn AnyStage> {
+    pub fn as_refs(&self) -> Vec<&dyn AnyStage<StageId>> {
         self.stages
             .iter()
             .map(|(_, stage)| stage.as_ref())

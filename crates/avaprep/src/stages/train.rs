@@ -32,7 +32,7 @@ pub fn upstream_blockers(data_dir: &Path) -> Vec<String> {
     struct Silent;
     impl crate::progress::Reporter for Silent {}
     let cancel = std::sync::atomic::AtomicBool::new(false);
-    let runner = crate::pipeline::Runner {
+    let runner = crate::pipeline::Runner::<StageId> {
         stages: Vec::new(),
         store: crate::pipeline::StateStore::new(data_dir, None),
         shard: None,
@@ -46,9 +46,8 @@ pub fn upstream_blockers(data_dir: &Path) -> Vec<String> {
         scrutiny: crate::pipeline::prints::Scrutiny::Listing,
         before_per_video: None,
     };
-    let dependencies: Vec<&str> = TRAINING_READS.iter().map(|stage| stage.name()).collect();
     runner
-        .dependency_blockers(&dependencies)
+        .dependency_blockers(TRAINING_READS)
         .iter()
         .map(super::blocker_text)
         .collect()

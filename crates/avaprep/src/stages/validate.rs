@@ -2,6 +2,7 @@
 //! A failed check fails the stage, so nothing after it (training) runs on data that would break
 //! it; the report is kept in `slowfast/validation.json` either way.
 
+use crate::pipeline::state::CountsMismatch;
 use serde::{Deserialize, Serialize};
 
 use super::{StageId, StageSource};
@@ -117,17 +118,17 @@ impl Stage for ValidateStage {
         .map_err(ItemError::input)
     }
 
-    fn summary(&self, report: &StageReport) -> Vec<String> {
-        let counts: ValidateCounts = report.counts_as();
+    fn summary(&self, report: &StageReport<StageId>) -> Result<Vec<String>, CountsMismatch> {
+        let counts: ValidateCounts = report.counts_as()?;
         if counts.checks == 0 {
-            return Vec::new();
+            return Ok(Vec::new());
         }
-        vec![format!(
+        Ok(vec![format!(
             "{} checks passed ({} skipped), {} frames, {} decoded",
             counts.checks - counts.skipped,
             counts.skipped,
             counts.frames,
             counts.decoded
-        )]
+        )])
     }
 }

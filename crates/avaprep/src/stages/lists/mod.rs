@@ -23,6 +23,7 @@ mod mmaction2;
 mod pickle;
 pub mod pyslowfast_train;
 
+use crate::pipeline::state::CountsMismatch;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -188,10 +189,10 @@ impl Stage for ListsStage {
         .map_err(ItemError::input)
     }
 
-    fn summary(&self, report: &StageReport) -> Vec<String> {
-        let counts: ListCounts = report.counts_as();
+    fn summary(&self, report: &StageReport<StageId>) -> Result<Vec<String>, CountsMismatch> {
+        let counts: ListCounts = report.counts_as()?;
         if counts.videos_listed == 0 {
-            return Vec::new();
+            return Ok(Vec::new());
         }
         let mut line = format!(
             "{} videos, {} rows at {} rows a second; clips of {} x {} rows ({:.2} s)",
@@ -218,7 +219,7 @@ impl Stage for ListsStage {
                 recipe.clip_frames, recipe.clip_stride
             ));
         }
-        lines
+        Ok(lines)
     }
 }
 

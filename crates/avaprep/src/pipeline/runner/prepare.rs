@@ -1,0 +1,262 @@
+//! Before a stage runs: its state loaded (or set aside when corrupt), its plan, its items'
+//! keys, and which items are done, changed or to redo.
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+use std::sync::atomic::AtomicUsize;
+use std::time::Instant;
+
+use rayon::prelude::*;
+
+use super::keys::{ItemKeys, Upstream, assess};
+use super::legacy::adopt_item;
+use super::{Runner, state_error};
+use crate::pipeline::fingerprint::stage_key;
+use crate::pipeline::stage::{AnyStage, Granularity, ItemError, PlannedItem, StageName};
+use crate::pipeline::state::{
+    ItemFailure, ItemRecord, Loaded, STATE_FORMAT, StageState, StageStatus,
+};
+
+/// A stage about to run: its state (fresh or resumed), its plan and where what its items read of
+/// the stages before it comes from.
+pub(crate) struct Prepared<'s, Id: StageName> {
+    pub(crate) stage: &'s dyn AnyStage<Id>,
+    pub(crate) keys: ItemKeys,
+    pub(crate) state: Mutex<StageState>,
+    pub(crate) plan: Vec<String>,
+    /// Items already done with their current keys, as far as known before the run.
+    pub(crate) already_done: usize,
+    pub(crate) up_to_date: bool,
+    pub(crate) notes: Vec<String>,
+    pub(crate) started: Instant,
+    pub(crate) completed: Mutex<usize>,
+    /// Items found done with their current keys when their turn came.
+    pub(crate) skipped: AtomicUsize,
+    /// An earlier version's state, adopted: a record without a key takes its current one
+    /// unless what it reads was made again in this run.
+    pub(crate) adopt: bool,
+    /// Items this run made.
+    pub(crate) made: Mutex<BTreeSet<String>>,
+    /// Items this run has begun or found missing upstream.
+    pub(crate) begun: AtomicUsize,
+    pub(crate) newly_missing: Mutex<Vec<ItemFailure>>,
+}
+
+/// "3 items changed since they were made: ... ; redoing them", naming a few.
+fn changed_note(changed: &[(String, String)]) -> Option<String> {
+    const NAMED: usize = 3;
+    let (first_item, first_change) = changed.first()?;
+    let mut note = format!("{first_item}: {first_change}");
+    for (item, change) in changed.iter().skip(1).take(NAMED - 1) {
+        note.push_str(&format!("; {item}: {change}"));
+    }
+    if changed.len() > NAMED {
+        note.push_str(&format!("; and {} more", changed.len() - NAMED));
+    }
+    let items = if changed.len() == 1 { "item" } else { "items" };
+    Some(format!(
+        "{} {items} changed since made, redoing: {note}",
+        changed.len()
+    ))
+}
+
+/// "4 items to redo, their inputs changed: video1, video2, video3 and 1 more" (`what` has the
+/// singular and the plural).
+fn items_note(items: &[String], what: [&str; 2]) -> Option<String> {
+    const NAMED: usize = 3;
+    if items.is_empty() {
+        return None;
+    }
+    let mut named = items
+        .iter()
+        .take(NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if items.len() > NAMED {
+        named.push_str(&format!(" and {} more", items.len() - NAMED));
+    }
+    let (noun, what) = match items.len() {
+        1 => ("item", what[0]),
+        _ => ("items", what[1]),
+    };
+    Some(format!("{} {noun} {what}: {named}", items.len()))
+}
+
+impl<Id: StageName> Runner<'_, Id> {
+    pub(crate) fn prepare<'s>(
+        &self,
+        stage: &'s dyn AnyStage<Id>,
+        group: &[Prepared<Id>],
+        adopt: bool,
+        notes: &mut Vec<String>,
+    ) -> Result<Prepared<'s, Id>, ItemError> {
+        let key = stage_key(stage);
+        let name = stage.id().name();
+        let loaded = self.store_for(stage.id()).load(name).map_err(state_error)?;
+        let mut state = match loaded {
+            Loaded::Valid(state) if state.fingerprint == key && state.format == STATE_FORMAT => {
+                state
+            }
+            Loaded::Valid(mut state) if adopt => {
+                state.fingerprint = key.clone();
+                state.format = STATE_FORMAT;
+                state
+            }
+            Loaded::Valid(_) | Loaded::Missing => StageState::new(name, &key, stage.params()),
+            Loaded::Corrupt(corrupt) => {
+                let note = format!(
+                    "{}: {}; moved it to {} and rebuilding the stage",
+                    corrupt.path.display(),
+                    corrupt.reason,
+                    corrupt.moved_to.display()
+                );
+                notes.push(note);
+                StageState::new(name, &key, stage.params())
+            }
+        };
+        state.depends_on = stage
+            .depends_on()
+            .iter()
+            .map(|dependency| dependency.name().to_string())
+            .collect();
+        let planned = self.plan(stage)?;
+        let plan: Vec<String> = planned.iter().map(|item| item.name.clone()).collect();
+        let mut prepared = Prepared {
+            stage,
+            keys: ItemKeys {
+                stage: key,
+                inputs: planned
+                    .into_iter()
+                    .map(|item| (item.name.clone(), item))
+                    .collect(),
+                upstream: self.upstream_of(stage, group),
+            },
+            state: Mutex::new(StageState::new(name, "", serde_json::Value::Null)),
+            plan,
+            already_done: 0,
+            up_to_date: false,
+            notes: Vec::new(),
+            started: Instant::now(),
+            completed: Mutex::new(0),
+            skipped: AtomicUsize::new(0),
+            adopt,
+            made: Mutex::new(BTreeSet::new()),
+            begun: AtomicUsize::new(0),
+            newly_missing: Mutex::new(Vec::new()),
+        };
+        if self.shard.is_none() {
+            self.merge_shards(&mut state, &prepared.keys, group)?;
+        }
+        let read = self.whole_reads(stage);
+        let read_changed = state.read != read;
+        state.read = read;
+        let (changed, retimed) = self.changed_items(&mut state, &prepared.plan);
+        for (item, _) in &changed {
+            state.items.remove(item);
+        }
+        notes.extend(changed_note(&changed));
+        // Items whose dependency runs in this group are judged when their turn comes.
+        let waits_on_group = prepared.keys.upstream.iter().any(
+            |upstream| matches!(upstream, Upstream::InGroup(index) if !group[*index].up_to_date),
+        );
+        let (mut done, mut redo) = (0, Vec::new());
+        if !waits_on_group {
+            if adopt {
+                for item in &prepared.plan {
+                    let (item_key, upstream) = prepared.keys.of(group, item);
+                    adopt_item(&mut state, item, &item_key, &upstream);
+                }
+                // The earlier format recorded no plan: its items were the plan.
+                state.planned = prepared.plan.clone();
+            }
+            (done, redo) = assess(&prepared.keys, group, &state, &prepared.plan);
+        }
+        notes.extend(items_note(
+            &redo,
+            [
+                "to redo, its inputs changed",
+                "to redo, their inputs changed",
+            ],
+        ));
+        let planned_set: BTreeSet<&String> = prepared.plan.iter().collect();
+        let retired: Vec<String> = state
+            .items
+            .keys()
+            .filter(|item| !planned_set.contains(item))
+            .cloned()
+            .collect();
+        notes.extend(items_note(
+            &retired,
+            [
+                "no longer planned keeps what it made, left out of what follows (a plan that names it again reuses it)",
+                "no longer planned keep what they made, left out of what follows (a plan that names them again reuses it)",
+            ],
+        ));
+        let up_to_date = !waits_on_group
+            && state.status == StageStatus::Done
+            && changed.is_empty()
+            && done == prepared.plan.len()
+            && state.planned == prepared.plan;
+        state.status = if up_to_date {
+            StageStatus::Done
+        } else {
+            StageStatus::Running
+        };
+        state.planned = prepared.plan.clone();
+        state.planned_items = prepared.plan.len();
+        state.failures.clear();
+        if !up_to_date || adopt || read_changed || retimed {
+            self.store_for(stage.id())
+                .save(&state)
+                .map_err(state_error)?;
+        }
+        prepared.state = Mutex::new(state);
+        prepared.already_done = done;
+        prepared.up_to_date = up_to_date;
+        prepared.notes = std::mem::take(notes);
+        Ok(prepared)
+    }
+
+    pub(crate) fn plan(&self, stage: &dyn AnyStage<Id>) -> Result<Vec<PlannedItem>, ItemError> {
+        let plan = stage.plan(&self.context)?;
+        Ok(match (stage.granularity(), self.shard) {
+            (Granularity::PerVideo, Some(shard)) => plan
+                .into_iter()
+                .filter(|item| shard.contains(&item.name))
+                .collect(),
+            _ => plan,
+        })
+    }
+
+    /// Finished items of `planned` whose outputs or inputs are no longer as recorded, with what
+    /// changed; the records of the others whose files were only touched are updated in `state`
+    /// (whether any was is returned too: the state is then worth saving).
+    pub(crate) fn changed_items(
+        &self,
+        state: &mut StageState,
+        planned: &[String],
+    ) -> (Vec<(String, String)>, bool) {
+        let data_dir = self.context.data_dir;
+        let compared: Vec<(String, Result<Option<ItemRecord>, String>)> = planned
+            .par_iter()
+            .filter_map(|item| {
+                let record = state.items.get(item)?;
+                Some((item.clone(), record.compare(data_dir, self.scrutiny)))
+            })
+            .collect();
+        let mut changed = Vec::new();
+        let mut retimed = false;
+        for (item, comparison) in compared {
+            match comparison {
+                Err(change) => changed.push((item, change)),
+                Ok(Some(record)) => {
+                    state.items.insert(item, record);
+                    retimed = true;
+                }
+                Ok(None) => {}
+            }
+        }
+        (changed, retimed)
+    }
+}
