@@ -54,3 +54,66 @@ fn main() -> ExitCode {
     };
     avaprep_shell::finish(result.map(|()| ExitStatus::Success))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use avaprep::trainer_protocol::{TrainerCall, TrainerCommand};
+    use avaprep::trainer_settings::Preset;
+
+    use super::*;
+
+    fn parsed(call: &TrainerCall) -> Cli {
+        let program = std::iter::once("avaprep-train".into());
+        Cli::try_parse_from(program.chain(call.args())).expect("the trainer takes the call")
+    }
+
+    /// The data tool renders its calls through the protocol; the trainer's own command line must
+    /// read each argument as what it was meant to be.
+    #[test]
+    fn the_data_tools_calls_parse_into_the_trainers_arguments() {
+        let train = TrainerCall {
+            data_dir: "/data dir".into(),
+            command: TrainerCommand::Train {
+                run_dir: "/data dir/runs/pipeline-1".into(),
+                resume: true,
+            },
+            preset: "synthetic-tiny".into(),
+            config: "/data dir/runs/pipeline-1/config.toml".into(),
+        };
+        let cli = parsed(&train);
+        assert!(cli.global.json);
+        assert_eq!(cli.global.data_dir, Path::new("/data dir"));
+        let Command::Train(args) = cli.command else {
+            panic!("a train call is the train command");
+        };
+        assert_eq!(
+            args.run_dir.as_deref(),
+            Some(Path::new("/data dir/runs/pipeline-1"))
+        );
+        assert!(args.resume);
+        assert_eq!(args.settings.preset, Preset::SyntheticTiny);
+        assert_eq!(
+            args.settings.config.as_deref(),
+            Some(Path::new("/data dir/runs/pipeline-1/config.toml"))
+        );
+
+        let predict = TrainerCall {
+            command: TrainerCommand::Predict {
+                weights: "/w/best-s9.safetensors".into(),
+                split: "test".into(),
+                out: "/out/test_detections.csv".into(),
+            },
+            preset: "ava-r50".into(),
+            ..train
+        };
+        let Command::Predict(args) = parsed(&predict).command else {
+            panic!("a predict call is the predict command");
+        };
+        assert_eq!(args.weights, Path::new("/w/best-s9.safetensors"));
+        assert_eq!(args.split, "test");
+        assert_eq!(args.out, Path::new("/out/test_detections.csv"));
+        assert_eq!(args.settings.preset, Preset::AvaR50);
+    }
+}

@@ -31,5 +31,6 @@ pub mod stages;
 pub mod synth;
 #[cfg(test)]
 pub(crate) mod testing;
+pub mod trainer_protocol;
 pub mod trainer_settings;
 pub mod validate;

@@ -22,8 +22,9 @@ use super::model::SlowFastConfig;
 use super::optim::{LossScaler, Sgd};
 use super::{StopReason, TrainError};
 use avaprep::fsutil::{sync_parent, write_atomic};
+use avaprep::trainer_protocol::{CheckpointFiles, InitReport, SkippedTensor};
 
-pub const STATE_FILE: &str = "checkpoint.json";
+pub use avaprep::trainer_protocol::run_files::CHECKPOINT as STATE_FILE;
 
 /// The header key under which a weights file records its network (`SlowFastConfig` as JSON), so
 /// that `scripts/export_checkpoint.py` can rebuild it in PySlowFast's or pytorchvideo's terms.
@@ -45,10 +46,9 @@ pub struct TrainState {
     pub scaler: Option<LossScaler>,
     /// Why the run ended, once it has.
     pub stopped: Option<StopReason>,
-    pub model_file: Option<String>,
-    pub optimizer_file: Option<String>,
-    /// Weights of the best evaluation so far.
-    pub best_file: Option<String>,
+    /// The tensor files of this checkpoint, as the data tool reads them.
+    #[serde(flatten)]
+    pub files: CheckpointFiles,
     /// The epoch `epoch` ended but its evaluation did not finish (it failed): a resumed run
     /// evaluates first.
     #[serde(default)]
@@ -65,9 +65,7 @@ impl TrainState {
             early_stopping,
             scaler,
             stopped: None,
-            model_file: None,
-            optimizer_file: None,
-            best_file: None,
+            files: CheckpointFiles::default(),
             pending_evaluation: false,
         }
     }
@@ -289,24 +287,6 @@ pub fn load_model(vs: &nn::VarStore, path: &Path) -> Result<(), TrainError> {
     })
 }
 
-/// What starting weights gave the model: the rest keeps its fresh initialisation.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct InitReport {
-    pub file: PathBuf,
-    /// Model variables copied from the file.
-    pub loaded: usize,
-    /// Model variables left as initialised, each with the reason.
-    pub skipped: Vec<SkippedTensor>,
-    /// Tensors of the file the model has no variable for.
-    pub unused: Vec<String>,
-}
-
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct SkippedTensor {
-    pub name: String,
-    pub reason: String,
-}
-
 /// Copies every tensor whose name and shape match a model variable; a head for another class
 /// count is skipped and reported. A file of which nothing fits (another depth or a classifier
 /// without the AVA naming) is an error rather than a silent fresh start.
@@ -369,8 +349,8 @@ pub fn save(
         .map(|(n, t)| (n, t.to_device(tch::Device::Cpu)))
         .collect();
     write_tensors(run_dir, &optimizer_file, &momentum, None)?;
-    state.model_file = Some(model_file);
-    state.optimizer_file = Some(optimizer_file);
+    state.files.model_file = Some(model_file);
+    state.files.optimizer_file = Some(optimizer_file);
     commit(run_dir, state)
 }
 
@@ -384,10 +364,14 @@ pub fn commit(run_dir: &Path, state: &TrainState) -> Result<(), TrainError> {
 }
 
 fn remove_stale(run_dir: &Path, state: &TrainState) {
-    let keep: Vec<&str> = [&state.model_file, &state.optimizer_file, &state.best_file]
-        .into_iter()
-        .filter_map(|f| f.as_deref())
-        .collect();
+    let keep: Vec<&str> = [
+        &state.files.model_file,
+        &state.files.optimizer_file,
+        &state.files.best_file,
+    ]
+    .into_iter()
+    .filter_map(|f| f.as_deref())
+    .collect();
     let Ok(entries) = fs::read_dir(run_dir) else {
         return;
     };
@@ -445,11 +429,17 @@ mod tests {
         let loaded = TrainState::load(dir.path()).unwrap().unwrap();
         assert_eq!(loaded, state);
         let restored = store(0.0);
-        load_model(&restored, &named(dir.path(), &loaded.model_file).unwrap()).unwrap();
+        load_model(
+            &restored,
+            &named(dir.path(), &loaded.files.model_file).unwrap(),
+        )
+        .unwrap();
         assert!(restored.variables()["w"].equal(&vs.variables()["w"]));
         let mut fresh = Sgd::new(&restored, 0.9, 0.0);
         fresh
-            .load_state(read_tensors(&named(dir.path(), &loaded.optimizer_file).unwrap()).unwrap())
+            .load_state(
+                read_tensors(&named(dir.path(), &loaded.files.optimizer_file).unwrap()).unwrap(),
+            )
             .unwrap();
         assert_eq!(fresh.state().len(), 1);
 

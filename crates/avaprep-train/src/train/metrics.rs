@@ -19,9 +19,9 @@ use super::TrainError;
 use super::tensorboard::EventWriter;
 use avaprep::fsutil::write_atomic;
 
-pub const JSONL: &str = "metrics.jsonl";
-pub const CSV: &str = "metrics.csv";
-pub const PLOT: &str = "curves.png";
+pub use avaprep::trainer_protocol::run_files::{
+    CURVES as PLOT, METRICS_CSV as CSV, METRICS_JSONL as JSONL,
+};
 
 /// One line of `metrics.jsonl`; `type` tells which.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -1,5 +1,6 @@
 //! The training loop: epochs of SGD steps, evaluation rounds, early stopping, checkpoints.
 
+use avaprep::trainer_protocol::run_files;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -89,7 +90,7 @@ pub(crate) fn run(
     let net = Net::new(config, data.classes.len(), device);
     if let Some(path) = &config.init_weights {
         let report = checkpoint::load_initial(&net.vs, path)?;
-        write_json(run_dir, "init.json", &report)?;
+        write_json(run_dir, run_files::INIT, &report)?;
         progress(TrainEvent::Initialised(report));
     }
     let mut sgd = Sgd::new(&net.vs, config.momentum, config.weight_decay);
@@ -141,9 +142,9 @@ fn restore(
 ) -> Result<TrainState, TrainError> {
     let missing =
         || TrainError::Checkpoint(format!("{}: names no model file", checkpoint::STATE_FILE));
-    let model = checkpoint::named(run_dir, &state.model_file).ok_or_else(missing)?;
+    let model = checkpoint::named(run_dir, &state.files.model_file).ok_or_else(missing)?;
     checkpoint::load_model(&net.vs, &model)?;
-    if let Some(path) = checkpoint::named(run_dir, &state.optimizer_file) {
+    if let Some(path) = checkpoint::named(run_dir, &state.files.optimizer_file) {
         sgd.load_state(checkpoint::read_tensors(&path)?)
             .map_err(TrainError::Checkpoint)?;
     }
@@ -170,8 +171,8 @@ fn write_config(config: &TrainConfig, run_dir: &Path) -> Result<String, TrainErr
     let json = serde_json::to_vec_pretty(config).expect("the config serialises");
     let toml = toml::to_string(config).map_err(|e| TrainError::Config(e.to_string()))?;
     for (name, bytes) in [
-        ("config.json", json.as_slice()),
-        ("config.toml", toml.as_bytes()),
+        (run_files::CONFIG_JSON, json.as_slice()),
+        (run_files::CONFIG_TOML, toml.as_bytes()),
     ] {
         let path = run_dir.join(name);
         write_atomic(&path, bytes).map_err(|e| TrainError::io(&path, e))?;
@@ -415,7 +416,7 @@ impl Session<'_> {
         if verdict == Verdict::Improved {
             let name = format!("best-s{}.safetensors", self.state.step);
             checkpoint::write_weights(self.run_dir, &name, &self.net.vs, &self.net.config)?;
-            self.state.best_file = Some(name);
+            self.state.files.best_file = Some(name);
         }
         let ap = report.classes.iter().map(|c| (c.id.0, c.ap)).collect();
         self.metrics.push(Record::Eval {
@@ -477,17 +478,17 @@ impl Session<'_> {
         if let Some(val) = self.val.as_ref()
             && !matches!(reason, StopReason::Cancelled { .. })
         {
-            if let Some(best) = checkpoint::named(self.run_dir, &self.state.best_file) {
+            if let Some(best) = checkpoint::named(self.run_dir, &self.state.files.best_file) {
                 checkpoint::load_model(&self.net.vs, &best)?;
             }
             let (report, detections) = self.evaluate(val)?;
-            let path = self.run_dir.join("detections.csv");
+            let path = self.run_dir.join(run_files::DETECTIONS);
             write_detections(&path, &detections)?;
-            self.write_json("eval.json", &report)?;
+            self.write_json(run_files::EVAL, &report)?;
             summary.best_weights_map = report.mean_ap;
             summary.detections = Some(path);
         }
-        self.write_json("summary.json", &summary)?;
+        self.write_json(run_files::SUMMARY, &summary)?;
         Ok(summary)
     }
 

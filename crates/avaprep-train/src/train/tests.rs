@@ -13,6 +13,7 @@ use super::dataset::Dataset;
 use super::loader::{Augment, Loader, LoaderSpec, load_batch, train_batches};
 use super::testing::synthetic_data;
 use super::*;
+use avaprep::trainer_settings::Precision;
 
 /// 7 train, 3 val and 2 test videos: the demo's shape.
 const VIDEOS: usize = 12;
@@ -109,7 +110,7 @@ fn loader_is_deterministic_for_any_thread_count_and_fast_enough() {
 
 fn final_weights(run: &Path) -> Vec<(String, Tensor)> {
     let state = TrainState::load(run).unwrap().unwrap();
-    let mut tensors = read_tensors(&run.join(state.model_file.unwrap())).unwrap();
+    let mut tensors = read_tensors(&run.join(state.files.model_file.unwrap())).unwrap();
     tensors.sort_by(|a, b| a.0.cmp(&b.0));
     tensors
 }
@@ -241,7 +242,7 @@ fn absurd_lr_stops_with_a_clear_error_and_keeps_the_last_checkpoint() {
     assert_eq!(after.step, before.step);
     assert_eq!(
         final_weights(run.path()).len(),
-        read_tensors(&run.path().join(before.model_file.unwrap()))
+        read_tensors(&run.path().join(before.files.model_file.unwrap()))
             .unwrap()
             .len()
     );

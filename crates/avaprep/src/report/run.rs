@@ -11,19 +11,11 @@ use crate::annotations::{
     ActionId, FrameKey, KeyframeRange, NormBox, ReadOptions, read_detections,
 };
 use crate::eval::EvalReport;
+use crate::trainer_protocol::{TrainSummary, run_files};
 
 /// The split the eval stage (and `avaprep train`'s last step) writes detections for.
 const SCORED_SPLIT: &str = "val";
-pub const CURVES: &str = "curves.png";
-
-/// `summary.json`, the fields shown.
-#[derive(Debug, Clone, Deserialize)]
-pub struct RunSummary {
-    pub stop: String,
-    pub epochs_run: usize,
-    pub steps: u64,
-    pub best: Option<(f64, usize)>,
-}
+pub use crate::trainer_protocol::run_files::CURVES;
 
 /// `config.toml`, the fields that choose a clip's frames.
 #[derive(Debug, Clone, Deserialize)]
@@ -42,7 +34,7 @@ pub struct DetectedBox {
 #[derive(Debug, Clone)]
 pub struct RunStats {
     pub dir: PathBuf,
-    pub summary: Option<RunSummary>,
+    pub summary: Option<TrainSummary>,
     pub clip: (usize, u32),
     pub evaluation: Option<EvalReport>,
     /// The split the detections are of, and the boxes with a class scoring at least the
@@ -54,7 +46,7 @@ pub struct RunStats {
 
 impl RunStats {
     pub fn read(dir: &Path, min_score: f32, keyframes: KeyframeRange) -> Result<Self, ReportError> {
-        let config_path = dir.join("config.toml");
+        let config_path = dir.join(run_files::CONFIG_TOML);
         let config_text =
             std::fs::read_to_string(&config_path).map_err(|error| match error.kind() {
                 std::io::ErrorKind::NotFound => ReportError::Invalid {
@@ -70,14 +62,14 @@ impl RunStats {
                 path: config_path.clone(),
                 message: format!("not a run's config: {error}"),
             })?;
-        let summary = read_json_if_present::<RunSummary>(&dir.join("summary.json"))?;
+        let summary = read_json_if_present::<TrainSummary>(&dir.join(run_files::SUMMARY))?;
         let eval_dir = dir.join("eval");
         let evaluation = read_json_if_present::<EvalReport>(
             &eval_dir.join(format!("{SCORED_SPLIT}_eval.json")),
         )?;
         let detection_file = [
             eval_dir.join(format!("{SCORED_SPLIT}_detections.csv")),
-            dir.join("detections.csv"),
+            dir.join(run_files::DETECTIONS),
         ]
         .into_iter()
         .find(|path| path.is_file());

@@ -16,6 +16,7 @@ use crate::pipeline::{
     Closing, Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext,
 };
 use crate::records::{Evaluation, SplitResult, TrainedRun, VideoPlan, own_seconds_file};
+use crate::trainer_protocol::{TrainerCall, TrainerCommand, run_files};
 
 /// The `[eval]` table of a pipeline file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,8 +72,9 @@ pub fn split_report(
 
 pub struct EvalStage {
     pub params: EvalParams,
-    /// The settings the weights were trained with: predict builds the same model and clips.
-    pub train: TrainParams,
+    /// The preset the weights were trained from: with the run's `config.toml` over it, predict
+    /// builds the same model and clips.
+    pub preset: String,
     pub trainer: PathBuf,
 }
 
@@ -88,7 +90,10 @@ impl EvalStage {
         params.splits.retain(|split| source.fetches(split));
         Ok(EvalStage {
             params,
-            train: source.params(StageId::Train, TrainParams::check)?,
+            // `[train]` itself is resolved and checked by the train stage this one follows.
+            preset: source
+                .params::<TrainParams>(StageId::Train, |_| Ok(()))?
+                .preset,
             trainer: super::train::trainer_path(),
         })
     }
@@ -221,28 +226,20 @@ impl EvalStage {
         })?;
         // The split's name is checked against the plan above, so it is a plain file name.
         let detections = folder.join(format!("{split}_detections.csv"));
-        let mut args = vec![
-            "--json".to_string(),
-            "--data-dir".into(),
-            context.data_dir.to_string_lossy().into_owned(),
-            "predict".into(),
-            "--weights".into(),
-            layout
+        let call = TrainerCall {
+            data_dir: context.data_dir.to_path_buf(),
+            command: TrainerCommand::Predict {
+                weights: layout.root().join(&trained.weights),
+                split: split.to_string(),
+                out: detections.clone(),
+            },
+            preset: self.preset.clone(),
+            config: layout
                 .root()
-                .join(&trained.weights)
-                .to_string_lossy()
-                .into_owned(),
-            "--split".into(),
-            split.to_string(),
-            "--out".into(),
-            detections.to_string_lossy().into_owned(),
-        ];
-        let run_config = layout
-            .root()
-            .join(&trained.run_dir)
-            .join(super::train::RUN_CONFIG);
-        args.extend(self.train.trainer_args(&run_config));
-        run_trainer::<serde_json::Value>(&self.trainer, &args, context, &|_| {})?;
+                .join(&trained.run_dir)
+                .join(run_files::CONFIG_TOML),
+        };
+        run_trainer::<serde_json::Value>(&self.trainer, &call, context, &|_| {})?;
         let mut result = SplitResult {
             split: split.to_string(),
             detections: layout.relative(&detections),

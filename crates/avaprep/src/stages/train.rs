@@ -21,6 +21,10 @@ use crate::pipeline::{
 };
 use crate::progress::Unit;
 use crate::records::TrainedRun;
+use crate::trainer_protocol::{
+    CheckpointFiles, TrainEvent, TrainSummary, TrainerCall, TrainerCommand, run_files,
+};
+use crate::trainer_settings::{Preset, TrainConfig};
 
 /// What training reads: the lists, and the dataset's validation.
 const TRAINING_READS: &[StageId] = &[StageId::Lists, StageId::Validate];
@@ -75,69 +79,25 @@ impl Default for TrainParams {
 }
 
 impl TrainParams {
-    /// The settings as `KEY=VALUE` overrides, nested tables as dotted keys.
-    pub fn overrides(&self) -> Vec<String> {
-        let mut overrides = Vec::new();
-        flatten("", &self.settings, &mut overrides);
-        overrides
-    }
-
-    /// Whether the settings resolve; the message names the key.
-    pub fn check(&self) -> Result<(), String> {
-        self.train_config().map(|_| ())
-    }
-
-    /// The settings the trainer will run with, checked whole when the pipeline file is read.
-    pub fn train_config(&self) -> Result<crate::trainer_settings::TrainConfig, String> {
-        let preset = crate::trainer_settings::Preset::from_name(&self.preset)
-            .map_err(|message| format!("preset: {message}"))?;
-        crate::trainer_settings::resolve(preset, None, &self.overrides())
+    /// The settings over the preset, checked whole: the one resolution of `[train]`, which the
+    /// stage carries and writes into the run folder for the trainer.
+    pub fn resolve(&self) -> Result<TrainConfig, String> {
+        let preset =
+            Preset::from_name(&self.preset).map_err(|message| format!("preset: {message}"))?;
+        crate::trainer_settings::resolve_table(preset, &self.settings)
             .map_err(|message| format!("settings: {}", message.replace('\n', " ")))
-    }
-
-    /// The trainer arguments that give it the settings of `config_file` (a whole `TrainConfig`,
-    /// written by the train stage into the run folder), shared by `train` and `predict`. The
-    /// preset is named too: a setting the file omits is one TOML cannot hold (an unset
-    /// option), which the preset leaves unset as well.
-    pub fn trainer_args(&self, config_file: &Path) -> Vec<String> {
-        vec![
-            "--preset".to_string(),
-            self.preset.clone(),
-            "--config".into(),
-            config_file.to_string_lossy().into_owned(),
-        ]
     }
 }
 
-/// The file in a run folder that holds the run's whole configuration.
-pub const RUN_CONFIG: &str = "config.toml";
-
 /// Writes the resolved settings into the run folder, where the trainer reads them (and writes
 /// them again, with what it adds, when it starts).
-fn write_run_config(params: &TrainParams, run_dir: &Path) -> Result<PathBuf, ItemError> {
-    let config = params
-        .train_config()
-        .map_err(|message| ItemError::usage(format!("[train] {message}")))?;
-    let text = toml::to_string(&config).expect("a training config serialises");
-    let path = run_dir.join(RUN_CONFIG);
+fn write_run_config(config: &TrainConfig, run_dir: &Path) -> Result<PathBuf, ItemError> {
+    let text = toml::to_string(config).expect("a training config serialises");
+    let path = run_dir.join(run_files::CONFIG_TOML);
     std::fs::create_dir_all(run_dir).map_err(ItemError::output)?;
     crate::fsutil::write_atomic(&path, text.as_bytes())
         .map_err(|error| ItemError::output(format!("{}: {error}", path.display())))?;
     Ok(path)
-}
-
-fn flatten(prefix: &str, table: &toml::Table, out: &mut Vec<String>) {
-    for (key, value) in table {
-        let key = if prefix.is_empty() {
-            key.clone()
-        } else {
-            format!("{prefix}.{key}")
-        };
-        match value {
-            toml::Value::Table(inner) => flatten(&key, inner, out),
-            other => out.push(format!("{key}={other}")),
-        }
-    }
 }
 
 /// Where the trainer executable is: `AVAPREP_TRAINER` when set, else beside the running one.
@@ -153,53 +113,10 @@ pub fn trainer_path() -> PathBuf {
 /// The trainer's file name.
 pub const TRAINER: &str = "avaprep-train";
 
-/// The fields of the trainer's `summary.json` and `checkpoint.json` read here.
-#[derive(Debug, Deserialize)]
-struct RunSummary {
-    stop: String,
-    epochs_run: u64,
-    steps: u64,
-    best: Option<(f64, u64)>,
-}
-
-/// The field of the trainer's `config.json` read here.
-#[derive(Debug, Deserialize)]
-struct RunConfig {
-    val_split: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Checkpoint {
-    model_file: Option<String>,
-    best_file: Option<String>,
-}
-
-/// The trainer's `--json` events this stage follows.
-#[derive(Debug, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
-enum TrainerLine {
-    Started {
-        device: String,
-        train_clips: u64,
-        val_clips: u64,
-        resumed_from: Option<(u64, u64)>,
-    },
-    Batch {
-        epoch: u64,
-        batch: u64,
-        batches: u64,
-    },
-    Evaluated {
-        epoch: u64,
-        map: Option<f64>,
-        best: Option<f64>,
-    },
-    #[serde(other)]
-    Other,
-}
-
 pub struct TrainStage {
     pub params: TrainParams,
+    /// `params` resolved, as the run folder's `config.toml` holds it.
+    pub config: TrainConfig,
     pub trainer: PathBuf,
 }
 
@@ -207,9 +124,9 @@ impl TrainStage {
     /// Resolves `[train]` with the trainer's own resolution, so that a misspelt key or a bad
     /// value is found when the pipeline file is read, and checks the splits it names.
     pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
-        let mut params = source.params(StageId::Train, TrainParams::check)?;
-        let settings = params
-            .train_config()
+        let mut params: TrainParams = source.params(StageId::Train, |_| Ok(()))?;
+        let mut settings = params
+            .resolve()
             .map_err(|message| source.invalid(StageId::Train, message))?;
         source.check_split(
             StageId::Train,
@@ -223,10 +140,12 @@ impl TrainStage {
                 // the last weights; the run's config.toml says so.
                 let none = toml::Value::String(String::new());
                 params.settings.insert("val_split".into(), none);
+                settings.val_split = String::new();
             }
         }
         Ok(TrainStage {
             params,
+            config: settings,
             trainer: trainer_path(),
         })
     }
@@ -262,26 +181,23 @@ impl Stage for TrainStage {
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
         let layout = DataLayout::new(context.data_dir);
         let run_dir = run_dir(&layout, context.fingerprint);
-        let mut args = vec![
-            "--json".to_string(),
-            "--data-dir".into(),
-            context.data_dir.to_string_lossy().into_owned(),
-            "train".into(),
-            "--run-dir".into(),
-            run_dir.to_string_lossy().into_owned(),
-            "--resume".into(),
-        ];
-        args.extend(
-            self.params
-                .trainer_args(&write_run_config(&self.params, &run_dir)?),
-        );
+        let call = TrainerCall {
+            data_dir: context.data_dir.to_path_buf(),
+            command: TrainerCommand::Train {
+                run_dir: run_dir.clone(),
+                resume: true,
+            },
+            preset: self.params.preset.clone(),
+            config: write_run_config(&self.config, &run_dir)?,
+        };
         let resumed_at_step = std::cell::Cell::new(0);
-        let follow = |line: TrainerLine| match line {
-            TrainerLine::Started {
+        let follow = |event: TrainEvent| match event {
+            TrainEvent::Started {
                 device,
                 train_clips,
                 val_clips,
                 resumed_from,
+                ..
             } => {
                 let validation = match val_clips {
                     0 => "no val split: the whole schedule, the last weights kept".to_string(),
@@ -299,24 +215,25 @@ impl Stage for TrainStage {
                     ),
                 );
             }
-            TrainerLine::Batch {
+            TrainEvent::Batch {
                 epoch,
                 batch,
                 batches,
+                ..
             } => context.reporter.item_progress(
                 self.id().name(),
                 &format!("epoch {}", epoch + 1),
-                batch,
-                batches,
+                batch as u64,
+                batches as u64,
                 Unit::Steps,
             ),
-            TrainerLine::Evaluated { epoch, map, best } => context.reporter.stage_note(
+            TrainEvent::Evaluated { epoch, map, best } => context.reporter.stage_note(
                 self.id().name(),
                 &format!("epoch {epoch}: val mAP {}, best {}", show(map), show(best)),
             ),
-            TrainerLine::Other => {}
+            _ => {}
         };
-        run_trainer(&self.trainer, &args, context, &follow)?;
+        run_trainer(&self.trainer, &call, context, &follow)?;
         let trained = trained_run(&layout, &run_dir)?;
         let path = TrainedRun::path(&layout);
         let bytes = serde_json::to_vec_pretty(&trained).expect("a record serialises");
@@ -396,30 +313,29 @@ fn trained_run(layout: &DataLayout, run_dir: &Path) -> Result<TrainedRun, ItemEr
             ))
         })
     };
-    let summary: RunSummary = serde_json::from_slice(&read("summary.json")?)
-        .map_err(|error| ItemError::trainer(format!("{}: {error}", run_dir.display())))?;
-    let checkpoint: Checkpoint = serde_json::from_slice(&read("checkpoint.json")?)
-        .map_err(|error| ItemError::trainer(format!("{}: {error}", run_dir.display())))?;
-    let config: RunConfig = serde_json::from_slice(&read("config.json")?)
-        .map_err(|error| ItemError::trainer(format!("{}: {error}", run_dir.display())))?;
-    let weights = checkpoint
-        .best_file
-        .or(checkpoint.model_file)
-        .filter(|name| !name.contains('/') && !name.starts_with('.'))
-        .ok_or_else(|| {
-            ItemError::trainer(format!(
-                "{}: checkpoint.json names no weights",
-                run_dir.display()
-            ))
-        })?;
+    let parse_error =
+        |error: serde_json::Error| ItemError::trainer(format!("{}: {error}", run_dir.display()));
+    let summary: TrainSummary =
+        serde_json::from_slice(&read(run_files::SUMMARY)?).map_err(parse_error)?;
+    let checkpoint: CheckpointFiles =
+        serde_json::from_slice(&read(run_files::CHECKPOINT)?).map_err(parse_error)?;
+    let config: TrainConfig =
+        serde_json::from_slice(&read(run_files::CONFIG_JSON)?).map_err(parse_error)?;
+    let weights = checkpoint.weights().ok_or_else(|| {
+        ItemError::trainer(format!(
+            "{}: {} names no weights",
+            run_dir.display(),
+            run_files::CHECKPOINT
+        ))
+    })?;
     Ok(TrainedRun {
         run_dir: layout.relative(run_dir),
         weights: layout.relative(&run_dir.join(weights)),
-        curves: layout.relative(&run_dir.join("curves.png")),
+        curves: layout.relative(&run_dir.join(run_files::CURVES)),
         stop: summary.stop,
-        epochs_run: summary.epochs_run,
+        epochs_run: summary.epochs_run as u64,
         steps: summary.steps,
-        best: summary.best,
+        best: summary.best.map(|(map, epoch)| (map, epoch as u64)),
         val_split: config.val_split,
     })
 }
@@ -438,16 +354,17 @@ pub fn missing_trainer(trainer: &Path) -> String {
 /// which it saves a checkpoint and stops.
 pub fn run_trainer<T: serde::de::DeserializeOwned>(
     trainer: &Path,
-    args: &[String],
+    call: &TrainerCall,
     context: &StageContext,
     follow: &dyn Fn(T),
 ) -> Result<(), ItemError> {
+    let args = call.args();
     if !trainer.is_file() {
         return Err(ItemError::trainer(missing_trainer(trainer)));
     }
     let mut command = Command::new(trainer);
     command
-        .args(args)
+        .args(&args)
         // This process holds the data directory for the trainer, which would otherwise refuse
         // to start beside it.
         .env(
@@ -491,7 +408,7 @@ pub fn run_trainer<T: serde::de::DeserializeOwned>(
         return Err(ItemError::trainer(format!(
             "{} {} failed ({status}):\n{}",
             trainer.display(),
-            args.join(" "),
+            args.join(std::ffi::OsStr::new(" ")).to_string_lossy(),
             errors.trim_end()
         )));
     }
@@ -512,22 +429,6 @@ fn last_lines(stream: impl Read, keep: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nested_settings_become_dotted_overrides_that_parse_back() {
-        let params = TrainParams {
-            preset: "synthetic-tiny".into(),
-            settings: "max_epochs = 3\ndevice = \"cpu\"\n[schedule]\nkind = \"step\"\n"
-                .parse()
-                .unwrap(),
-        };
-        let overrides = params.overrides();
-        let mut table = toml::Table::new();
-        for assignment in &overrides {
-            crate::overrides::apply_override(&mut table, assignment).unwrap();
-        }
-        assert_eq!(table, params.settings, "{overrides:?}");
-    }
 
     #[test]
     fn the_run_folder_is_named_by_the_fingerprint_only() {

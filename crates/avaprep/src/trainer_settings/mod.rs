@@ -68,6 +68,32 @@ pub fn resolve(
         crate::overrides::apply_override(&mut table, assignment)
             .map_err(|error| error.to_string())?;
     }
+    checked(table)
+}
+
+/// A preset with a pipeline's `[train]` settings over it, table into table: a nested table
+/// changes only the keys it holds (`[schedule] kind = "step"` keeps the preset's other schedule
+/// keys), as the same keys given as dotted `--set` overrides would.
+pub fn resolve_table(preset: Preset, settings: &toml::Table) -> Result<TrainConfig, String> {
+    let mut table = toml::Table::try_from(preset.config()).expect("a preset serialises");
+    merge_into(&mut table, settings);
+    checked(table)
+}
+
+fn merge_into(base: &mut toml::Table, over: &toml::Table) {
+    for (key, value) in over {
+        match (base.get_mut(key), value) {
+            (Some(toml::Value::Table(inner)), toml::Value::Table(over_inner)) => {
+                merge_into(inner, over_inner)
+            }
+            _ => {
+                base.insert(key.clone(), value.clone());
+            }
+        }
+    }
+}
+
+fn checked(table: toml::Table) -> Result<TrainConfig, String> {
     let config: TrainConfig = table
         .try_into()
         .map_err(|error: toml::de::Error| error.to_string().trim_end().to_string())?;
@@ -402,6 +428,31 @@ mod tests {
             ..TrainConfig::ava_r50()
         };
         assert!(odd.validate().unwrap_err().contains("clip_frames"));
+    }
+
+    #[test]
+    fn a_pipelines_nested_settings_change_only_their_keys_as_dotted_overrides_do() {
+        let settings: toml::Table = "max_epochs = 3\n[schedule]\ngamma = 0.5\n".parse().unwrap();
+        let from_table = resolve_table(Preset::AvaR50, &settings).unwrap();
+        let overrides = ["max_epochs=3".to_string(), "schedule.gamma=0.5".to_string()];
+        assert_eq!(
+            from_table,
+            resolve(Preset::AvaR50, None, &overrides).unwrap()
+        );
+        let ScheduleKind::Steps { milestones, gamma } = &from_table.schedule else {
+            panic!(
+                "the preset's step schedule is kept: {:?}",
+                from_table.schedule
+            );
+        };
+        assert_eq!(*gamma, 0.5);
+        assert_eq!(milestones, &[10.0, 15.0]);
+        let misspelt: toml::Table = "max_epoch = 3\n".parse().unwrap();
+        assert!(
+            resolve_table(Preset::AvaR50, &misspelt)
+                .unwrap_err()
+                .contains("max_epoch")
+        );
     }
 
     #[test]
