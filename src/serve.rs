@@ -28,11 +28,11 @@ pub struct ServeArgs {
 }
 
 pub fn run(args: &ServeArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let mut config = avaprep::serve::ServeConfig::new(&args.dir);
+    let mut config = avaprep_testbed::serve::ServeConfig::new(&args.dir);
     config.addr = std::net::SocketAddr::new(args.bind, args.port);
     config.expose_stats = args.stats;
     config.throttle = args.throttle;
-    let handle = avaprep::serve::start(config)?;
+    let handle = avaprep_testbed::serve::start(config)?;
     printer.record(
         "serving",
         &serde_json::json!({ "url": handle.url(), "dir": args.dir }),

@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use avaprep::synth::{MANIFEST_FILE, Profile, SynthConfig, generate};
 use avaprep_shell::Printer;
+use avaprep_testbed::synth::{MANIFEST_FILE, Profile, SynthConfig, generate};
 
 use crate::render::human_bytes;
 use avaprep_shell::ExitStatus;

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use avaprep::serve::{self, ServeConfig};
+use avaprep_testbed::serve::{self, ServeConfig};
 
 use crate::support::{avaprep, mirror, stderr, stdout};
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use avaprep::serve::{self, Fault, FaultPlan, FaultRule, ServeConfig, ServerHandle};
+use avaprep_testbed::serve::{self, Fault, FaultPlan, FaultRule, ServeConfig, ServerHandle};
 
 use crate::support::{avaprep, mirror, stderr, stdout};
 
@@ -518,7 +518,7 @@ struct SlowFetch {
     url: String,
     part: std::path::PathBuf,
     size: u64,
-    _server: avaprep::serve::ServerHandle,
+    _server: avaprep_testbed::serve::ServerHandle,
 }
 
 impl SlowFetch {

@@ -559,7 +559,9 @@ fn ava_timed_data_passes_validation() {
         .output()
         .unwrap();
     assert!(made.status.success(), "{}", stderr(&made));
-    let server = avaprep::serve::start(avaprep::serve::ServeConfig::new(mirror.path())).unwrap();
+    let server =
+        avaprep_testbed::serve::start(avaprep_testbed::serve::ServeConfig::new(mirror.path()))
+            .unwrap();
     let data = tempfile::tempdir().unwrap();
     let ran = avaprep(data.path())
         .args([

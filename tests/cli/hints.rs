@@ -5,7 +5,7 @@
 use std::fs;
 use std::path::Path;
 
-use avaprep::serve::{self, ServeConfig, ServerHandle};
+use avaprep_testbed::serve::{self, ServeConfig, ServerHandle};
 
 use crate::extract::{assert_complete, fetched_data, planned_videos};
 use crate::support::{avaprep, mirror, stderr, stdout};

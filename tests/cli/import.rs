@@ -8,7 +8,7 @@ use std::io::Read as _;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use avaprep::serve::{self, ServeConfig};
+use avaprep_testbed::serve::{self, ServeConfig};
 
 use crate::lists::reference_report;
 use crate::support::{avaprep, mirror, stderr, stdout};
@@ -491,7 +491,7 @@ fn keyframe_images_and_a_cvat_task_go_out_and_come_back_through_import() {
             assert_eq!(name, &format!("{second:06}.jpg"));
             let image = image::open(folder.join(name)).unwrap().to_luma8();
             assert_eq!(image.height(), 240, "{id}/{name}");
-            let code = avaprep::synth::read_frame_code(
+            let code = avaprep_testbed::synth::read_frame_code(
                 image.as_raw(),
                 image.width(),
                 240,

@@ -436,7 +436,8 @@ fn single_commands_refuse_a_stale_upstream_as_status_reports_it() {
         .find(|line| line.starts_with("fetch-annotations"))
         .unwrap();
     assert!(fetch_line.contains("stale"), "{table}");
-    let server = avaprep::serve::start(avaprep::serve::ServeConfig::new(mirror())).unwrap();
+    let server =
+        avaprep_testbed::serve::start(avaprep_testbed::serve::ServeConfig::new(mirror())).unwrap();
     let fetch = avaprep(data)
         .arg("fetch")
         .arg("--dataset")
@@ -462,7 +463,8 @@ fn single_commands_refuse_a_stale_upstream_as_status_reports_it() {
 /// annotations downloaded once; afterwards a run finds everything as one run leaves it.
 #[test]
 fn concurrent_runs_and_shards_share_a_folder_safely() {
-    let server = avaprep::serve::start(avaprep::serve::ServeConfig::new(mirror())).unwrap();
+    let server =
+        avaprep_testbed::serve::start(avaprep_testbed::serve::ServeConfig::new(mirror())).unwrap();
     let command = |data: &Path, extra: &[&str]| {
         let mut command = demo_run(data);
         command

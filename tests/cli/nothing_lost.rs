@@ -7,7 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;
 
-use avaprep::serve::{self, ServeConfig, ServerHandle};
+use avaprep_testbed::serve::{self, ServeConfig, ServerHandle};
 
 use crate::extract::{assert_complete, fetched_data, planned_videos};
 use crate::support::{avaprep, demo_run, mirror, stderr, stdout};

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use avaprep::serve::{self, ServeConfig, ServerHandle};
+use avaprep_testbed::serve::{self, ServeConfig, ServerHandle};
 
 use crate::extract::planned_videos;
 use crate::nothing_lost::completed;

@@ -5,7 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use avaprep::serve::{self, ServeConfig};
+use avaprep_testbed::serve::{self, ServeConfig};
 use image::RgbImage;
 
 use crate::support::{avaprep, repo_root, stderr, stdout};

@@ -6,8 +6,8 @@
 use std::fs;
 use std::path::Path;
 
-use avaprep::serve::{self, ServeConfig};
 use avaprep::validate::CheckId;
+use avaprep_testbed::serve::{self, ServeConfig};
 
 use crate::extract::fetched_data;
 use crate::nothing_lost::{completed, run_pipeline_with};

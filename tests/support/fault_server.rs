@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use avaprep::serve::{self, FaultPlan, ServeConfig};
+use avaprep_testbed::serve::{self, FaultPlan, ServeConfig};
 
 fn main() -> ExitCode {
     let args: Vec<PathBuf> = std::env::args_os().skip(1).map(PathBuf::from).collect();

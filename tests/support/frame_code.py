@@ -1,4 +1,4 @@
-"""The synthetic frames' burned-in code of their source frame (see crates/avaprep/src/synth/code.rs),
+"""The synthetic frames' burned-in code of their source frame (see crates/avaprep-testbed/src/synth/code.rs),
 read back from decoded pixels, and the code of the extracted frame nearest an instant: what the
 reference-loader checks compare. numpy and PIL only, so that a check imports no loader but its own.
 """
@@ -10,7 +10,7 @@ BLOCKS, DATA_BITS = 20, 17
 
 
 def frame_code(luma):
-    """The synthetic frame code (see crates/avaprep/src/synth/code.rs): 20 blocks along the top edge, a white
+    """The synthetic frame code (see crates/avaprep-testbed/src/synth/code.rs): 20 blocks along the top edge, a white
     and a black marker, 17 bits MSB first, an even-parity bit; None if it does not read."""
     height, width = luma.shape
     bw = width // BLOCKS

@@ -25,10 +25,7 @@ pub mod progress;
 mod reader_property_tests;
 pub mod records;
 pub mod report;
-pub mod serve;
 pub mod stages;
-#[cfg(feature = "extract")]
-pub mod synth;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod trainer_protocol;

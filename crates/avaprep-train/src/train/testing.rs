@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
-use avaprep::synth::{Profile, SynthConfig, SynthReport, generate};
+use avaprep_testbed::synth::{Profile, SynthConfig, SynthReport, generate};
 
 /// The repository, whose `scripts`, `tests/support` and `.venv` the tests run (the trainer's
 /// crate sits two folders down).

@@ -9,7 +9,7 @@ use std::time::Instant;
 use ffmpeg_next as ff;
 
 use super::*;
-use crate::synth::{self, Profile, SynthConfig, SynthReport, VideoReport};
+use avaprep_testbed::synth::{self, Profile, SynthConfig, SynthReport, VideoReport};
 
 struct Data {
     root: PathBuf,

@@ -37,7 +37,7 @@ pub fn video_rel_path(spec: &VideoSpec) -> String {
 }
 
 pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), SynthError> {
-    crate::fsutil::write_atomic(path, bytes).map_err(|e| SynthError::io(path, e))
+    avaprep::fsutil::write_atomic(path, bytes).map_err(|e| SynthError::io(path, e))
 }
 
 impl Layout {

@@ -14,7 +14,7 @@ use super::SynthError;
 use super::annotations::{GtBox, gt_boxes};
 use super::mirror::write_atomic;
 use super::plan::{ACTIONS, DatasetPlan, Split, TICKS, VideoSpec};
-use crate::markup::escape;
+use avaprep::markup::escape;
 
 /// The folder under the synth output that holds the exports.
 pub const EXPORTS_DIR: &str = "exports";
@@ -70,7 +70,7 @@ fn action_names(b: &GtBox) -> Vec<&'static str> {
 /// The label `person` with a checkbox attribute per action, as CVAT writes a task's labels.
 fn cvat_labels() -> String {
     let names: Vec<&str> = ACTIONS.iter().map(|action| action.2).collect();
-    crate::import::keyframes::cvat_person_label(&names)
+    avaprep::import::keyframes::cvat_person_label(&names)
 }
 
 fn cvat_attributes(actions: &[&str]) -> String {

@@ -8,8 +8,8 @@ use sha2::{Digest, Sha256};
 use super::annotations::{self as texts, AnnotationTexts};
 use super::mirror;
 use super::{MirrorFile, SynthReport};
-use crate::layout::FolderName;
-use crate::manifest::{
+use avaprep::layout::FolderName;
+use avaprep::manifest::{
     DatasetInfo, DatasetManifest, KnownFile, Labels, RemoteFile, Source, Split, VideoFolder,
 };
 

@@ -47,7 +47,7 @@ pub fn encode_all(plan: &DatasetPlan, layout: &Layout) -> Result<(), SynthError>
 
 /// Encodes one video to a temporary name next to `path`, then renames it into place.
 pub fn encode_video(spec: &VideoSpec, path: &Path) -> Result<(), SynthError> {
-    let tmp = crate::fsutil::temporary_path(path);
+    let tmp = avaprep::fsutil::temporary_path(path);
     let result = write_video(spec, &tmp);
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);

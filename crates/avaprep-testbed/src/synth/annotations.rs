@@ -240,7 +240,7 @@ fn detect_keyframe(rng: &mut ChaCha20Rng, gts: &[GtBox]) -> Vec<Detection> {
             |v: f64, scale: f64| (v + rng.random_range(-0.04..0.04) * scale).clamp(0.0, 1.0);
         let b = [j(gt.x1, w), j(gt.y1, h), j(gt.x2, w), j(gt.y2, h)];
         let b = rounded(b);
-        let iou = crate::annotations::iou(&b, &rounded([gt.x1, gt.y1, gt.x2, gt.y2]));
+        let iou = avaprep::annotations::iou(&b, &rounded([gt.x1, gt.y1, gt.x2, gt.y2]));
         out.push(Detection {
             text: box_text(b[0], b[1], b[2], b[3]),
             score: rng.random_range(0.55..1.0),
