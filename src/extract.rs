@@ -103,7 +103,7 @@ pub fn run(
     // Values no video could honour are usage errors, before any work.
     params
         .validate()
-        .map_err(|message| UsageError(crate::flags::as_flags(&message)))?;
+        .map_err(|bad| UsageError(bad.as_flags()))?;
     let scrutiny = Scrutiny::verify(args.verify);
     if args.videos.is_none() {
         let stage = ExtractStage { params };

@@ -50,7 +50,7 @@ pub fn run(
     };
     params
         .validate()
-        .map_err(|message| UsageError(crate::flags::as_flags(&message)))?;
+        .map_err(|bad| UsageError(bad.as_flags()))?;
     let stage = ListsStage { params };
     let lock = lock(global, None)?;
     let report = run_stages(

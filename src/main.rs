@@ -5,7 +5,6 @@ mod eval;
 #[cfg(feature = "extract")]
 mod extract;
 mod fetch;
-mod flags;
 #[cfg(feature = "extract")]
 mod import;
 #[cfg(feature = "extract")]

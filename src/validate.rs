@@ -6,9 +6,8 @@ use anyhow::Context as _;
 use clap::Args;
 
 use avaprep::annotations::KeyframeRange;
-use avaprep::manifest::DatasetManifest;
 use avaprep::validate::{
-    CheckStatus, Depth, PySlowFastYaml, ValidateError, ValidateRequest, ValidationReport,
+    CheckStatus, ValidateError, ValidateOptions, ValidateRequest, ValidationReport,
     junit::to_junit, validate,
 };
 
@@ -64,7 +63,8 @@ pub fn run(
     printer: &Printer,
     cancel: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
-    let request = request(global, args).map_err(reported)?;
+    let request =
+        ValidateRequest::from_options(&global.data_dir, &options(args)).map_err(reported)?;
     // A config may name any folders (a copy's may still name the original's): say which.
     printer.note(&format!(
         "checking the frames in {}, the lists in {}, the annotations in {}",
@@ -86,97 +86,29 @@ pub fn run(
     })
 }
 
-/// A usage error exits 2; the rest are failures.
+/// A usage error exits 2 (a setting named as its flag); the rest are failures.
 fn reported(error: ValidateError) -> anyhow::Error {
-    if error.is_usage() {
-        anyhow::Error::new(UsageError(error.to_string()))
-    } else {
-        anyhow::Error::new(error)
+    match error {
+        ValidateError::Setting(bad) => anyhow::Error::new(UsageError(bad.as_flags())),
+        error if error.is_usage() => anyhow::Error::new(UsageError(error.to_string())),
+        error => anyhow::Error::new(error),
     }
 }
 
-fn request(global: &GlobalArgs, args: &ValidateArgs) -> Result<ValidateRequest, ValidateError> {
-    let depth = if args.quick {
-        Depth::Quick
-    } else {
-        Depth::Full
-    };
-    let foreign = args.config.is_some()
-        || args.frame_dir.is_some()
-        || args.frame_list_dir.is_some()
-        || args.annotation_dir.is_some();
-    let mut request = if foreign {
-        let mut config = match &args.config {
-            Some(path) => PySlowFastYaml::load(path)?,
-            None => PySlowFastYaml::defaults(),
-        };
-        let over = |dir: &Option<PathBuf>, slot: &mut Option<PathBuf>| {
-            if dir.is_some() {
-                *slot = dir.clone();
-            }
-        };
-        over(&args.frame_dir, &mut config.frame_dir);
-        over(&args.frame_list_dir, &mut config.frame_list_dir);
-        over(&args.annotation_dir, &mut config.annotation_dir);
-        let request = ValidateRequest::for_config(&config, depth)?;
-        match &args.config {
-            Some(path) => request.with_records_beside(path)?,
-            None => request,
-        }
-    } else {
-        ValidateRequest::for_data_dir(&global.data_dir, depth)?
-    };
-    if let Some(list_fps) = args.list_fps {
-        if !(list_fps.is_finite() && list_fps > 0.0) {
-            return Err(ValidateError::BadValue(format!(
-                "--list-fps {list_fps} must be a rate above 0"
-            )));
-        }
-        request.timing.list_fps = list_fps;
+fn options(args: &ValidateArgs) -> ValidateOptions {
+    ValidateOptions {
+        config: args.config.clone(),
+        frame_dir: args.frame_dir.clone(),
+        frame_list_dir: args.frame_list_dir.clone(),
+        annotation_dir: args.annotation_dir.clone(),
+        quick: args.quick,
+        height: args.height,
+        list_fps: args.list_fps,
+        segment_start: args.segment_start,
+        segment_end: args.segment_end,
+        keyframes: args.keyframes,
+        manifest: args.manifest.clone(),
     }
-    if let Some(start) = args.segment_start {
-        if !start.is_finite() {
-            return Err(ValidateError::BadValue(format!(
-                "--segment-start {start} must be a number of seconds"
-            )));
-        }
-        request.timing.segment_start = start;
-    }
-    if let Some(end) = args.segment_end {
-        if !(end.is_finite() && end > request.timing.segment_start) {
-            return Err(ValidateError::BadValue(format!(
-                "--segment-end {end} must be a number of seconds after the segment start"
-            )));
-        }
-        request.timing.segment_end = end;
-    }
-    if let Some(keyframes) = args.keyframes {
-        request.timing.keyframes = [keyframes.first(), keyframes.last()];
-    }
-    request.height = args.height;
-    if let Some(path) = &args.manifest {
-        let manifest = DatasetManifest::load(path).map_err(|error| ValidateError::Config {
-            path: path.clone(),
-            message: error.to_string(),
-        })?;
-        let annotations = if foreign {
-            request.annotation_dir.clone()
-        } else {
-            global.data_dir.join("annotations")
-        };
-        for file in manifest
-            .annotations
-            .iter()
-            .flat_map(|archive| &archive.contents)
-        {
-            if let Some(sha256) = &file.sha256 {
-                request
-                    .known_sha256
-                    .insert(annotations.join(&file.name), sha256.clone());
-            }
-        }
-    }
-    Ok(request)
 }
 
 /// One line per check, the examples of each failure under it, and a verdict.

@@ -40,8 +40,8 @@ fn extract_before_fetch_names_fetch_which_makes_the_plan() {
     assert!(again.status.success(), "{}", stderr(&again));
 }
 
-/// `--fps` above a video's rate names the highest rate that video takes; the lowest of those
-/// over all videos extracts them all.
+/// `--fps` above a video's rate names the highest rate that video takes, as the command's flag
+/// and as the pipeline's key; the lowest of those over all videos extracts them all.
 #[test]
 fn a_rate_above_the_source_names_one_that_works() {
     let data = fetched_data();
@@ -49,9 +49,12 @@ fn a_rate_above_the_source_names_one_that_works() {
     assert!(!failed.status.success());
     let message = stdout(&failed) + &stderr(&failed);
     let rates: Vec<u32> = message
-        .split("use --fps ")
+        .split("extract --fps ")
         .skip(1)
-        .map(|rest| rest.split(' ').next().unwrap().parse().unwrap())
+        .map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().unwrap()
+        })
         .collect();
     assert!(!rates.is_empty(), "{message}");
     let rate = rates.iter().min().unwrap().to_string();

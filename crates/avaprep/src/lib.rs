@@ -4,6 +4,7 @@
 //! files under the data directory, never through shared state.
 
 pub mod annotations;
+pub mod bad_setting;
 pub mod eval;
 #[cfg(feature = "extract")]
 pub mod extract;

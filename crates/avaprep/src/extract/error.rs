@@ -48,7 +48,7 @@ pub enum ExtractError {
         source: ff::Error,
     },
     #[error(
-        "{path}: --fps {fps} is above the video's {source_fps:.3} frames a second; the extra frames would only repeat source frames: use --fps {} or less", source_fps.floor()
+        "{path}: fps {fps} is above the video's {source_fps:.3} frames a second; the extra frames would only repeat source frames: extract at {rate} frames a second or fewer (`avaprep extract --fps {rate}`, or `fps = {rate}` in a pipeline's [extract])", rate = source_fps.floor()
     )]
     RateAboveSource {
         path: PathBuf,

@@ -27,6 +27,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::bad_setting::BadSetting;
+
 pub use error::{ExtractError, MissingFrames};
 pub use jpeg::output_size;
 pub use ranges::{DEFAULT_MARGIN_S, TimeRange, frame_numbers, ranges_around, segment_range};
@@ -42,20 +44,26 @@ pub const MAX_FPS: f64 = 1000.0;
 
 /// The output a video can be extracted to, checked alike by the command, the pipeline file and
 /// the extractor; messages name the setting as the `[extract]` keys and the flags spell it.
-pub fn check_output(fps: f64, height: u32, quality: u8) -> Result<(), String> {
+pub fn check_output(fps: f64, height: u32, quality: u8) -> Result<(), BadSetting> {
     if !(fps.is_finite() && fps > 0.0 && fps <= MAX_FPS) {
-        return Err(format!(
-            "fps {fps}: must be a rate above 0 and at most {MAX_FPS} frames a second"
+        return Err(BadSetting::new(
+            "fps",
+            fps,
+            format!("must be a rate above 0 and at most {MAX_FPS} frames a second"),
         ));
     }
     if !(2..=31).contains(&quality) {
-        return Err(format!(
-            "quality {quality}: must lie in 2..=31, as ffmpeg's -q:v"
+        return Err(BadSetting::new(
+            "quality",
+            quality,
+            "must lie in 2..=31, as ffmpeg's -q:v",
         ));
     }
     if height % 2 == 1 {
-        return Err(format!(
-            "height {height}: must be even (4:2:0 frames), or 0 for the native size"
+        return Err(BadSetting::new(
+            "height",
+            height,
+            "must be even (4:2:0 frames), or 0 for the native size",
         ));
     }
     Ok(())
@@ -95,7 +103,8 @@ impl Default for ExtractSpec {
 
 impl ExtractSpec {
     fn validate(&self) -> Result<(), ExtractError> {
-        check_output(self.fps, self.height, self.quality).map_err(ExtractError::InvalidSpec)
+        check_output(self.fps, self.height, self.quality)
+            .map_err(|bad| ExtractError::InvalidSpec(bad.to_string()))
     }
 }
 

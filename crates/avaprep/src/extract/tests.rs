@@ -449,7 +449,7 @@ fn errors_are_clear() {
     let err = extract_video(&path, "x", &frames, segment(), &spec, &dir, &|_, _| true).unwrap_err();
     eprintln!("{err}");
     assert!(matches!(err, ExtractError::RateAboveSource { .. }), "{err}");
-    assert!(err.to_string().contains("or less"), "{err}");
+    assert!(err.to_string().contains("or fewer"), "{err}");
     // Past the end: the video lasts 36 s; frames 151.. of a segment from 5 s start at 35 s.
     let frames: Vec<u32> = (141..=170).collect();
     let err = extract_err(&path, &frames);

@@ -133,7 +133,7 @@ fn check_options(options: &KeyframeOptions) -> Result<(), ImportError> {
         ));
     }
     crate::extract::check_output(1.0, options.height, crate::extract::DEFAULT_QUALITY)
-        .map_err(|message| ImportError::Usage(format!("--height: {message}")))?;
+        .map_err(|bad| ImportError::Usage(bad.as_flags()))?;
     if options.actions.is_empty() {
         return Err(ImportError::Usage(
             "name the actions to label (--actions fall,fight,wave): one checkbox each".into(),

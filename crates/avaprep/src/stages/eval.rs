@@ -91,9 +91,7 @@ impl EvalStage {
         Ok(EvalStage {
             params,
             // `[train]` itself is resolved and checked by the train stage this one follows.
-            preset: source
-                .params::<TrainParams>(StageId::Train, |_| Ok(()))?
-                .preset,
+            preset: source.typed_params::<TrainParams>(StageId::Train)?.preset,
             trainer: super::train::trainer_path(),
         })
     }

@@ -6,6 +6,7 @@
 //! either no index (the next run redoes the video) or a complete set; the frames of an earlier
 //! extraction stay until the new ones are complete.
 
+use crate::bad_setting::BadSetting;
 use crate::pipeline::state::CountsMismatch;
 use std::path::Path;
 
@@ -79,12 +80,13 @@ pub struct ExtractParams {
 
 impl ExtractParams {
     /// Refuses values no video could honour (the extractor's own checks), naming the setting.
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), BadSetting> {
         crate::extract::check_output(self.fps, self.height, self.quality)?;
         if !(self.margin.is_finite() && self.margin >= 0.0) {
-            return Err(format!(
-                "margin {}: must be a finite number of seconds, 0 or more (0 keeps the frame nearest each keyframe)",
-                self.margin
+            return Err(BadSetting::new(
+                "margin",
+                self.margin,
+                "must be a finite number of seconds, 0 or more (0 keeps the frame nearest each keyframe)",
             ));
         }
         Ok(())

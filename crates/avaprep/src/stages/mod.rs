@@ -264,15 +264,23 @@ pub struct StageSource<'a> {
 impl StageSource<'_> {
     /// `stage`'s table read into its parameters and checked by `check` (values no video could
     /// honour); an error names the table, the key and the file.
-    pub fn params<P: DeserializeOwned + Default>(
+    pub fn params<P: DeserializeOwned + Default, E: std::fmt::Display>(
         &self,
         stage: StageId,
-        check: impl Fn(&P) -> Result<(), String>,
+        check: impl Fn(&P) -> Result<(), E>,
     ) -> Result<P, SpecError> {
         match self.spec {
             Some(spec) => read_params(spec, stage, check),
             None => Ok(P::default()),
         }
+    }
+
+    /// `stage`'s table read into its parameters, where their types are all there is to check.
+    pub fn typed_params<P: DeserializeOwned + Default>(
+        &self,
+        stage: StageId,
+    ) -> Result<P, SpecError> {
+        self.params(stage, |_: &P| Ok::<(), std::convert::Infallible>(()))
     }
 
     /// An invalid value in `stage`'s table.
@@ -330,13 +338,13 @@ impl StageSource<'_> {
     }
 }
 
-fn read_params<P: DeserializeOwned + Default>(
+fn read_params<P: DeserializeOwned + Default, E: std::fmt::Display>(
     spec: &PipelineSpec,
     stage: StageId,
-    check: impl Fn(&P) -> Result<(), String>,
+    check: impl Fn(&P) -> Result<(), E>,
 ) -> Result<P, SpecError> {
     let params = spec.stage_params(stage.table())?;
-    check(&params).map_err(|message| invalid(&spec.path, stage, message))?;
+    check(&params).map_err(|problem| invalid(&spec.path, stage, problem.to_string()))?;
     Ok(params)
 }
 

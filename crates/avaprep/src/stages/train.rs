@@ -124,7 +124,7 @@ impl TrainStage {
     /// Resolves `[train]` with the trainer's own resolution, so that a misspelt key or a bad
     /// value is found when the pipeline file is read, and checks the splits it names.
     pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
-        let mut params: TrainParams = source.params(StageId::Train, |_| Ok(()))?;
+        let mut params: TrainParams = source.typed_params(StageId::Train)?;
         let mut settings = params
             .resolve()
             .map_err(|message| source.invalid(StageId::Train, message))?;

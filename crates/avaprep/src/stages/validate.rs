@@ -36,7 +36,7 @@ pub struct ValidateStage {
 
 impl ValidateStage {
     pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
-        let params = source.params(StageId::Validate, |_: &ValidateParams| Ok(()))?;
+        let params = source.typed_params(StageId::Validate)?;
         Ok(ValidateStage { params })
     }
 }
@@ -65,11 +65,7 @@ impl Stage for ValidateStage {
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
-        let depth = if self.params.quick {
-            Depth::Quick
-        } else {
-            Depth::Full
-        };
+        let depth = Depth::quick_if(self.params.quick);
         let request =
             ValidateRequest::for_data_dir(context.data_dir, depth).map_err(ItemError::input)?;
         let report =

@@ -12,6 +12,7 @@
 mod checks;
 pub mod config;
 pub mod junit;
+mod options;
 mod tables;
 #[cfg(test)]
 mod tests;
@@ -22,6 +23,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 pub use config::{DatasetNames, PySlowFastYaml};
+pub use options::ValidateOptions;
 
 use crate::layout::DataLayout;
 use crate::progress::Reporter;
@@ -448,8 +450,8 @@ pub enum ValidateError {
     MissingRoot { key: &'static str },
     #[error("{name:?} in the config: {message}")]
     BadName { name: String, message: String },
-    #[error("{0}")]
-    BadValue(String),
+    #[error(transparent)]
+    Setting(crate::bad_setting::BadSetting),
     #[error("interrupted before every frame was read: nothing was written; run it again")]
     Interrupted,
 }
@@ -461,7 +463,7 @@ impl ValidateError {
             self,
             ValidateError::MissingRoot { .. }
                 | ValidateError::BadName { .. }
-                | ValidateError::BadValue(_)
+                | ValidateError::Setting(_)
         )
     }
 }

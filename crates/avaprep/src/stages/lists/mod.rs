@@ -23,6 +23,7 @@ mod mmaction2;
 mod pickle;
 pub mod pyslowfast_train;
 
+use crate::bad_setting::BadSetting;
 use crate::pipeline::state::CountsMismatch;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -79,18 +80,19 @@ impl Default for ListsParams {
 }
 
 impl ListsParams {
-    pub fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), BadSetting> {
         if !(self.list_fps.is_finite() && self.list_fps > 0.0 && self.list_fps <= 240.0) {
-            return Err(format!(
-                "list_fps {}: must be a rate above 0 and at most 240",
-                self.list_fps
+            return Err(BadSetting::new(
+                "list_fps",
+                self.list_fps,
+                "must be a rate above 0 and at most 240",
             ));
         }
         if self.num_frames == 0 || self.sampling_rate == 0 {
-            return Err(format!(
-                "num_frames {} and sampling_rate {}: must be at least 1",
-                self.num_frames, self.sampling_rate
-            ));
+            return Err(
+                BadSetting::new("num_frames", self.num_frames, "must be at least 1")
+                    .and("sampling_rate", self.sampling_rate),
+            );
         }
         Ok(())
     }

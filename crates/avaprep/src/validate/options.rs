@@ -1,0 +1,141 @@
+//! What a person asks `validate` to check: the data directory avaprep made, or a dataset a
+//! PySlowFast config (and folders given over it) describes, with values over what `avaprep
+//! lists` recorded. The command line and the pipeline's stage both come through here.
+
+use std::path::{Path, PathBuf};
+
+use super::{Depth, PySlowFastYaml, ValidateError, ValidateRequest};
+use crate::annotations::KeyframeRange;
+use crate::bad_setting::BadSetting;
+use crate::manifest::DatasetManifest;
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ValidateOptions {
+    /// A PySlowFast config naming the folders and files, for a dataset avaprep did not make.
+    pub config: Option<PathBuf>,
+    /// PySlowFast's AVA.FRAME_DIR, FRAME_LIST_DIR and ANNOTATION_DIR, over the config's.
+    pub frame_dir: Option<PathBuf>,
+    pub frame_list_dir: Option<PathBuf>,
+    pub annotation_dir: Option<PathBuf>,
+    /// Decode a sample of the frames instead of every one.
+    pub quick: bool,
+    pub height: Option<u32>,
+    pub list_fps: Option<f64>,
+    pub segment_start: Option<f64>,
+    pub segment_end: Option<f64>,
+    pub keyframes: Option<KeyframeRange>,
+    /// A dataset manifest whose sha256 the annotation files must have.
+    pub manifest: Option<PathBuf>,
+}
+
+impl Depth {
+    /// `--quick` and `[validate] quick`.
+    pub fn quick_if(quick: bool) -> Depth {
+        match quick {
+            true => Depth::Quick,
+            false => Depth::Full,
+        }
+    }
+}
+
+impl ValidateOptions {
+    /// A dataset avaprep did not make: a config or a folder names it.
+    fn foreign(&self) -> bool {
+        self.config.is_some()
+            || self.frame_dir.is_some()
+            || self.frame_list_dir.is_some()
+            || self.annotation_dir.is_some()
+    }
+}
+
+impl ValidateRequest {
+    /// The checks of `options` on the dataset they name (else the one in `data_dir`).
+    pub fn from_options(data_dir: &Path, options: &ValidateOptions) -> Result<Self, ValidateError> {
+        let depth = Depth::quick_if(options.quick);
+        let mut request = match options.foreign() {
+            true => Self::for_foreign(options, depth)?,
+            false => Self::for_data_dir(data_dir, depth)?,
+        };
+        request.apply_timing(options)?;
+        request.height = options.height;
+        if let Some(path) = &options.manifest {
+            let annotations = match options.foreign() {
+                true => request.annotation_dir.clone(),
+                false => data_dir.join("annotations"),
+            };
+            request.expect_manifest(path, &annotations)?;
+        }
+        Ok(request)
+    }
+
+    fn for_foreign(options: &ValidateOptions, depth: Depth) -> Result<Self, ValidateError> {
+        let mut config = match &options.config {
+            Some(path) => PySlowFastYaml::load(path)?,
+            None => PySlowFastYaml::defaults(),
+        };
+        for (given, slot) in [
+            (&options.frame_dir, &mut config.frame_dir),
+            (&options.frame_list_dir, &mut config.frame_list_dir),
+            (&options.annotation_dir, &mut config.annotation_dir),
+        ] {
+            if given.is_some() {
+                *slot = given.clone();
+            }
+        }
+        let request = ValidateRequest::for_config(&config, depth)?;
+        match &options.config {
+            Some(path) => request.with_records_beside(path),
+            None => Ok(request),
+        }
+    }
+
+    fn apply_timing(&mut self, options: &ValidateOptions) -> Result<(), ValidateError> {
+        let bad =
+            |key, value: f64, problem| ValidateError::Setting(BadSetting::new(key, value, problem));
+        if let Some(list_fps) = options.list_fps {
+            if !(list_fps.is_finite() && list_fps > 0.0) {
+                return Err(bad("list_fps", list_fps, "must be a rate above 0"));
+            }
+            self.timing.list_fps = list_fps;
+        }
+        if let Some(start) = options.segment_start {
+            if !start.is_finite() {
+                return Err(bad("segment_start", start, "must be a number of seconds"));
+            }
+            self.timing.segment_start = start;
+        }
+        if let Some(end) = options.segment_end {
+            if !(end.is_finite() && end > self.timing.segment_start) {
+                return Err(bad(
+                    "segment_end",
+                    end,
+                    "must be a number of seconds after the segment start",
+                ));
+            }
+            self.timing.segment_end = end;
+        }
+        if let Some(keyframes) = options.keyframes {
+            self.timing.keyframes = [keyframes.first(), keyframes.last()];
+        }
+        Ok(())
+    }
+
+    /// The annotation files under `annotations` must have the sha256 the manifest lists.
+    fn expect_manifest(&mut self, path: &Path, annotations: &Path) -> Result<(), ValidateError> {
+        let manifest = DatasetManifest::load(path).map_err(|error| ValidateError::Config {
+            path: path.to_path_buf(),
+            message: error.to_string(),
+        })?;
+        let files = manifest
+            .annotations
+            .iter()
+            .flat_map(|archive| &archive.contents);
+        for file in files {
+            if let Some(sha256) = &file.sha256 {
+                self.known_sha256
+                    .insert(annotations.join(&file.name), sha256.clone());
+            }
+        }
+        Ok(())
+    }
+}
