@@ -549,7 +549,7 @@ pub fn validate(
         .into_iter()
         .map(|id| (id, CheckResult::new(id)))
         .collect();
-    let dataset = checks::Dataset::load(request, &mut results);
+    let dataset = checks::DatasetTables::load(request, &mut results);
     checks::check_tables(request, &dataset, &mut results);
     let frames = checks::check_frames(request, &dataset, &mut results, reporter, cancel);
     if cancel.load(std::sync::atomic::Ordering::Relaxed) {
