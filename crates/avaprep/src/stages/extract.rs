@@ -6,19 +6,19 @@
 //! either no index (the next run redoes the video) or a complete set; the frames of an earlier
 //! extraction stay until the new ones are complete.
 
-use crate::bad_setting::BadSetting;
-use crate::pipeline::state::CountsMismatch;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
 use super::{StageId, StageSource};
+use crate::bad_setting::BadSetting;
 use crate::extract::{
     DEFAULT_MARGIN_S, ExtractSpec, TimeRange, VideoStats, extract_video, frame_numbers,
     ranges_around, segment_range, write_index,
 };
 use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
+use crate::pipeline::state::CountsMismatch;
 use crate::pipeline::{
     Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
 };

@@ -1,6 +1,5 @@
 //! `fetch-videos`: one item per planned video, several at once.
 
-use crate::pipeline::state::CountsMismatch;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -11,6 +10,7 @@ use crate::fetch::{FetchParams, HowFetched, fetch_file};
 use crate::fsutil;
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
+use crate::pipeline::state::CountsMismatch;
 use crate::pipeline::{
     Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
 };

@@ -2,12 +2,12 @@
 //! A failed check fails the stage, so nothing after it (training) runs on data that would break
 //! it; the report is kept in `slowfast/validation.json` either way.
 
-use crate::pipeline::state::CountsMismatch;
 use serde::{Deserialize, Serialize};
 
 use super::{StageId, StageSource};
 use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
+use crate::pipeline::state::CountsMismatch;
 use crate::pipeline::{
     Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
 };

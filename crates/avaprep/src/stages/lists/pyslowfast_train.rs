@@ -256,7 +256,7 @@ OUTPUT_DIR: {output_dir}
         weight_decay = yaml_float(recipe.weight_decay),
         warmup_start_lr = yaml_float(warmup_start_lr),
         warmup = recipe.warmup_epochs,
-        output_dir = super::yaml_string(&output_dir.to_string_lossy()),
+        output_dir = super::pyslowfast_config::yaml_string(&output_dir.to_string_lossy()),
         // Without a val split there is nothing to test on (TEST_LISTS is empty).
         test = if test_split { "True" } else { "False" },
     )
