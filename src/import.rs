@@ -25,7 +25,7 @@ pub struct ImportArgs {
     /// Where the action is: `label` (CVAT's label; VIA's one attribute), `attribute:NAME` (that
     /// attribute's value or ticked options) or `checkboxes` (every CVAT checkbox attribute that
     /// is true).
-    #[arg(long, default_value = "label", value_parser = parse_action_source)]
+    #[arg(long, default_value = "label", value_parser = str::parse::<ActionSource>)]
     pub action_from: ActionSource,
     /// Seconds between keyframes: AVA labels one a second.
     #[arg(long, default_value_t = 1)]
@@ -46,17 +46,6 @@ pub struct ImportArgs {
     /// videos' own seconds).
     #[arg(long)]
     pub excluded: Option<PathBuf>,
-}
-
-fn parse_action_source(text: &str) -> Result<ActionSource, String> {
-    match text.split_once(':') {
-        None if text == "label" => Ok(ActionSource::Label),
-        None if text == "checkboxes" => Ok(ActionSource::Checkboxes),
-        Some(("attribute", name)) if !name.is_empty() => {
-            Ok(ActionSource::Attribute(name.to_string()))
-        }
-        _ => Err("expected label, checkboxes or attribute:NAME".into()),
-    }
 }
 
 pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {

@@ -1,14 +1,16 @@
 //! `avaprep run` and `avaprep status`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use clap::Args;
 
+use avaprep::layout::imported_manifest;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::status::{StageCondition, StageStatusLine};
 use avaprep::pipeline::{
-    Closing, PipelineSpec, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore,
+    AnyStage, Closing, PipelineSpec, RunReport, Runner, Shard, StageContext, StageOutcome,
+    StateStore,
 };
 use avaprep::stages::{ProductStages, StageId};
 use avaprep_shell::Printer;
@@ -69,25 +71,37 @@ pub struct StatusArgs {
     pub until: Option<StageId>,
 }
 
-/// The stages a pipeline file describes, with its `--set` overrides applied; an invalid value in
-/// it is a usage error (exit 2).
-/// `until`: the last stage that will run; the splits of the stages after it are not checked.
-fn load(
-    pipeline: &std::path::Path,
-    overrides: &[String],
-    until: Option<StageId>,
-) -> anyhow::Result<ProductStages> {
-    let spec =
-        PipelineSpec::load(pipeline, overrides, &StageId::tables()).map_err(|error| match error
-            .is_usage()
-        {
+/// A pipeline file with its `--set` overrides applied; an invalid value in it is a usage error
+/// (exit 2).
+fn load_spec(pipeline: &Path, overrides: &[String]) -> anyhow::Result<PipelineSpec> {
+    PipelineSpec::load(pipeline, overrides, &StageId::tables()).map_err(|error| {
+        match error.is_usage() {
+            true => anyhow::Error::new(UsageError(error.to_string())),
+            false => anyhow::Error::new(error),
+        }
+    })
+}
+
+/// The stages a pipeline file describes. `until`: the last stage that will run; the splits of
+/// the stages after it are not checked.
+fn build(spec: &PipelineSpec, until: Option<StageId>) -> anyhow::Result<ProductStages> {
+    let mut built =
+        ProductStages::from_spec(spec, until).map_err(|error| match error.is_usage() {
             true => anyhow::Error::new(UsageError(error.to_string())),
             false => anyhow::Error::new(error),
         })?;
-    ProductStages::from_spec(&spec, until).map_err(|error| match error.is_usage() {
-        true => anyhow::Error::new(UsageError(error.to_string())),
-        false => anyhow::Error::new(error),
-    })
+    if let Some(last) = until {
+        built = built.through(last);
+    }
+    Ok(built)
+}
+
+/// A pipeline that imports its dataset, on the dataset its import made in the data directory.
+fn on_imported(global: &GlobalArgs, spec: PipelineSpec) -> PipelineSpec {
+    match spec.imports() {
+        true => spec.with_dataset(imported_manifest(&global.data_dir)),
+        false => spec,
+    }
 }
 
 pub fn run(
@@ -96,12 +110,33 @@ pub fn run(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
-    let mut built = load(&args.pipeline, &args.overrides, args.until)?;
-    if let Some(last) = args.until {
-        built = built.through(last);
-    }
+    let spec = load_spec(&args.pipeline, &args.overrides)?;
     let scrutiny = Scrutiny::verify(args.verify);
     let lock = lock(global, args.shard)?;
+    if let Some(import) = import_stage(&spec)? {
+        if args.shard.is_some() && !imported_manifest(&global.data_dir).is_file() {
+            return Err(UsageError(format!(
+                "a shard prepares the dataset an unsharded run imported: run `avaprep run {} --until import` first",
+                args.pipeline.display()
+            ))
+            .into());
+        }
+        if args.shard.is_none() {
+            let report = run_stages(
+                global,
+                &lock,
+                vec![import.as_ref()],
+                None,
+                scrutiny,
+                printer,
+                cancel,
+            )?;
+            if !report.succeeded() || args.until == Some(StageId::Import) {
+                return Ok(exit_status(&report));
+            }
+        }
+    }
+    let built = build(&on_imported(global, spec), args.until)?;
     let report = run_stages(
         global,
         &lock,
@@ -122,13 +157,11 @@ pub fn status(
     args: &StatusArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
-    let mut built = load(&args.pipeline, &args.overrides, args.until)?;
-    if let Some(last) = args.until {
-        built = built.through(last);
-    }
+    let spec = load_spec(&args.pipeline, &args.overrides)?;
+    let import = import_stage(&spec)?;
     let cancel = AtomicBool::new(false);
-    let runner = Runner {
-        stages: built.as_refs(),
+    let runner = |stages| Runner {
+        stages,
         store: StateStore::new(&global.data_dir, args.shard),
         shard: args.shard,
         context: StageContext {
@@ -141,11 +174,31 @@ pub fn status(
         scrutiny: Scrutiny::Listing,
         before_per_video: None,
     };
-    for line in runner.status()? {
-        printer.record("stage_status", &line);
-        printer.result(&status_text(&line));
+    let mut lines = Vec::new();
+    if let Some(import) = &import {
+        lines.extend(runner(vec![import.as_ref()]).status()?);
+        if !imported_manifest(&global.data_dir).is_file() || args.until == Some(StageId::Import) {
+            print_status(&lines, printer);
+            return Ok(ExitStatus::Success);
+        }
     }
+    let built = build(&on_imported(global, spec), args.until)?;
+    lines.extend(runner(built.as_refs()).status()?);
+    print_status(&lines, printer);
     Ok(ExitStatus::Success)
+}
+
+fn print_status(lines: &[StageStatusLine<StageId>], printer: &Printer) {
+    for line in lines {
+        printer.record("stage_status", line);
+        printer.result(&status_text(line));
+    }
+}
+
+/// The pipeline's import, where it has an `[import]` table.
+fn import_stage(spec: &PipelineSpec) -> anyhow::Result<Option<Box<dyn AnyStage<StageId>>>> {
+    avaprep::stages::import_stage(spec)
+        .map_err(|error| anyhow::Error::new(UsageError(error.to_string())))
 }
 
 /// What the stages that made results hand the user (where the model and the detections are, the

@@ -317,35 +317,68 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
     let excluded_path = detections.path().join("excluded.csv");
     fs::write(&excluded_path, excluded).unwrap();
 
-    let dataset = tempfile::tempdir().unwrap();
-    let output = import(
-        dataset.path(),
-        &cvat_video_exports(),
-        &[
-            "--action-from",
-            "checkboxes",
-            "--detections",
-            detections_path.to_str().unwrap(),
-            "--excluded",
-            excluded_path.to_str().unwrap(),
-        ],
-    );
-    assert!(output.status.success(), "{}", stderr(&output));
-
-    // The demo's schedule: 40 epochs at most, stopped 6 evaluations past the best.
+    // The template pipeline with its [import] pointed at the exports, as a user edits it; the
+    // miniature's label maps are in place first, so the import keeps its action ids.
     let epochs = "40";
     let imported = tempfile::tempdir().unwrap();
-    let output = avaprep(imported.path())
-        .args(["--json", "run", "pipelines/own-videos.toml"])
-        .arg("--set")
-        .arg(format!(
-            "dataset=\"{}\"",
-            dataset.path().join("dataset.toml").display()
-        ))
-        .args(own_settings(epochs))
-        .output()
-        .unwrap();
+    let annotations = imported.path().join("import/annotations");
+    fs::create_dir_all(&annotations).unwrap();
+    for labels in LABEL_MAPS {
+        fs::write(annotations.join(labels), synth_file(labels)).unwrap();
+    }
+    let exports: Vec<String> = cvat_video_exports()
+        .iter()
+        .map(|export| format!("{:?}", export.display().to_string()))
+        .collect();
+    let val: Vec<String> = val_videos()
+        .iter()
+        .map(|video| format!("{video:?}"))
+        .collect();
+    let import_settings = [
+        format!("import.exports=[{}]", exports.join(", ")),
+        format!("import.videos={:?}", videos().display().to_string()),
+        "import.action_from=\"checkboxes\"".to_string(),
+        format!("import.val=[{}]", val.join(", ")),
+        format!(
+            "import.detections={:?}",
+            detections_path.display().to_string()
+        ),
+        format!("import.excluded={:?}", excluded_path.display().to_string()),
+    ];
+    let run_own = || {
+        avaprep(imported.path())
+            .args(["--json", "run", "pipelines/own-videos.toml"])
+            .args(
+                import_settings
+                    .iter()
+                    .flat_map(|setting| ["--set", setting.as_str()]),
+            )
+            .args(own_settings(epochs))
+            .output()
+            .unwrap()
+    };
+    let output = run_own();
     assert!(output.status.success(), "{}", stderr(&output));
+    let first = stage_outcomes(&output);
+    for stage in [
+        "import", "extract", "lists", "validate", "train", "eval", "report",
+    ] {
+        assert_eq!(
+            first.get(stage).map(String::as_str),
+            Some("completed"),
+            "{first:?}"
+        );
+    }
+    assert!(imported.path().join("report/index.html").is_file());
+    // Run again: the import and everything after it are up to date.
+    let again = run_own();
+    assert!(again.status.success(), "{}", stderr(&again));
+    let second = stage_outcomes(&again);
+    assert_eq!(second.len(), first.len(), "{second:?}");
+    assert!(
+        second.values().all(|outcome| outcome == "up_to_date"),
+        "{second:?}"
+    );
     let validation = json(&imported.path().join("slowfast/validation.json"));
     assert_eq!(validation["passed"], true, "{validation}");
     let clock = validation["checks"]
@@ -623,6 +656,19 @@ fn own_settings(epochs: &str) -> Vec<String> {
     .iter()
     .flat_map(|setting| ["--set".to_string(), setting.to_string()])
     .collect()
+}
+
+/// Each stage's outcome in a `--json` run's records, by stage.
+fn stage_outcomes(output: &Output) -> std::collections::BTreeMap<String, String> {
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|record| record["type"] == "stage")
+        .map(|record| {
+            let text = |key: &str| record[key].as_str().unwrap_or_default().to_string();
+            (text("stage"), text("outcome"))
+        })
+        .collect()
 }
 
 fn json(path: &Path) -> serde_json::Value {

@@ -132,6 +132,17 @@ impl DataLayout {
     }
 }
 
+/// The manifest an import writes beside its annotations (`avaprep import --out DIR`).
+pub const IMPORTED_MANIFEST: &str = "dataset.toml";
+
+/// The folder of the data directory a pipeline's `[import]` writes its dataset to.
+pub const IMPORT_DIR: &str = "import";
+
+/// The dataset manifest a pipeline's import wrote into `data_dir`.
+pub fn imported_manifest(data_dir: &Path) -> PathBuf {
+    data_dir.join(IMPORT_DIR).join(IMPORTED_MANIFEST)
+}
+
 /// `<video_id>_%06d.jpg`, the one spelling of a frame's file name.
 pub fn frame_file_name(video: &str, k: u32) -> String {
     format!("{video}_{k:06}.jpg")

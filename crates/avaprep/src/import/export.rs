@@ -112,6 +112,25 @@ pub enum ActionSource {
     Checkboxes,
 }
 
+/// `label`, `checkboxes` or `attribute:NAME`, as `--action-from` and `[import] action_from`
+/// spell it.
+impl std::str::FromStr for ActionSource {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text.split_once(':') {
+            None if text == "label" => Ok(ActionSource::Label),
+            None if text == "checkboxes" => Ok(ActionSource::Checkboxes),
+            Some(("attribute", name)) if !name.is_empty() => {
+                Ok(ActionSource::Attribute(name.to_string()))
+            }
+            _ => Err(format!(
+                "`{text}`: expected label, checkboxes or attribute:NAME"
+            )),
+        }
+    }
+}
+
 /// A malformed or unsupported export: where, and what was expected.
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {

@@ -21,6 +21,8 @@ pub mod via;
 pub mod whole_clip;
 mod write;
 
+pub use write::MANIFEST;
+
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 

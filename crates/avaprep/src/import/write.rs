@@ -18,7 +18,7 @@ pub const LABELS_SCORED: &str = "ava_action_list_v2.2_for_activitynet_2019.pbtxt
 pub const INCLUDED: &str = "ava_included_timestamps_v2.2.txt";
 pub const VIDEO_SPANS: &str = "video_spans.csv";
 const DETECTOR_DIR: &str = "person_box_67091280_iou90";
-pub const MANIFEST: &str = "dataset.toml";
+pub const MANIFEST: &str = crate::layout::IMPORTED_MANIFEST;
 pub const SUMMARY: &str = "import.json";
 
 fn ground_truth(split: &str) -> String {

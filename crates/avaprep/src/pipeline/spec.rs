@@ -19,8 +19,9 @@ use crate::overrides::apply_override;
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelineSpec {
     pub path: PathBuf,
-    /// The dataset manifest, resolved against the pipeline file's folder.
-    pub dataset: PathBuf,
+    /// The dataset manifest, resolved against the pipeline file's folder; `None` for a pipeline
+    /// whose `[import]` table makes the dataset (see [`Self::with_dataset`]).
+    pub dataset: Option<PathBuf>,
     pub splits: Vec<String>,
     pub videos_per_split: usize,
     /// A file of video ids (one per line) to restrict the run to, resolved like `dataset`.
@@ -32,7 +33,7 @@ pub struct PipelineSpec {
 /// Unknown top-level keys land in `stage_tables` and are refused there by name.
 #[derive(Debug, Deserialize)]
 struct TopLevel {
-    dataset: PathBuf,
+    dataset: Option<PathBuf>,
     #[serde(default = "default_splits")]
     splits: Vec<String>,
     #[serde(default)]
@@ -66,7 +67,21 @@ impl SpecError {
     }
 }
 
+/// The table of a pipeline that imports its dataset from annotation-tool exports.
+pub const IMPORT_TABLE: &str = "import";
+
 impl PipelineSpec {
+    /// Whether the pipeline imports its dataset (an `[import]` table) rather than naming one.
+    pub fn imports(&self) -> bool {
+        self.stage_tables.contains_key(IMPORT_TABLE)
+    }
+
+    /// The pipeline on `manifest`: for one that imports, the dataset its import made.
+    pub fn with_dataset(mut self, manifest: PathBuf) -> Self {
+        self.dataset = Some(manifest);
+        self
+    }
+
     /// Reads a pipeline file whose stage tables must be among `tables` (the caller's stages).
     pub fn load(path: &Path, overrides: &[String], tables: &[&str]) -> Result<Self, SpecError> {
         let text = crate::fsutil::read_regular_text(path, crate::fsutil::FileKind::Config)
@@ -110,10 +125,24 @@ impl PipelineSpec {
                 )));
             }
         }
+        let imports = top.stage_tables.contains_key(IMPORT_TABLE);
+        match (&top.dataset, imports) {
+            (Some(_), true) => {
+                return Err(invalid(format!(
+                    "`dataset` and [{IMPORT_TABLE}] both say where the dataset comes from: keep one"
+                )));
+            }
+            (None, false) => {
+                return Err(invalid(format!(
+                    "no `dataset`: name a dataset manifest, or import one with an [{IMPORT_TABLE}] table"
+                )));
+            }
+            _ => {}
+        }
         let folder = path.parent().unwrap_or(Path::new("."));
         Ok(PipelineSpec {
             path: path.to_path_buf(),
-            dataset: folder.join(&top.dataset),
+            dataset: top.dataset.map(|dataset| folder.join(dataset)),
             splits: top.splits,
             videos_per_split: top.videos_per_split,
             video_list: top.video_list.map(|list| folder.join(list)),
@@ -165,13 +194,26 @@ mod tests {
         ];
         let spec = PipelineSpec::parse(path, TEXT, &overrides, TABLES).unwrap();
         assert_eq!(
-            spec.dataset,
-            Path::new("pipelines/../manifests/ava-v2.2.toml")
+            spec.dataset.as_deref(),
+            Some(Path::new("pipelines/../manifests/ava-v2.2.toml"))
         );
         assert_eq!(spec.videos_per_split, 3);
         assert_eq!(spec.splits, vec!["train", "val"]);
         let params: ExtractParams = spec.stage_params("extract").unwrap();
         assert_eq!(params.fps, Some(10.0));
+    }
+
+    #[test]
+    fn the_dataset_is_named_or_imported_never_both_nor_neither() {
+        let path = Path::new("x.toml");
+        let tables = &["import"];
+        let imported =
+            PipelineSpec::parse(path, "[import]\nvideos = \"v\"\n", &[], tables).unwrap();
+        assert!(imported.imports() && imported.dataset.is_none());
+        let both = PipelineSpec::parse(path, "dataset = \"d\"\n[import]\n", &[], tables);
+        assert!(both.unwrap_err().to_string().contains("keep one"));
+        let neither = PipelineSpec::parse(path, "splits = [\"train\"]\n", &[], tables);
+        assert!(neither.unwrap_err().to_string().contains("no `dataset`"));
     }
 
     #[test]

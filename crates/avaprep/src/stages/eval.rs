@@ -54,7 +54,7 @@ impl Default for EvalParams {
 }
 
 /// Said wherever a score is, for a dataset without a person detector's boxes.
-pub const GROUND_TRUTH_PROPOSALS: &str = "the boxes scored are the ground truth's (the import had no --detections): the mAP measures the actions, not the finding of people";
+pub const GROUND_TRUTH_PROPOSALS: &str = "the boxes scored are the ground truth's (the import had no detector's boxes: `--detections`, or `detections` in [import]): the mAP measures the actions, not the finding of people";
 
 /// A split's report of an evaluation, read back.
 pub fn split_report(

@@ -1,6 +1,9 @@
 //! The product's pipeline stages, one module each, and [`StageId`], the one list of their names
-//! and order: fetch-annotations -> parse -> fetch-videos -> extract -> lists -> validate -> train
-//! -> eval. The engine in [`crate::pipeline`] runs them without knowing any of them.
+//! and order: (import ->) fetch-annotations -> parse -> fetch-videos -> extract -> lists ->
+//! validate -> train -> eval (-> report). The engine in [`crate::pipeline`] runs them without
+//! knowing any of them. `import` runs first and alone where a pipeline has an `[import]` table:
+//! the other stages are built from the dataset it makes. `report` runs where it has a `[report]`
+//! table.
 //!
 //! Adding a stage touches its own module (its parameters, read from its table by its
 //! `from_source`, and its `Stage` with its id and the ids it depends on) and [`StageId`] (the
@@ -12,8 +15,11 @@ pub mod eval;
 pub mod extract;
 pub mod fetch_annotations;
 pub mod fetch_videos;
+#[cfg(feature = "extract")]
+pub mod import;
 pub mod lists;
 pub mod parse;
+pub mod report;
 pub mod train;
 pub mod validate;
 
@@ -33,6 +39,7 @@ use crate::pipeline::{AnyStage, PipelineSpec, StateStore, WHOLE};
 /// Every stage of the product pipeline, in dependency order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum StageId {
+    Import,
     FetchAnnotations,
     Parse,
     FetchVideos,
@@ -41,10 +48,12 @@ pub enum StageId {
     Validate,
     Train,
     Eval,
+    Report,
 }
 
 impl StageId {
-    pub const ALL: [StageId; 8] = [
+    pub const ALL: [StageId; 10] = [
+        StageId::Import,
         StageId::FetchAnnotations,
         StageId::Parse,
         StageId::FetchVideos,
@@ -53,11 +62,13 @@ impl StageId {
         StageId::Validate,
         StageId::Train,
         StageId::Eval,
+        StageId::Report,
     ];
 
     /// The name in state files, `status` and reports.
     pub const fn name(self) -> &'static str {
         match self {
+            StageId::Import => "import",
             StageId::FetchAnnotations => "fetch-annotations",
             StageId::Parse => "parse",
             StageId::FetchVideos => "fetch-videos",
@@ -66,6 +77,7 @@ impl StageId {
             StageId::Validate => "validate",
             StageId::Train => "train",
             StageId::Eval => "eval",
+            StageId::Report => "report",
         }
     }
 
@@ -82,7 +94,8 @@ impl StageId {
             StageId::Extract => "avaprep extract",
             StageId::Lists => "avaprep lists",
             StageId::Validate => "avaprep validate",
-            StageId::Train | StageId::Eval => "avaprep run",
+            StageId::Import | StageId::Train | StageId::Eval => "avaprep run",
+            StageId::Report => "avaprep report",
         }
     }
 
@@ -173,11 +186,17 @@ impl Dataset {
 
     /// From a pipeline file: the manifest it names, its selection and its `[fetch]` table.
     pub fn from_spec(spec: &PipelineSpec) -> Result<Self, ConfigError> {
-        let manifest =
-            DatasetManifest::load(&spec.dataset).map_err(|source| ConfigError::Dataset {
-                path: spec.path.clone(),
-                source,
-            })?;
+        let path = spec.dataset.as_deref().ok_or_else(|| SpecError::Invalid {
+            path: spec.path.clone(),
+            message: format!(
+                "[import] has not made the dataset yet: run `avaprep run {} --until import`",
+                spec.path.display()
+            ),
+        })?;
+        let manifest = DatasetManifest::load(path).map_err(|source| ConfigError::Dataset {
+            path: spec.path.clone(),
+            source,
+        })?;
         let video_list = match &spec.video_list {
             Some(path) => Some(read_video_list(path).map_err(ConfigError::VideoList)?),
             None => None,
@@ -223,6 +242,24 @@ pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>) -> String {
         blocker.reason,
         stage.command()
     )
+}
+
+/// The pipeline's import, where it has an `[import]` table, as the runner holds a stage; an
+/// error where this build cannot import (it has no FFmpeg, which reads the videos' lengths).
+pub fn import_stage(spec: &PipelineSpec) -> Result<Option<Box<dyn AnyStage<StageId>>>, SpecError> {
+    #[cfg(feature = "extract")]
+    {
+        Ok(import::ImportStage::from_spec(spec)?
+            .map(|stage| Box::new(stage) as Box<dyn AnyStage<StageId>>))
+    }
+    #[cfg(not(feature = "extract"))]
+    match spec.imports() {
+        true => Err(SpecError::Invalid {
+            path: spec.path.clone(),
+            message: "[import] needs FFmpeg, which this build of avaprep leaves out".into(),
+        }),
+        false => Ok(None),
+    }
 }
 
 /// Reads the video list file named by a command's `--video-list`.
@@ -281,6 +318,12 @@ impl StageSource<'_> {
         stage: StageId,
     ) -> Result<P, SpecError> {
         self.params(stage, |_: &P| Ok::<(), std::convert::Infallible>(()))
+    }
+
+    /// Whether the pipeline file has `stage`'s table (a command's stages have none).
+    pub fn has_table(&self, stage: StageId) -> bool {
+        self.spec
+            .is_some_and(|spec| spec.stage_tables.contains_key(stage.table()))
     }
 
     /// An invalid value in `stage`'s table.
@@ -374,6 +417,12 @@ impl StageId {
             StageId::Validate => Box::new(validate::ValidateStage::from_source(source)?),
             StageId::Train => Box::new(train::TrainStage::from_source(source)?),
             StageId::Eval => Box::new(eval::EvalStage::from_source(source)?),
+            StageId::Report => match report::ReportStage::from_source(source)? {
+                Some(stage) => Box::new(stage),
+                None => return Ok(None),
+            },
+            // Built before the others, from the pipeline file alone (`import::ImportStage`).
+            StageId::Import => return Ok(None),
         };
         Ok(Some(stage))
     }
@@ -405,7 +454,7 @@ impl ProductStages {
         until: Option<StageId>,
     ) -> Result<Self, SpecError> {
         let mut stages = Vec::new();
-        for id in StageId::ALL {
+        for id in StageId::ALL.into_iter().filter(|id| *id != StageId::Import) {
             let source = StageSource {
                 spec,
                 dataset,

@@ -1,0 +1,234 @@
+//! The `import` stage: annotation-tool exports (CVAT, VIA) and a folder of videos read into a
+//! dataset definition under the data directory (`import/`), which the stages after it prepare.
+//! It runs first, on its own: the other stages are built from the dataset it makes.
+//!
+//! A pipeline with an `[import]` table names no `dataset`; its paths are relative to the
+//! pipeline file, as `dataset` is. The item's inputs are the prints of the exports and the
+//! other files it reads and the listing of the videos folder, so an edited export or a video
+//! added imports again, and what changed flows on to the stages after it.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::StageId;
+use crate::import::{ActionSource, ImportOptions, ImportSummary, SplitRule, import};
+use crate::layout::{DataLayout, IMPORT_DIR};
+use crate::pipeline::spec::SpecError;
+use crate::pipeline::state::CountsMismatch;
+use crate::pipeline::{
+    Granularity, ItemError, ItemRecord, PipelineSpec, PlannedItem, Stage, StageContext,
+    StageReport, WHOLE,
+};
+
+/// The `[import]` table: what `avaprep import` takes as flags.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ImportParams {
+    pub exports: Vec<PathBuf>,
+    pub videos: PathBuf,
+    /// `label`, `checkboxes` or `attribute:NAME`.
+    pub action_from: String,
+    pub keyframe_interval: u32,
+    pub val_fraction: f64,
+    pub seed: u64,
+    /// The val split's videos by id, instead of a fraction.
+    pub val: Vec<String>,
+    pub detections: Option<PathBuf>,
+    pub excluded: Option<PathBuf>,
+}
+
+/// As `avaprep import`'s flags default.
+impl Default for ImportParams {
+    fn default() -> Self {
+        ImportParams {
+            exports: Vec::new(),
+            videos: PathBuf::new(),
+            action_from: "label".into(),
+            keyframe_interval: 1,
+            val_fraction: 0.2,
+            seed: 0,
+            val: Vec::new(),
+            detections: None,
+            excluded: None,
+        }
+    }
+}
+
+/// What the import made, for the run's summary.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ImportCounts {
+    pub videos: u64,
+    pub keyframes: u64,
+    pub boxes: u64,
+    /// Videos left out (unreadable, or annotated but not in the folder).
+    pub left_out: u64,
+}
+
+pub struct ImportStage {
+    pub params: ImportParams,
+    pub actions: ActionSource,
+}
+
+impl ImportStage {
+    /// The pipeline's `[import]` table, its paths resolved against the pipeline file's folder;
+    /// `None` for a pipeline that names its dataset instead.
+    pub fn from_spec(spec: &PipelineSpec) -> Result<Option<Self>, SpecError> {
+        if !spec.imports() {
+            return Ok(None);
+        }
+        let invalid = |message: String| SpecError::Invalid {
+            path: spec.path.clone(),
+            message: format!("[import] {message}"),
+        };
+        let mut params: ImportParams = spec.stage_params(StageId::Import.table())?;
+        let actions: ActionSource = params
+            .action_from
+            .parse()
+            .map_err(|message| invalid(format!("action_from: {message}")))?;
+        if params.exports.is_empty() {
+            return Err(invalid(
+                "exports: name at least one CVAT or VIA export".into(),
+            ));
+        }
+        if params.videos.as_os_str().is_empty() {
+            return Err(invalid(
+                "videos: name the folder of the videos the exports annotate".into(),
+            ));
+        }
+        let folder = spec.path.parent().unwrap_or(Path::new("."));
+        for export in &mut params.exports {
+            *export = folder.join(&*export);
+        }
+        params.videos = folder.join(&params.videos);
+        for file in [&mut params.detections, &mut params.excluded]
+            .into_iter()
+            .flatten()
+        {
+            *file = folder.join(&*file);
+        }
+        Ok(Some(ImportStage { params, actions }))
+    }
+
+    fn options(&self, data_dir: &Path) -> ImportOptions {
+        let split = match self.params.val.is_empty() {
+            true => SplitRule::Fraction {
+                val: self.params.val_fraction,
+                seed: self.params.seed,
+            },
+            false => SplitRule::Given(self.params.val.iter().cloned().collect()),
+        };
+        ImportOptions {
+            exports: self.params.exports.clone(),
+            videos: self.params.videos.clone(),
+            out: data_dir.join(IMPORT_DIR),
+            actions: self.actions.clone(),
+            keyframe_interval: self.params.keyframe_interval,
+            split,
+            detections: self.params.detections.clone(),
+            excluded: self.params.excluded.clone(),
+        }
+    }
+
+    /// What the import reads, as prints: each file's bytes, and the videos folder's names and
+    /// sizes (a video is read for its length, which its size stands for here).
+    fn read_prints(&self) -> Result<serde_json::Value, ItemError> {
+        let files = self
+            .params
+            .exports
+            .iter()
+            .chain(&self.params.detections)
+            .chain(&self.params.excluded);
+        let mut prints = serde_json::Map::new();
+        for file in files {
+            let bytes = std::fs::read(file)
+                .map_err(|error| ItemError::input(format!("{}: {error}", file.display())))?;
+            let digest = hex::encode(Sha256::digest(&bytes));
+            prints.insert(file.to_string_lossy().into_owned(), digest.into());
+        }
+        let folder = &self.params.videos;
+        let entries = std::fs::read_dir(folder)
+            .map_err(|error| ItemError::input(format!("{}: {error}", folder.display())))?;
+        let mut videos: Vec<(String, u64)> = entries
+            .filter_map(Result::ok)
+            .filter_map(|entry| {
+                let size = entry.metadata().ok().filter(|m| m.is_file())?.len();
+                Some((entry.file_name().to_string_lossy().into_owned(), size))
+            })
+            .collect();
+        videos.sort();
+        Ok(serde_json::json!({ "files": prints, "videos": videos }))
+    }
+}
+
+impl Stage for ImportStage {
+    type Id = StageId;
+
+    fn id(&self) -> StageId {
+        StageId::Import
+    }
+
+    fn depends_on(&self) -> &'static [StageId] {
+        &[]
+    }
+
+    fn granularity(&self) -> Granularity {
+        Granularity::Whole
+    }
+
+    fn params(&self) -> serde_json::Value {
+        serde_json::json!({ "version": 1, "params": self.params })
+    }
+
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::new(WHOLE, self.read_prints()?)])
+    }
+
+    fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
+        let summary =
+            import(&self.options(context.data_dir)).map_err(|error| match error.is_usage() {
+                true => ItemError::usage(format!("[import] {error}")),
+                false => ItemError::input(error),
+            })?;
+        for problem in summary.skipped_videos.iter().chain(&summary.missing_videos) {
+            context
+                .reporter
+                .stage_note(self.id().name(), &format!("left out: {problem}"));
+        }
+        let layout = DataLayout::new(context.data_dir);
+        let made = layout.relative(&context.data_dir.join(IMPORT_DIR));
+        ItemRecord::default()
+            .with_counts(&counts(&summary))
+            .with_files(context.data_dir, &[made.as_str()], &[])
+            .map_err(ItemError::input)
+    }
+
+    fn summary(&self, report: &StageReport<StageId>) -> Result<Vec<String>, CountsMismatch> {
+        let counts: ImportCounts = report.counts_as()?;
+        if counts.videos == 0 {
+            return Ok(Vec::new());
+        }
+        let mut line = format!(
+            "{} videos, {} keyframes, {} boxes",
+            counts.videos, counts.keyframes, counts.boxes
+        );
+        if counts.left_out > 0 {
+            line.push_str(&format!(
+                "; {} videos left out (`avaprep import` names them)",
+                counts.left_out
+            ));
+        }
+        Ok(vec![line])
+    }
+}
+
+fn counts(summary: &ImportSummary) -> ImportCounts {
+    ImportCounts {
+        videos: summary.splits.values().map(Vec::len).sum::<usize>() as u64,
+        keyframes: summary.keyframes,
+        boxes: summary.boxes,
+        left_out: (summary.skipped_videos.len() + summary.missing_videos.len()) as u64,
+    }
+}
