@@ -151,7 +151,7 @@ fn summary_text(summary: &ImportSummary) -> String {
         );
     }
     lines.push(format!(
-        "dataset: {}\nnext: avaprep --data-dir DIR run pipelines/own-videos.toml --set dataset=\\\"{}\\\"",
+        "dataset: {}\nnext: avaprep --data-dir DIR run pipelines/own-dataset.toml --set dataset=\\\"{}\\\"",
         manifest.display(),
         manifest.display()
     ));

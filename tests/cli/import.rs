@@ -379,6 +379,31 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
         second.values().all(|outcome| outcome == "up_to_date"),
         "{second:?}"
     );
+    // `status` reads the import's state and then the stages built on what it imported.
+    let status = avaprep(imported.path())
+        .args(["status", "pipelines/own-videos.toml"])
+        .args(
+            import_settings
+                .iter()
+                .flat_map(|setting| ["--set", setting.as_str()]),
+        )
+        .args(own_settings(epochs))
+        .output()
+        .unwrap();
+    let lines = String::from_utf8_lossy(&status.stdout).to_string();
+    let stages: Vec<(&str, &str)> = lines
+        .lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace();
+            Some((words.next()?, words.next()?))
+        })
+        .collect();
+    assert_eq!(stages.len(), first.len(), "{lines}");
+    assert_eq!(stages[0].0, "import", "{lines}");
+    assert!(
+        stages.iter().all(|(_, condition)| *condition == "done"),
+        "{lines}"
+    );
     let validation = json(&imported.path().join("slowfast/validation.json"));
     assert_eq!(validation["passed"], true, "{validation}");
     let clock = validation["checks"]
@@ -933,13 +958,13 @@ fn a_long_video_is_cut_into_parts_on_clocks_of_their_own() {
     assert_eq!(loaded["clips"].as_u64(), Some(98), "{loaded}");
 }
 
-/// The own-videos pipeline on the import in `own`, up to validation, which passes.
+/// The own-dataset pipeline on the import in `own`, up to validation, which passes.
 fn validated_run(data: &Path, own: &Path, setting: &str) {
     let output = avaprep(data)
         .args([
             "--json",
             "run",
-            "pipelines/own-videos.toml",
+            "pipelines/own-dataset.toml",
             "--until",
             "validate",
         ])
