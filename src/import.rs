@@ -1,11 +1,11 @@
 //! `avaprep import`.
 
-use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use clap::Args;
 
-use avaprep::import::{ActionSource, ImportOptions, ImportSummary, SplitRule, import};
+use avaprep::import::{ActionSource, ImportError, ImportSummary, import};
+use avaprep::stages::import::ImportParams;
 use avaprep_shell::{ExitStatus, Printer, UsageError};
 
 #[derive(Debug, Args)]
@@ -49,26 +49,22 @@ pub struct ImportArgs {
 }
 
 pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
-    let split = match args.val.is_empty() {
-        true => SplitRule::Fraction {
-            val: args.val_fraction,
-            seed: args.seed,
-        },
-        false => SplitRule::Given(args.val.iter().cloned().collect::<BTreeSet<_>>()),
-    };
-    let options = ImportOptions {
+    let params = ImportParams {
         exports: args.exports.clone(),
         videos: args.videos.clone(),
-        out: args.out.clone(),
-        actions: args.action_from.clone(),
         keyframe_interval: args.keyframe_interval,
-        split,
+        val_fraction: args.val_fraction,
+        seed: args.seed,
+        val: args.val.clone(),
         detections: args.detections.clone(),
         excluded: args.excluded.clone(),
+        ..ImportParams::default()
     };
-    let summary = import(&options).map_err(|error| match error.is_usage() {
-        true => anyhow::Error::new(UsageError(error.to_string())),
-        false => anyhow::Error::new(error),
+    let options = params.options(args.action_from.clone(), args.out.clone());
+    let summary = import(&options).map_err(|error| match error {
+        ImportError::Setting(bad) => anyhow::Error::new(UsageError(bad.as_flags())),
+        error if error.is_usage() => anyhow::Error::new(UsageError(error.to_string())),
+        error => anyhow::Error::new(error),
     })?;
     printer.record("import", &summary);
     for video in &summary.missing_videos {

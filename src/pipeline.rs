@@ -112,8 +112,16 @@ pub fn run(
 ) -> anyhow::Result<ExitStatus> {
     let spec = load_spec(&args.pipeline, &args.overrides)?;
     let scrutiny = Scrutiny::verify(args.verify);
+    let import = import_stage(&spec)?;
+    refuse_until_import_without_one(import.is_some(), args.until)?;
+    // Every table is checked before anything is written: a pipeline that imports has had its
+    // tables checked with its import; the others are built now.
+    let named_dataset = match import {
+        None => Some(build(&spec, args.until)?),
+        Some(_) => None,
+    };
     let lock = lock(global, args.shard)?;
-    if let Some(import) = import_stage(&spec)? {
+    if let Some(import) = import {
         if args.shard.is_some() && !imported_manifest(&global.data_dir).is_file() {
             return Err(UsageError(format!(
                 "a shard prepares the dataset an unsharded run imported: run `avaprep run {} --until import` first",
@@ -136,7 +144,10 @@ pub fn run(
             }
         }
     }
-    let built = build(&on_imported(global, spec), args.until)?;
+    let built = match named_dataset {
+        Some(built) => built,
+        None => build(&on_imported(global, spec), args.until)?,
+    };
     let report = run_stages(
         global,
         &lock,
@@ -159,6 +170,7 @@ pub fn status(
 ) -> anyhow::Result<ExitStatus> {
     let spec = load_spec(&args.pipeline, &args.overrides)?;
     let import = import_stage(&spec)?;
+    refuse_until_import_without_one(import.is_some(), args.until)?;
     let cancel = AtomicBool::new(false);
     let runner = |stages| Runner {
         stages,
@@ -177,6 +189,12 @@ pub fn status(
     let mut lines = Vec::new();
     if let Some(import) = &import {
         lines.extend(runner(vec![import.as_ref()]).status()?);
+        if lines
+            .iter()
+            .any(|line| line.condition != StageCondition::Done)
+        {
+            printer.note("the stages after import are shown on the dataset it made last: the next run imports first");
+        }
         if !imported_manifest(&global.data_dir).is_file() || args.until == Some(StageId::Import) {
             print_status(&lines, printer);
             return Ok(ExitStatus::Success);
@@ -192,6 +210,17 @@ fn print_status(lines: &[StageStatusLine<StageId>], printer: &Printer) {
     for line in lines {
         printer.record("stage_status", line);
         printer.result(&status_text(line));
+    }
+}
+
+/// `--until import` names a stage the pipeline must have.
+fn refuse_until_import_without_one(imports: bool, until: Option<StageId>) -> anyhow::Result<()> {
+    match (imports, until) {
+        (false, Some(StageId::Import)) => Err(UsageError(
+            "--until import: this pipeline names its dataset; it has no [import] table".into(),
+        )
+        .into()),
+        _ => Ok(()),
     }
 }
 

@@ -345,9 +345,10 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
         ),
         format!("import.excluded={:?}", excluded_path.display().to_string()),
     ];
-    let run_own = || {
+    let own_videos = |command: &[&str]| {
         avaprep(imported.path())
-            .args(["--json", "run", "pipelines/own-videos.toml"])
+            .args(command)
+            .arg("pipelines/own-videos.toml")
             .args(
                 import_settings
                     .iter()
@@ -357,6 +358,7 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
             .output()
             .unwrap()
     };
+    let run_own = || own_videos(&["--json", "run"]);
     let output = run_own();
     assert!(output.status.success(), "{}", stderr(&output));
     let first = stage_outcomes(&output);
@@ -380,16 +382,7 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
         "{second:?}"
     );
     // `status` reads the import's state and then the stages built on what it imported.
-    let status = avaprep(imported.path())
-        .args(["status", "pipelines/own-videos.toml"])
-        .args(
-            import_settings
-                .iter()
-                .flat_map(|setting| ["--set", setting.as_str()]),
-        )
-        .args(own_settings(epochs))
-        .output()
-        .unwrap();
+    let status = own_videos(&["status"]);
     let lines = String::from_utf8_lossy(&status.stdout).to_string();
     let stages: Vec<(&str, &str)> = lines
         .lines()
@@ -1007,4 +1000,64 @@ fn imported(export: &Path, videos: &Path, out: &Path, extra: &[&str]) -> Output 
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     output
+}
+
+/// A pipeline that imports is checked whole before its import reads anything: a bad `[import]`
+/// value names its key (not a flag), a misspelt training setting stops the run too, and
+/// `--until import` on a pipeline without an import is a usage error.
+#[test]
+fn an_import_pipeline_is_checked_before_any_video_is_read() {
+    let data = tempfile::tempdir().unwrap();
+    let exports: Vec<String> = cvat_video_exports()
+        .iter()
+        .map(|export| format!("{:?}", export.display().to_string()))
+        .collect();
+    let pointed = [
+        format!("import.exports=[{}]", exports.join(", ")),
+        format!("import.videos={:?}", videos().display().to_string()),
+    ];
+    let run = |settings: &[&str]| {
+        avaprep(data.path())
+            .args(["run", "pipelines/own-videos.toml"])
+            .args(
+                pointed
+                    .iter()
+                    .flat_map(|setting| ["--set", setting.as_str()]),
+            )
+            .args(settings.iter().flat_map(|setting| ["--set", *setting]))
+            .output()
+            .unwrap()
+    };
+    for (setting, named) in [
+        ("import.keyframe_interval=0", "[import] keyframe_interval 0"),
+        ("import.val_fraction=1.5", "[import] val_fraction 1.5"),
+        ("train.settings.epochz=3", "epochz"),
+    ] {
+        let refused = run(&[setting]);
+        assert_eq!(
+            refused.status.code(),
+            Some(2),
+            "{setting}: {}",
+            stderr(&refused)
+        );
+        assert!(
+            stderr(&refused).contains(named),
+            "{setting}: {}",
+            stderr(&refused)
+        );
+        assert!(
+            !data.path().join("import").exists(),
+            "{setting}: imported anyway"
+        );
+    }
+    let until = avaprep(data.path())
+        .args(["run", "pipelines/own-dataset.toml", "--until", "import"])
+        .output()
+        .unwrap();
+    assert_eq!(until.status.code(), Some(2), "{}", stderr(&until));
+    assert!(
+        stderr(&until).contains("no [import] table"),
+        "{}",
+        stderr(&until)
+    );
 }

@@ -33,6 +33,7 @@ use crate::annotations::{
     KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoFileName, VideoId,
     read_predicted_boxes,
 };
+use crate::bad_setting::BadSetting;
 pub use export::{ActionSource, ExportError};
 use export::{Export, ExportedVideo};
 use resolve::{KeyframeBox, SampleCounts, VideoFacts};
@@ -78,6 +79,9 @@ pub enum ImportError {
     Export(#[from] ExportError),
     #[error("{0}")]
     Usage(String),
+    /// A setting that cannot work, named as the command's flag or the pipeline's key.
+    #[error(transparent)]
+    Setting(crate::bad_setting::BadSetting),
     #[error("{path}: {message}")]
     Input { path: PathBuf, message: String },
     #[error("writing {path}: {source}")]
@@ -90,7 +94,7 @@ pub enum ImportError {
 impl ImportError {
     /// A value the user gave that no import could honour (exit 2).
     pub fn is_usage(&self) -> bool {
-        matches!(self, ImportError::Usage(_))
+        matches!(self, ImportError::Usage(_) | ImportError::Setting(_))
     }
 }
 
@@ -237,7 +241,7 @@ fn part_id(file: VideoId, n: usize, videos: &Path) -> Result<VideoId, ImportErro
 /// and writes the dataset. Videos the folder lacks are listed, not fatal; an unreadable or too
 /// long video is left out and listed, and the rest are written.
 pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
-    check_options(options)?;
+    check_options(options).map_err(ImportError::Setting)?;
     let exported = read_exports(options)?;
     let on_disk = videos_in_folder(&options.videos)?;
     let mut summary = ImportSummary::default();
@@ -341,29 +345,38 @@ fn list_or_none(items: &[String]) -> String {
     }
 }
 
-fn check_options(options: &ImportOptions) -> Result<(), ImportError> {
+/// Settings no export could honour, checked before anything is read: by `import` and when a
+/// pipeline's `[import]` is read.
+pub fn check_options(options: &ImportOptions) -> Result<(), BadSetting> {
     if options.exports.is_empty() {
-        return Err(ImportError::Usage(
-            "name at least one export to import".into(),
+        return Err(BadSetting::new(
+            "exports",
+            "[]",
+            "name at least one export to import",
         ));
     }
     if options.keyframe_interval == 0 {
-        return Err(ImportError::Usage(
-            "--keyframe-interval 0: keyframes are whole seconds apart, 1 or more".into(),
+        return Err(BadSetting::new(
+            "keyframe_interval",
+            0,
+            "keyframes are whole seconds apart, 1 or more",
         ));
     }
     if let SplitRule::Fraction { val, .. } = options.split
         && !(0.0..1.0).contains(&val)
     {
-        return Err(ImportError::Usage(format!(
-            "--val-fraction {val}: must be at least 0 and less than 1"
-        )));
+        return Err(BadSetting::new(
+            "val_fraction",
+            val,
+            "must be at least 0 and less than 1",
+        ));
     }
     if !options.videos.is_dir() {
-        return Err(ImportError::Usage(format!(
-            "--videos {}: not a folder",
-            options.videos.display()
-        )));
+        return Err(BadSetting::new(
+            "videos",
+            options.videos.display(),
+            "not a folder",
+        ));
     }
     Ok(())
 }

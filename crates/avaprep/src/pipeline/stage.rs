@@ -172,16 +172,21 @@ pub trait Stage: Send + Sync {
     /// stage reads everything they made.
     fn depends_on(&self) -> &'static [Self::Id];
 
-    fn granularity(&self) -> Granularity;
+    /// Whole-dataset unless the stage says otherwise.
+    fn granularity(&self) -> Granularity {
+        Granularity::Whole
+    }
 
     /// Everything that determines every item's output besides its own inputs and dependencies:
     /// parameters, the dataset description, and a version that changes when the stage's output
     /// format changes. A change redoes every item.
     fn params(&self) -> serde_json::Value;
 
-    /// The items to complete with their inputs, known once the dependencies are done. Whole
-    /// stages return `[PlannedItem::whole()]`.
-    fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError>;
+    /// The items to complete with their inputs, known once the dependencies are done; by
+    /// default a whole-dataset stage's one item, which reads only the stages before it.
+    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
+        Ok(vec![PlannedItem::whole()])
+    }
 
     /// How many items may run at once.
     fn concurrency(&self) -> usize {
@@ -220,7 +225,10 @@ pub struct Closing {
 pub trait AnyStage<Id: StageName>: Send + Sync {
     fn id(&self) -> Id;
     fn depends_on(&self) -> &'static [Id];
-    fn granularity(&self) -> Granularity;
+    /// Whole-dataset unless the stage says otherwise.
+    fn granularity(&self) -> Granularity {
+        Granularity::Whole
+    }
     fn params(&self) -> serde_json::Value;
     fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError>;
     fn concurrency(&self) -> usize;

@@ -250,7 +250,6 @@ impl StageState {
         }
     }
 
-    /// Completed or permanently missing: nothing more will come of this item.
     /// The stages this state says it read, as the pipeline's ids; a name no stage of the
     /// pipeline has is left out.
     pub fn dependencies<Id: super::StageName>(&self) -> Vec<Id> {
@@ -260,6 +259,7 @@ impl StageState {
             .collect()
     }
 
+    /// Completed or permanently missing: nothing more will come of this item.
     pub fn is_resolved(&self, item: &str) -> bool {
         self.items.contains_key(item) || self.missing.contains_key(item)
     }

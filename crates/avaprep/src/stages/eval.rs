@@ -12,9 +12,7 @@ use crate::annotations::KeyframeRange;
 use crate::eval::{EvalOptions, EvalReport, evaluate_files_with};
 use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
-use crate::pipeline::{
-    Closing, Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext,
-};
+use crate::pipeline::{Closing, ItemError, ItemRecord, Stage, StageContext};
 use crate::records::{Evaluation, SplitResult, TrainedRun, VideoPlan, own_seconds_file};
 use crate::trainer_protocol::{TrainerCall, TrainerCommand, run_files};
 
@@ -108,16 +106,8 @@ impl Stage for EvalStage {
         &[StageId::Train]
     }
 
-    fn granularity(&self) -> Granularity {
-        Granularity::Whole
-    }
-
     fn params(&self) -> serde_json::Value {
         serde_json::json!({ "version": 1, "splits": self.params.splits })
-    }
-
-    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
-        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {

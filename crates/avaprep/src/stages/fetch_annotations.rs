@@ -10,7 +10,7 @@ use crate::fetch::download::{self, Downloader};
 use crate::fetch::{FetchParams, content_identity, expected, fetch_file};
 use crate::layout::DataLayout;
 use crate::manifest::{DatasetManifest, RemoteFile};
-use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
+use crate::pipeline::{ItemError, ItemRecord, Stage, StageContext};
 
 pub struct FetchAnnotationsStage {
     pub manifest: DatasetManifest,
@@ -167,10 +167,6 @@ impl Stage for FetchAnnotationsStage {
         &[]
     }
 
-    fn granularity(&self) -> Granularity {
-        Granularity::Whole
-    }
-
     fn params(&self) -> serde_json::Value {
         let lists: Vec<_> = self
             .manifest
@@ -189,10 +185,6 @@ impl Stage for FetchAnnotationsStage {
                 "videos_on_disk": self.params.videos.is_some(),
             })),
         })
-    }
-
-    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
-        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {

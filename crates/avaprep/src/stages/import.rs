@@ -18,8 +18,7 @@ use crate::layout::{DataLayout, IMPORT_DIR};
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::state::CountsMismatch;
 use crate::pipeline::{
-    Granularity, ItemError, ItemRecord, PipelineSpec, PlannedItem, Stage, StageContext,
-    StageReport, WHOLE,
+    ItemError, ItemRecord, PipelineSpec, PlannedItem, Stage, StageContext, StageReport, WHOLE,
 };
 
 /// The `[import]` table: what `avaprep import` takes as flags.
@@ -56,6 +55,30 @@ impl Default for ImportParams {
     }
 }
 
+impl ImportParams {
+    /// The import these settings ask for, writing to `out`: what `avaprep import` and the
+    /// pipeline's `[import]` both run.
+    pub fn options(&self, actions: ActionSource, out: PathBuf) -> ImportOptions {
+        let split = match self.val.is_empty() {
+            true => SplitRule::Fraction {
+                val: self.val_fraction,
+                seed: self.seed,
+            },
+            false => SplitRule::Given(self.val.iter().cloned().collect()),
+        };
+        ImportOptions {
+            exports: self.exports.clone(),
+            videos: self.videos.clone(),
+            out,
+            actions,
+            keyframe_interval: self.keyframe_interval,
+            split,
+            detections: self.detections.clone(),
+            excluded: self.excluded.clone(),
+        }
+    }
+}
+
 /// What the import made, for the run's summary.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -73,8 +96,9 @@ pub struct ImportStage {
 }
 
 impl ImportStage {
-    /// The pipeline's `[import]` table, its paths resolved against the pipeline file's folder;
-    /// `None` for a pipeline that names its dataset instead.
+    /// The pipeline's `[import]` table, its paths resolved against the pipeline file's folder
+    /// (absolute, so the stage's key does not depend on how the file was named), its values
+    /// checked; `None` for a pipeline that names its dataset instead.
     pub fn from_spec(spec: &PipelineSpec) -> Result<Option<Self>, SpecError> {
         if !spec.imports() {
             return Ok(None);
@@ -88,17 +112,8 @@ impl ImportStage {
             .action_from
             .parse()
             .map_err(|message| invalid(format!("action_from: {message}")))?;
-        if params.exports.is_empty() {
-            return Err(invalid(
-                "exports: name at least one CVAT or VIA export".into(),
-            ));
-        }
-        if params.videos.as_os_str().is_empty() {
-            return Err(invalid(
-                "videos: name the folder of the videos the exports annotate".into(),
-            ));
-        }
-        let folder = spec.path.parent().unwrap_or(Path::new("."));
+        let folder = std::path::absolute(spec.path.parent().unwrap_or(Path::new(".")))
+            .map_err(|error| invalid(error.to_string()))?;
         for export in &mut params.exports {
             *export = folder.join(&*export);
         }
@@ -109,27 +124,9 @@ impl ImportStage {
         {
             *file = folder.join(&*file);
         }
+        crate::import::check_options(&params.options(actions.clone(), PathBuf::new()))
+            .map_err(|bad| invalid(bad.to_string()))?;
         Ok(Some(ImportStage { params, actions }))
-    }
-
-    fn options(&self, data_dir: &Path) -> ImportOptions {
-        let split = match self.params.val.is_empty() {
-            true => SplitRule::Fraction {
-                val: self.params.val_fraction,
-                seed: self.params.seed,
-            },
-            false => SplitRule::Given(self.params.val.iter().cloned().collect()),
-        };
-        ImportOptions {
-            exports: self.params.exports.clone(),
-            videos: self.params.videos.clone(),
-            out: data_dir.join(IMPORT_DIR),
-            actions: self.actions.clone(),
-            keyframe_interval: self.params.keyframe_interval,
-            split,
-            detections: self.params.detections.clone(),
-            excluded: self.params.excluded.clone(),
-        }
     }
 
     /// What the import reads, as prints: each file's bytes, and the videos folder's names and
@@ -174,10 +171,6 @@ impl Stage for ImportStage {
         &[]
     }
 
-    fn granularity(&self) -> Granularity {
-        Granularity::Whole
-    }
-
     fn params(&self) -> serde_json::Value {
         serde_json::json!({ "version": 1, "params": self.params })
     }
@@ -187,11 +180,13 @@ impl Stage for ImportStage {
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
-        let summary =
-            import(&self.options(context.data_dir)).map_err(|error| match error.is_usage() {
-                true => ItemError::usage(format!("[import] {error}")),
-                false => ItemError::input(error),
-            })?;
+        let options = self
+            .params
+            .options(self.actions.clone(), context.data_dir.join(IMPORT_DIR));
+        let summary = import(&options).map_err(|error| match error.is_usage() {
+            true => ItemError::usage(format!("[import] {error}")),
+            false => ItemError::input(error),
+        })?;
         for problem in summary.skipped_videos.iter().chain(&summary.missing_videos) {
             context
                 .reporter
@@ -216,7 +211,7 @@ impl Stage for ImportStage {
         );
         if counts.left_out > 0 {
             line.push_str(&format!(
-                "; {} videos left out (`avaprep import` names them)",
+                "; {} videos left out (named in {IMPORT_DIR}/import.json)",
                 counts.left_out
             ));
         }

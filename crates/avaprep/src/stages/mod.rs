@@ -249,8 +249,11 @@ pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>) -> String {
 pub fn import_stage(spec: &PipelineSpec) -> Result<Option<Box<dyn AnyStage<StageId>>>, SpecError> {
     #[cfg(feature = "extract")]
     {
-        Ok(import::ImportStage::from_spec(spec)?
-            .map(|stage| Box::new(stage) as Box<dyn AnyStage<StageId>>))
+        let Some(stage) = import::ImportStage::from_spec(spec)? else {
+            return Ok(None);
+        };
+        check_tables(spec)?;
+        Ok(Some(Box::new(stage)))
     }
     #[cfg(not(feature = "extract"))]
     match spec.imports() {
@@ -260,6 +263,24 @@ pub fn import_stage(spec: &PipelineSpec) -> Result<Option<Box<dyn AnyStage<Stage
         }),
         false => Ok(None),
     }
+}
+
+/// The stage tables of a pipeline that imports, checked before its import runs: their values,
+/// not the splits (which only the imported dataset can tell), so a misspelt key stops the run
+/// before any video is read.
+#[cfg(feature = "extract")]
+fn check_tables(spec: &PipelineSpec) -> Result<(), SpecError> {
+    read_params::<FetchParams, _>(spec, StageId::FetchVideos, FetchParams::validate)?;
+    read_params::<extract::ExtractParams, _>(spec, StageId::Extract, |params| params.validate())?;
+    read_params::<lists::ListsParams, _>(spec, StageId::Lists, |params| params.validate())?;
+    spec.stage_params::<validate::ValidateParams>(StageId::Validate.table())?;
+    let train: train::TrainParams = spec.stage_params(StageId::Train.table())?;
+    train
+        .resolve()
+        .map_err(|message| invalid(&spec.path, StageId::Train, message))?;
+    read_params::<eval::EvalParams, _>(spec, StageId::Eval, eval::EvalParams::validate)?;
+    read_params::<report::ReportParams, _>(spec, StageId::Report, |params| params.validate())?;
+    Ok(())
 }
 
 /// Reads the video list file named by a command's `--video-list`.
@@ -400,7 +421,8 @@ fn invalid(pipeline: &Path, stage: StageId, message: String) -> SpecError {
 
 impl StageId {
     /// Builds the stage from its source; `None` for a stage this build cannot run, nor any stage
-    /// after it.
+    /// after it, and for the optional last stage (`report`) where the pipeline has no table
+    /// for it.
     fn build(self, source: &StageSource) -> Result<Option<Box<dyn AnyStage<StageId>>>, SpecError> {
         let stage: Box<dyn AnyStage<StageId>> = match self {
             StageId::FetchAnnotations => Box::new(fetch_annotations::FetchAnnotationsStage::new(

@@ -7,7 +7,7 @@ use super::{Dataset, StageId};
 use crate::annotations::plan::{Selection, build_plan, plan_inputs};
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
-use crate::pipeline::{Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext};
+use crate::pipeline::{ItemError, ItemRecord, Stage, StageContext};
 use crate::records::VideosOnDisk;
 
 /// What the plan holds.
@@ -46,10 +46,6 @@ impl Stage for ParseStage {
         &[StageId::FetchAnnotations]
     }
 
-    fn granularity(&self) -> Granularity {
-        Granularity::Whole
-    }
-
     fn params(&self) -> serde_json::Value {
         serde_json::json!({
             "version": 3,
@@ -59,10 +55,6 @@ impl Stage for ParseStage {
             "selection": self.selection,
             "videos_on_disk": self.on_disk,
         })
-    }
-
-    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
-        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {

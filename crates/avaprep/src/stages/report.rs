@@ -10,9 +10,7 @@ use super::{StageId, StageSource};
 use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::state::CountsMismatch;
-use crate::pipeline::{
-    Closing, Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
-};
+use crate::pipeline::{Closing, ItemError, ItemRecord, Stage, StageContext, StageReport};
 use crate::records::TrainedRun;
 use crate::report::{ReportError, ReportRequest, write_report};
 
@@ -39,7 +37,7 @@ impl Default for ReportParams {
 }
 
 impl ReportParams {
-    fn validate(&self) -> Result<(), String> {
+    pub fn validate(&self) -> Result<(), String> {
         match (0.0..=1.0).contains(&self.min_score) {
             true => Ok(()),
             false => Err(format!("min_score {}: a score from 0 to 1", self.min_score)),
@@ -81,16 +79,8 @@ impl Stage for ReportStage {
         &[StageId::Eval]
     }
 
-    fn granularity(&self) -> Granularity {
-        Granularity::Whole
-    }
-
     fn params(&self) -> serde_json::Value {
         serde_json::json!({ "version": 1, "params": self.params })
-    }
-
-    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
-        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {

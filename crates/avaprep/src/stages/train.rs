@@ -16,9 +16,7 @@ use serde::{Deserialize, Serialize};
 use super::{StageId, StageSource};
 use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
-use crate::pipeline::{
-    Closing, Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext,
-};
+use crate::pipeline::{Closing, ItemError, ItemRecord, Stage, StageContext};
 use crate::progress::Unit;
 use crate::records::TrainedRun;
 use crate::trainer_protocol::{
@@ -162,20 +160,12 @@ impl Stage for TrainStage {
         TRAINING_READS
     }
 
-    fn granularity(&self) -> Granularity {
-        Granularity::Whole
-    }
-
     fn params(&self) -> serde_json::Value {
         serde_json::json!({
             "version": 1,
             "preset": self.params.preset,
             "settings": self.params.settings,
         })
-    }
-
-    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
-        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {

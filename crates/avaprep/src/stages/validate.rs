@@ -8,9 +8,7 @@ use super::{StageId, StageSource};
 use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::state::CountsMismatch;
-use crate::pipeline::{
-    Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
-};
+use crate::pipeline::{ItemError, ItemRecord, Stage, StageContext, StageReport};
 use crate::validate::{Depth, ValidateRequest, validate};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -52,16 +50,8 @@ impl Stage for ValidateStage {
         &[StageId::Extract, StageId::Lists]
     }
 
-    fn granularity(&self) -> Granularity {
-        Granularity::Whole
-    }
-
     fn params(&self) -> serde_json::Value {
         serde_json::json!({ "version": 1, "params": self.params })
-    }
-
-    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
-        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {

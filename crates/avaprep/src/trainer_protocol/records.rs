@@ -25,12 +25,16 @@ pub enum TrainEvent {
         epoch: usize,
         batch: usize,
         batches: usize,
+        #[serde(deserialize_with = "number_or_nan")]
         loss: f64,
+        #[serde(deserialize_with = "number_or_nan")]
         lr: f64,
     },
     EpochEnd {
         epoch: usize,
+        #[serde(deserialize_with = "number_or_nan")]
         loss: f64,
+        #[serde(deserialize_with = "number_or_nan")]
         clips_per_s: f64,
     },
     Evaluated {
@@ -132,4 +136,32 @@ pub struct InitReport {
 pub struct SkippedTensor {
     pub name: String,
     pub reason: String,
+}
+
+/// A number JSON cannot hold (a diverged loss, NaN) is written as `null`: read back as NaN, so
+/// the event still arrives.
+fn number_or_nan<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(deserializer)?.unwrap_or(f64::NAN))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_batch_with_a_diverged_loss_is_still_read() {
+        let event = TrainEvent::Batch {
+            epoch: 0,
+            batch: 3,
+            batches: 9,
+            loss: f64::NAN,
+            lr: 0.1,
+        };
+        let line = serde_json::to_string(&event).unwrap();
+        let TrainEvent::Batch { batch, loss, .. } = serde_json::from_str(&line).unwrap() else {
+            panic!("{line}");
+        };
+        assert_eq!(batch, 3);
+        assert!(loss.is_nan());
+    }
 }

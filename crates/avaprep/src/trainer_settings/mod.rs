@@ -72,7 +72,7 @@ pub fn resolve(
 }
 
 /// A preset with a pipeline's `[train]` settings over it, table into table: a nested table
-/// changes only the keys it holds (`[schedule] kind = "step"` keeps the preset's other schedule
+/// changes only the keys it holds (`[schedule] gamma = 0.5` keeps the preset's other schedule
 /// keys), as the same keys given as dotted `--set` overrides would.
 pub fn resolve_table(preset: Preset, settings: &toml::Table) -> Result<TrainConfig, String> {
     let mut table = toml::Table::try_from(preset.config()).expect("a preset serialises");

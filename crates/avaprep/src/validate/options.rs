@@ -1,6 +1,6 @@
-//! What a person asks `validate` to check: the data directory avaprep made, or a dataset a
-//! PySlowFast config (and folders given over it) describes, with values over what `avaprep
-//! lists` recorded. The command line and the pipeline's stage both come through here.
+//! What a person asks `avaprep validate` to check: the data directory avaprep made, or a
+//! dataset a PySlowFast config (and folders given over it) describes, with values over what
+//! `avaprep lists` recorded. (The pipeline's stage checks the data directory as it was made.)
 
 use std::path::{Path, PathBuf};
 

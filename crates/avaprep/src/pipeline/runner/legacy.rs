@@ -4,6 +4,7 @@
 use std::collections::BTreeSet;
 
 use super::Runner;
+use super::keys::external;
 use crate::pipeline::fingerprint::legacy_fingerprint;
 use crate::pipeline::prints::{combined_digest, items_digest};
 use crate::pipeline::stage::{AnyStage, Granularity, StageName, WHOLE};
@@ -52,7 +53,7 @@ impl<Id: StageName> Runner<'_, Id> {
                             };
                             format!("{}:{made}", dependency_state.fingerprint)
                         }
-                        None => format!("external:{}", dependency.name()),
+                        None => external(dependency),
                     })
                     .collect();
                 let dependencies: Vec<&str> = dependencies.iter().map(String::as_str).collect();

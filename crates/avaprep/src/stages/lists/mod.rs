@@ -42,9 +42,7 @@ use crate::fsutil;
 use crate::layout::{DataLayout, frame_file_name};
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::state::CountsMismatch;
-use crate::pipeline::{
-    Granularity, ItemError, ItemRecord, PlannedItem, Stage, StageContext, StageReport,
-};
+use crate::pipeline::{ItemError, ItemRecord, Stage, StageContext, StageReport};
 use crate::records::{Mmaction2View, PlannedVideo, VideoPlan};
 use crate::records::{WRITTEN_TIMING, WrittenTiming};
 
@@ -140,16 +138,8 @@ impl Stage for ListsStage {
         &[StageId::Parse, StageId::Extract]
     }
 
-    fn granularity(&self) -> Granularity {
-        Granularity::Whole
-    }
-
     fn params(&self) -> serde_json::Value {
         serde_json::json!({ "version": 3, "params": self.params })
-    }
-
-    fn plan(&self, _context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
-        Ok(vec![PlannedItem::whole()])
     }
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
