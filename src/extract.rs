@@ -78,7 +78,7 @@ pub struct ExtractArgs {
         default_value = "train,val",
         requires = "videos"
     )]
-    pub split: Vec<String>,
+    pub split: Vec<avaprep::split::SplitName>,
 }
 
 pub fn run(
@@ -101,12 +101,9 @@ pub fn run(
         params.jobs = jobs;
     }
     // Values no video could honour are usage errors, before any work.
-    params
-        .validate()
-        .map_err(|bad| UsageError(bad.as_flags()))?;
+    let stage = ExtractStage::new(params).map_err(|bad| UsageError(bad.as_flags()))?;
     let scrutiny = Scrutiny::verify(args.verify);
     if args.videos.is_none() {
-        let stage = ExtractStage { params };
         let lock = lock(global, None)?;
         let report = run_stages(global, &lock, vec![&stage], None, scrutiny, printer, cancel)?;
         return Ok(exit_status(&report));
@@ -126,9 +123,7 @@ pub fn run(
     let dataset = Dataset::new(DatasetManifest::load(&args.dataset)?, selection, fetch)
         .map_err(UsageError)?;
     let mut built = ProductStages::for_command(&dataset, StageId::FetchVideos)?;
-    built
-        .stages
-        .push((StageId::Extract, Box::new(ExtractStage { params })));
+    built.stages.push((StageId::Extract, Box::new(stage)));
     let lock = lock(global, None)?;
     let report = run_stages(
         global,

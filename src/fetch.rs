@@ -23,7 +23,7 @@ pub struct FetchArgs {
     pub dataset: PathBuf,
     /// Splits whose videos to download, comma-separated (train, val, test).
     #[arg(long, value_delimiter = ',', default_value = "train,val")]
-    pub split: Vec<String>,
+    pub split: Vec<avaprep::split::SplitName>,
     /// Download only N videos of each split, chosen deterministically (0: all). The choice is
     /// written to DATA_DIR/work/videos.json for every later stage.
     #[arg(long, default_value_t = 0, conflicts_with = "video_list")]

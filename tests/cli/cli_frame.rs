@@ -253,6 +253,13 @@ fn a_train_or_eval_typo_is_refused_before_any_work() {
             "splits=[\"train\", \"vall\"]",
             "splits: \"vall\" is not a split of the dataset (it has: test, train, val)",
         ),
+        // A split name becomes a file name: one that is not plain is refused where it is read.
+        ("splits=[\"../val\"]", "`../val` is not a split name"),
+        ("eval.splits=[\"a/b\"]", "`a/b` is not a split name"),
+        (
+            "train.settings.train_split=\"t v\"",
+            "`t v` is not a split name",
+        ),
     ];
     for command in ["run", "status"] {
         for (assignment, said) in cases {
@@ -476,4 +483,15 @@ fn an_unknown_split_is_a_usage_error_naming_the_dataset_s_splits() {
         "{message}"
     );
     assert!(!dir.path().join("annotations").exists());
+    let output = avaprep(dir.path())
+        .args(["fetch", "--split", "train,../val", "--dataset"])
+        .arg(&manifest)
+        .output()
+        .unwrap();
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{message}");
+    assert!(
+        message.contains("`../val` is not a split name"),
+        "{message}"
+    );
 }

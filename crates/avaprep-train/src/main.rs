@@ -102,7 +102,7 @@ mod tests {
         let predict = TrainerCall {
             command: TrainerCommand::Predict {
                 weights: "/w/best-s9.safetensors".into(),
-                split: "test".into(),
+                split: "test".parse().unwrap(),
                 out: "/out/test_detections.csv".into(),
             },
             preset: "ava-r50".into(),

@@ -17,7 +17,7 @@ pub struct PredictArgs {
     pub weights: PathBuf,
     /// The split whose keyframes and detector boxes to score (train, val or test).
     #[arg(long, default_value = "val")]
-    pub split: String,
+    pub split: avaprep::split::SplitName,
     /// The detections file to write (video_id,second,x1,y1,x2,y2,action_id,score).
     #[arg(long, value_parser = avaprep_shell::output_file)]
     pub out: PathBuf,
@@ -69,11 +69,14 @@ pub fn run(
 }
 
 /// A split the dataset does not have is a usage error, before the model is built.
-fn check_split(data_dir: &std::path::Path, split: &str) -> anyhow::Result<()> {
+fn check_split(
+    data_dir: &std::path::Path,
+    split: &avaprep::split::SplitName,
+) -> anyhow::Result<()> {
     let plan = avaprep::records::VideoPlan::load(
         &avaprep::layout::DataLayout::new(data_dir).video_plan(),
     )?;
-    if plan.files.splits.contains_key(split) {
+    if plan.files.splits.contains_key(split.as_str()) {
         return Ok(());
     }
     let known: Vec<&str> = plan.files.splits.keys().map(String::as_str).collect();

@@ -26,6 +26,7 @@ pub mod progress;
 mod reader_property_tests;
 pub mod records;
 pub mod report;
+pub mod split;
 pub mod stages;
 #[cfg(test)]
 pub(crate) mod testing;

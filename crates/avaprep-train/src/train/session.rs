@@ -73,9 +73,9 @@ pub(crate) fn run(
     if config.shuffle_labels {
         super::dataset::shuffle_labels(&mut train, config.seed);
     }
-    let val = match config.validates() {
-        true => Some(data.clips(config, &config.val_split, false)?),
-        false => None,
+    let val = match &config.val_split {
+        Some(val_split) => Some(data.clips(config, val_split, false)?),
+        None => None,
     };
     let (val_clips, skipped_val) = val.as_ref().map_or((0, 0), |v| (v.0.len(), v.2));
     let val = val.map(|(clips, annotations, _)| Validation {

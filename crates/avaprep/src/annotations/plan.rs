@@ -20,7 +20,7 @@ use crate::records::{PlanFiles, PlannedVideo, SplitFiles, VideoPlan, VideosOnDis
 /// Which videos to use: splits, an optional explicit list, an optional deterministic subset.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct Selection {
-    pub splits: Vec<String>,
+    pub splits: Vec<crate::split::SplitName>,
     /// 0: every video of each split.
     pub videos_per_split: usize,
     pub video_list: Option<Vec<VideoId>>,
@@ -32,8 +32,8 @@ pub enum PlanError {
     Annotation(#[from] AnnotationError),
     #[error(transparent)]
     Record(#[from] crate::records::RecordError),
-    #[error("split `{0}` is not in the dataset manifest (it has: {1})")]
-    UnknownSplit(String, String),
+    #[error(transparent)]
+    UnknownSplit(#[from] crate::split::UnknownSplit),
     #[error("{list}: video {video} of split {split} is not in this name list")]
     NotInNameList {
         video: VideoId,
@@ -79,7 +79,7 @@ pub fn plan_inputs(
     for split in selection
         .splits
         .iter()
-        .filter_map(|name| manifest.splits.get(name))
+        .filter_map(|name| manifest.splits.get(name.as_str()))
     {
         let files = [
             &split.ground_truth,
@@ -105,9 +105,9 @@ fn plan_files(manifest: &DatasetManifest, selection: &Selection) -> PlanFiles {
         .splits
         .iter()
         .filter_map(|name| {
-            let split = manifest.splits.get(name)?;
+            let split = manifest.splits.get(name.as_str())?;
             Some((
-                name.clone(),
+                name.to_string(),
                 SplitFiles {
                     ground_truth: split.ground_truth.clone(),
                     excluded_timestamps: split.excluded_timestamps.clone(),
@@ -228,15 +228,12 @@ fn names_on_disk(folder: &Path) -> Result<BTreeMap<VideoId, VideoFileName>, Plan
 fn split_videos(
     manifest: &DatasetManifest,
     layout: &DataLayout,
-    split_name: &str,
+    split_name: &crate::split::SplitName,
     range: KeyframeRange,
     labels: &LabelMap,
     on_disk: Option<&BTreeMap<VideoId, VideoFileName>>,
 ) -> Result<Vec<PlannedVideo>, PlanError> {
-    let split = manifest.splits.get(split_name).ok_or_else(|| {
-        let known: Vec<&str> = manifest.splits.keys().map(String::as_str).collect();
-        PlanError::UnknownSplit(split_name.to_string(), known.join(", "))
-    })?;
+    let split = manifest.split(split_name)?;
     let annotations = layout.annotations();
     let mut keyframes = split_keyframes(manifest, &annotations, split, range, labels)?;
     if let Some(excluded) = &split.excluded_timestamps {

@@ -42,9 +42,57 @@ pub const DEFAULT_QUALITY: u8 = 2;
 /// The highest output rate: above it a frame period is shorter than any source's.
 pub const MAX_FPS: f64 = 1000.0;
 
-/// The output a video can be extracted to, checked alike by the command, the pipeline file and
-/// the extractor; messages name the setting as the `[extract]` keys and the flags spell it.
-pub fn check_output(fps: f64, height: u32, quality: u8) -> Result<(), BadSetting> {
+/// The frames a video is extracted to. Made only through [`FrameFormat::new`], which checks the
+/// values once, where the `--fps` flag or the `[extract]` table is read; every holder after that
+/// has a format any video can be extracted to.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct FrameFormat {
+    fps: f64,
+    height: u32,
+    quality: u8,
+    upscale: bool,
+}
+
+impl FrameFormat {
+    /// `fps`: frames per second of video time; `height`: pixels, 0 for the native size;
+    /// `quality`: ffmpeg's `-q:v`, 2 (best) ..= 31; `upscale`: scale smaller sources up to
+    /// `height` (off: they keep their size). Messages name the setting as the `[extract]` keys
+    /// and the flags spell it.
+    pub fn new(fps: f64, height: u32, quality: u8, upscale: bool) -> Result<Self, BadSetting> {
+        check_output(fps, height, quality)?;
+        Ok(FrameFormat {
+            fps,
+            height,
+            quality,
+            upscale,
+        })
+    }
+
+    pub fn fps(&self) -> f64 {
+        self.fps
+    }
+
+    pub fn height(&self) -> u32 {
+        self.height
+    }
+
+    pub fn quality(&self) -> u8 {
+        self.quality
+    }
+
+    pub fn upscale(&self) -> bool {
+        self.upscale
+    }
+}
+
+impl Default for FrameFormat {
+    fn default() -> Self {
+        FrameFormat::new(DEFAULT_FPS, DEFAULT_HEIGHT, DEFAULT_QUALITY, false)
+            .expect("the defaults are a format")
+    }
+}
+
+fn check_output(fps: f64, height: u32, quality: u8) -> Result<(), BadSetting> {
     if !(fps.is_finite() && fps > 0.0 && fps <= MAX_FPS) {
         return Err(BadSetting::new(
             "fps",
@@ -69,17 +117,10 @@ pub fn check_output(fps: f64, height: u32, quality: u8) -> Result<(), BadSetting
     Ok(())
 }
 
-/// How frames are produced; `fps` and `height` are free parameters.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// How frames are produced: the format, and how the work is spread.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ExtractSpec {
-    /// Output frame rate (frames per second of video time), e.g. 5 or 10.
-    pub fps: f64,
-    /// Output height in pixels; 0 keeps the native size.
-    pub height: u32,
-    /// JPEG quantiser as ffmpeg's `-q:v`: 2 (best) ..= 31.
-    pub quality: u8,
-    /// Scale sources smaller than `height` up (off: they keep their size).
-    pub upscale: bool,
+    pub format: FrameFormat,
     /// Decoder threads: 1 when several videos run at once, more for a video running alone, which
     /// then also scales and encodes its frames on a thread of its own.
     pub threads: usize,
@@ -88,23 +129,19 @@ pub struct ExtractSpec {
     pub skip_unneeded: bool,
 }
 
-impl Default for ExtractSpec {
-    fn default() -> Self {
+impl ExtractSpec {
+    pub fn new(format: FrameFormat, threads: usize) -> Self {
         ExtractSpec {
-            fps: DEFAULT_FPS,
-            height: DEFAULT_HEIGHT,
-            quality: DEFAULT_QUALITY,
-            upscale: false,
-            threads: 1,
+            format,
+            threads,
             skip_unneeded: true,
         }
     }
 }
 
-impl ExtractSpec {
-    fn validate(&self) -> Result<(), ExtractError> {
-        check_output(self.fps, self.height, self.quality)
-            .map_err(|bad| ExtractError::InvalidSpec(bad.to_string()))
+impl Default for ExtractSpec {
+    fn default() -> Self {
+        ExtractSpec::new(FrameFormat::default(), 1)
     }
 }
 
@@ -176,7 +213,6 @@ pub fn extract_video(
     out_dir: &Path,
     progress: &dyn Fn(u64, u64) -> bool,
 ) -> Result<Extraction, ExtractError> {
-    spec.validate()?;
     if frames.first().is_some_and(|&k| k == 0) || frames.windows(2).any(|w| w[0] >= w[1]) {
         return Err(ExtractError::InvalidSpec(
             "frame numbers must be ascending, unique and start at 1".into(),

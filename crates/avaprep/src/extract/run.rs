@@ -40,18 +40,23 @@ pub fn extract(req: &Request) -> Result<Extraction, ExtractError> {
     let src = open(req.input, req.spec.threads)?;
     // Above the source's rate every extra frame repeats a source frame: disk spent on nothing.
     if let Some(source_fps) = src.frame_rate
-        && req.spec.fps > source_fps * 1.001
+        && req.spec.format.fps() > source_fps * 1.001
     {
         return Err(ExtractError::RateAboveSource {
             path: req.input.to_path_buf(),
-            fps: req.spec.fps,
+            fps: req.spec.format.fps(),
             source_fps,
         });
     }
-    let clock =
-        Clock::new(src.first_ts, src.time_base, req.segment[0], req.spec.fps).ok_or_else(|| {
-            ExtractError::InvalidSpec("fps or segment start is not a usable number".into())
-        })?;
+    let clock = Clock::new(
+        src.first_ts,
+        src.time_base,
+        req.segment[0],
+        req.spec.format.fps(),
+    )
+    .ok_or_else(|| {
+        ExtractError::InvalidSpec("fps or segment start is not a usable number".into())
+    })?;
     let targets = req
         .frames
         .iter()
@@ -66,9 +71,9 @@ pub fn extract(req: &Request) -> Result<Extraction, ExtractError> {
         JpegWriter::new(
             out_dir,
             video_id,
-            spec.height,
-            spec.upscale,
-            spec.quality,
+            spec.format.height(),
+            spec.format.upscale(),
+            spec.format.quality(),
             rotation,
         )
     };

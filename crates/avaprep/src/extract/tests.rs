@@ -145,7 +145,7 @@ fn jpeg_names(dir: &Path) -> BTreeSet<String> {
 fn check(i: usize, ranges: &[TimeRange], spec: &ExtractSpec, tag: &str) -> Extraction {
     let (v, path, truth) = video(i);
     let seg = segment();
-    let frames = frame_numbers(ranges, seg[0], spec.fps);
+    let frames = frame_numbers(ranges, seg[0], spec.format.fps());
     let dir = out_dir(tag);
     let started = Instant::now();
     let done = std::cell::Cell::new(0);
@@ -180,9 +180,14 @@ fn check(i: usize, ranges: &[TimeRange], spec: &ExtractSpec, tag: &str) -> Extra
         "{tag}: only the selected frames"
     );
     assert_eq!(result.index.len(), frames.len());
-    let (w, h) = output_size(v.width, v.height, spec.height, spec.upscale);
+    let (w, h) = output_size(
+        v.width,
+        v.height,
+        spec.format.height(),
+        spec.format.upscale(),
+    );
     for (row, &k) in result.index.iter().zip(&frames) {
-        let target = seg[0] + f64::from(k - 1) / spec.fps;
+        let target = seg[0] + f64::from(k - 1) / spec.format.fps();
         let want = expected_code(truth, target);
         let jpeg = read_jpeg(&dir.join(format!("{}_{k:06}.jpg", v.id)));
         assert_eq!(jpeg.code, Some(want), "{tag}: frame {k} at {target:.4} s");
@@ -259,11 +264,7 @@ fn a_stopped_extraction_ends_at_the_next_frame() {
 #[test]
 fn ten_fps_ties_and_frame_threads() {
     // At 10 fps a 25 fps source has a tie on every other target (0.1 s between 0.08 and 0.12).
-    let spec = ExtractSpec {
-        fps: 10.0,
-        threads: 2,
-        ..ExtractSpec::default()
-    };
+    let spec = ExtractSpec::new(format(10.0, 480, false), 2);
     for i in [2, 0, 3] {
         check(
             i,
@@ -278,21 +279,12 @@ fn ten_fps_ties_and_frame_threads() {
 fn sizes() {
     let (v, ..) = video(4);
     assert_eq!((v.width, v.height), (1280, 720));
-    let native = ExtractSpec {
-        height: 0,
-        ..ExtractSpec::default()
-    };
+    let native = ExtractSpec::new(format(5.0, 0, false), 1);
     check(4, &[r(10.0, 11.0)], &native, "native720");
     check(4, &[r(10.0, 11.0)], &ExtractSpec::default(), "to480");
-    let up = ExtractSpec {
-        upscale: true,
-        ..ExtractSpec::default()
-    };
+    let up = ExtractSpec::new(format(5.0, 480, true), 1);
     check(2, &[r(10.0, 11.0)], &up, "upscale282");
-    let low = ExtractSpec {
-        height: 240,
-        ..ExtractSpec::default()
-    };
+    let low = ExtractSpec::new(format(5.0, 240, false), 1);
     check(2, &[r(10.0, 11.0)], &low, "to240");
 }
 
@@ -442,10 +434,7 @@ fn errors_are_clear() {
     assert!(matches!(err, ExtractError::NoVideoStream { .. }), "{err}");
     // `--fps 1000` once wrote a JPEG per target from a 25-30 fps source, repeating each frame.
     let dir = out_dir("too-fast");
-    let spec = ExtractSpec {
-        fps: 1000.0,
-        ..ExtractSpec::default()
-    };
+    let spec = ExtractSpec::new(format(1000.0, 480, false), 1);
     let err = extract_video(&path, "x", &frames, segment(), &spec, &dir, &|_, _| true).unwrap_err();
     eprintln!("{err}");
     assert!(matches!(err, ExtractError::RateAboveSource { .. }), "{err}");
@@ -489,16 +478,37 @@ fn errors_are_clear() {
     assert!(matches!(err, ExtractError::ShortVideo { .. }), "{err}");
 }
 
+/// A format at the best JPEG quality.
+fn format(fps: f64, height: u32, upscale: bool) -> FrameFormat {
+    FrameFormat::new(fps, height, DEFAULT_QUALITY, upscale).unwrap()
+}
+
+/// A format no video could be extracted to cannot be made; the error names the setting.
+#[test]
+fn a_frame_format_is_checked_when_made() {
+    let cases = [
+        (FrameFormat::new(0.0, 480, 2, false), "fps 0:"),
+        (FrameFormat::new(f64::NAN, 480, 2, false), "fps NaN:"),
+        (FrameFormat::new(1001.0, 480, 2, false), "fps 1001:"),
+        (FrameFormat::new(5.0, 481, 2, false), "height 481:"),
+        (FrameFormat::new(5.0, 480, 1, false), "quality 1:"),
+        (FrameFormat::new(5.0, 480, 32, false), "quality 32:"),
+    ];
+    for (made, said) in cases {
+        let error = made.unwrap_err().to_string();
+        assert!(error.starts_with(said), "{said}: {error}");
+    }
+    let native = FrameFormat::new(MAX_FPS, 0, 31, true).unwrap();
+    assert_eq!(
+        (native.fps(), native.height(), native.quality()),
+        (MAX_FPS, 0, 31)
+    );
+}
+
 #[test]
 fn invalid_requests() {
     let (_, path, _) = video(0);
     let dir = out_dir("invalid");
-    let bad = ExtractSpec {
-        quality: 1,
-        ..ExtractSpec::default()
-    };
-    let err = extract_video(&path, "x", &[1], segment(), &bad, &dir, &|_, _| true).unwrap_err();
-    assert!(matches!(err, ExtractError::InvalidSpec(_)));
     let err = extract_video(
         &path,
         "x",
@@ -555,10 +565,7 @@ fn rotated_videos_come_out_upright_as_the_ffmpeg_cli_shows_them() {
         ]);
         let out = dir.join(format!("ours{rotate}"));
         std::fs::create_dir_all(&out).unwrap();
-        let spec = ExtractSpec {
-            height: 120,
-            ..ExtractSpec::default()
-        };
+        let spec = ExtractSpec::new(format(5.0, 120, false), 1);
         extract_video(&rotated, "x", &[1], [5.0, 7.0], &spec, &out, &|_, _| true).unwrap();
         ours.push(luma(&out.join("x_000001.jpg")));
         let cli = dir.join(format!("cli{rotate}.png"));

@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use super::ImportError;
 use crate::annotations::{NormBox, VideoFileName, VideoId};
-use crate::extract::{ExtractSpec, extract_video};
+use crate::extract::{ExtractSpec, FrameFormat, extract_video};
 use crate::markup::escape;
 use crate::progress::Reporter;
 
@@ -126,14 +126,18 @@ pub fn export_keyframes(
     Ok(summary)
 }
 
+/// A keyframe's image: one frame each `1 / fps` seconds, at the best JPEG quality.
+fn frame_format(fps: f64, height: u32) -> Result<FrameFormat, crate::bad_setting::BadSetting> {
+    FrameFormat::new(fps, height, crate::extract::DEFAULT_QUALITY, false)
+}
+
 fn check_options(options: &KeyframeOptions) -> Result<(), ImportError> {
     if options.keyframe_interval == 0 {
         return Err(ImportError::Usage(
             "--keyframe-interval 0: keyframes are whole seconds apart, 1 or more".into(),
         ));
     }
-    crate::extract::check_output(1.0, options.height, crate::extract::DEFAULT_QUALITY)
-        .map_err(|bad| ImportError::Usage(bad.as_flags()))?;
+    frame_format(1.0, options.height).map_err(|bad| ImportError::Usage(bad.as_flags()))?;
     if options.actions.is_empty() {
         return Err(ImportError::Usage(
             "name the actions to label (--actions fall,fight,wave): one checkbox each".into(),
@@ -196,11 +200,8 @@ fn video_keyframes(
     let failed = |error: &dyn std::fmt::Display| format!("{}: {error}", path.display());
     crate::fsutil::remove_if_present(&staging).map_err(|e| failed(&e))?;
     std::fs::create_dir_all(&staging).map_err(|e| failed(&e))?;
-    let spec = ExtractSpec {
-        fps: 1.0 / interval,
-        height: options.height,
-        ..ExtractSpec::default()
-    };
+    let format = frame_format(1.0 / interval, options.height).map_err(|e| failed(&e))?;
+    let spec = ExtractSpec::new(format, 1);
     let extraction = extract_video(
         &path,
         &id.to_string(),

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 
 use crate::overrides::apply_override;
+use crate::split::SplitName;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelineSpec {
@@ -22,7 +23,7 @@ pub struct PipelineSpec {
     /// The dataset manifest, resolved against the pipeline file's folder; `None` for a pipeline
     /// whose `[import]` table makes the dataset (see [`Self::with_dataset`]).
     pub dataset: Option<PathBuf>,
-    pub splits: Vec<String>,
+    pub splits: Vec<SplitName>,
     pub videos_per_split: usize,
     /// A file of video ids (one per line) to restrict the run to, resolved like `dataset`.
     pub video_list: Option<PathBuf>,
@@ -35,7 +36,7 @@ pub struct PipelineSpec {
 struct TopLevel {
     dataset: Option<PathBuf>,
     #[serde(default = "default_splits")]
-    splits: Vec<String>,
+    splits: Vec<SplitName>,
     #[serde(default)]
     videos_per_split: usize,
     video_list: Option<PathBuf>,
@@ -43,8 +44,10 @@ struct TopLevel {
     stage_tables: toml::Table,
 }
 
-fn default_splits() -> Vec<String> {
-    vec!["train".into(), "val".into()]
+fn default_splits() -> Vec<SplitName> {
+    ["train", "val"]
+        .map(|name| name.parse().expect("plain names"))
+        .to_vec()
 }
 
 #[derive(Debug, thiserror::Error)]

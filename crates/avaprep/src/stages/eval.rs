@@ -14,6 +14,7 @@ use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::{Closing, ItemError, ItemRecord, Stage, StageContext};
 use crate::records::{Evaluation, SplitResult, TrainedRun, VideoPlan, own_seconds_file};
+use crate::split::SplitName;
 use crate::trainer_protocol::{TrainerCall, TrainerCommand, run_files};
 
 /// The `[eval]` table of a pipeline file.
@@ -22,31 +23,13 @@ use crate::trainer_protocol::{TrainerCall, TrainerCommand, run_files};
 pub struct EvalParams {
     /// The splits to write detections for; those with ground truth are scored. A split
     /// without public labels (test) gets its submission file only.
-    pub splits: Vec<String>,
-}
-
-impl EvalParams {
-    /// Split names become file names: plain names only.
-    pub fn validate(&self) -> Result<(), String> {
-        for split in &self.splits {
-            let plain = !split.is_empty()
-                && split
-                    .chars()
-                    .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
-            if !plain {
-                return Err(format!(
-                    "splits: `{split}` is not a split name (letters, digits, `_` and `-`)"
-                ));
-            }
-        }
-        Ok(())
-    }
+    pub splits: Vec<SplitName>,
 }
 
 impl Default for EvalParams {
     fn default() -> Self {
         EvalParams {
-            splits: vec!["val".into()],
+            splits: vec!["val".parse().expect("a plain name")],
         }
     }
 }
@@ -80,7 +63,7 @@ impl EvalStage {
     /// `[eval]` and the `[train]` the weights come from; the splits to score are ones the
     /// pipeline fetches.
     pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
-        let mut params = source.params(StageId::Eval, EvalParams::validate)?;
+        let mut params: EvalParams = source.typed_params(StageId::Eval)?;
         for split in &params.splits {
             source.check_known_split(StageId::Eval, "splits", split)?;
         }
@@ -204,21 +187,21 @@ impl EvalStage {
         plan: &VideoPlan,
         trained: &TrainedRun,
         folder: &Path,
-        split: &str,
+        split: &SplitName,
     ) -> Result<SplitResult, ItemError> {
-        let files = plan.files.splits.get(split).ok_or_else(|| {
+        let files = plan.files.splits.get(split.as_str()).ok_or_else(|| {
             ItemError::usage(format!(
                 "[eval] splits names `{split}`, which the run's plan does not have (it has: {}); add it to the pipeline's `splits`",
                 plan.files.splits.keys().cloned().collect::<Vec<_>>().join(", ")
             ))
         })?;
-        // The split's name is checked against the plan above, so it is a plain file name.
+        // A split name is a plain file name.
         let detections = folder.join(format!("{split}_detections.csv"));
         let call = TrainerCall {
             data_dir: context.data_dir.to_path_buf(),
             command: TrainerCommand::Predict {
                 weights: layout.root().join(&trained.weights),
-                split: split.to_string(),
+                split: split.clone(),
                 out: detections.clone(),
             },
             preset: self.preset.clone(),

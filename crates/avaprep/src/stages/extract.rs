@@ -13,8 +13,8 @@ use serde::{Deserialize, Serialize};
 use super::{StageId, StageSource};
 use crate::bad_setting::BadSetting;
 use crate::extract::{
-    DEFAULT_MARGIN_S, ExtractSpec, TimeRange, VideoStats, extract_video, frame_numbers,
-    ranges_around, segment_range, write_index,
+    DEFAULT_MARGIN_S, ExtractSpec, FrameFormat, TimeRange, VideoStats, extract_video,
+    frame_numbers, ranges_around, segment_range, write_index,
 };
 use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
@@ -79,9 +79,10 @@ pub struct ExtractParams {
 }
 
 impl ExtractParams {
-    /// Refuses values no video could honour (the extractor's own checks), naming the setting.
-    pub fn validate(&self) -> Result<(), BadSetting> {
-        crate::extract::check_output(self.fps, self.height, self.quality)?;
+    /// The frame format, once values no video could honour (the extractor's own checks) are
+    /// refused, naming the setting.
+    pub fn check(&self) -> Result<FrameFormat, BadSetting> {
+        let format = FrameFormat::new(self.fps, self.height, self.quality, self.upscale)?;
         if !(self.margin.is_finite() && self.margin >= 0.0) {
             return Err(BadSetting::new(
                 "margin",
@@ -89,7 +90,7 @@ impl ExtractParams {
                 "must be a finite number of seconds, 0 or more (0 keeps the frame nearest each keyframe)",
             ));
         }
-        Ok(())
+        Ok(format)
     }
 }
 
@@ -126,29 +127,28 @@ fn decoder_threads(cores: usize, jobs: usize, not_started: usize) -> usize {
 const MAX_FRAME_THREADS: usize = 16;
 
 pub struct ExtractStage {
-    pub params: ExtractParams,
+    params: ExtractParams,
+    format: FrameFormat,
 }
 
 impl ExtractStage {
+    /// The stage of `params`, checked: the `extract` command's flags and the `[extract]` table
+    /// both come through here.
+    pub fn new(params: ExtractParams) -> Result<Self, BadSetting> {
+        let format = params.check()?;
+        Ok(ExtractStage { params, format })
+    }
+
     pub fn from_source(source: &StageSource) -> Result<Self, SpecError> {
-        let params = source.params(StageId::Extract, ExtractParams::validate)?;
-        Ok(ExtractStage { params })
+        let params: ExtractParams = source.typed_params(StageId::Extract)?;
+        ExtractStage::new(params).map_err(|bad| source.invalid(StageId::Extract, bad.to_string()))
     }
 
     /// `not_started`: the videos no worker has begun besides this one.
     fn spec(&self, not_started: usize) -> ExtractSpec {
-        ExtractSpec {
-            fps: self.params.fps,
-            height: self.params.height,
-            quality: self.params.quality,
-            upscale: self.params.upscale,
-            threads: decoder_threads(
-                std::thread::available_parallelism().map_or(2, usize::from),
-                self.params.jobs,
-                not_started,
-            ),
-            skip_unneeded: true,
-        }
+        let cores = std::thread::available_parallelism().map_or(2, usize::from);
+        let threads = decoder_threads(cores, self.params.jobs, not_started);
+        ExtractSpec::new(self.format, threads)
     }
 
     /// The spans of a video to extract. A margin under half a frame period (`--margin 0`) still
@@ -453,12 +453,11 @@ mod tests {
     }
 
     fn frames(margin: f64, keyframes: Vec<u32>) -> Vec<u32> {
-        let stage = ExtractStage {
-            params: ExtractParams {
-                margin,
-                ..ExtractParams::default()
-            },
-        };
+        let stage = ExtractStage::new(ExtractParams {
+            margin,
+            ..ExtractParams::default()
+        })
+        .unwrap();
         let plan = plan(keyframes);
         let ranges = stage.ranges(&plan, &plan.videos[0]);
         frame_numbers(&ranges, plan.segment[0], stage.params.fps)
@@ -475,9 +474,7 @@ mod tests {
     /// the instants before the file would all show its first frame.
     #[test]
     fn a_video_start_after_a_range_begins_is_refused_naming_both() {
-        let stage = ExtractStage {
-            params: ExtractParams::default(),
-        };
+        let stage = ExtractStage::new(ExtractParams::default()).unwrap();
         let plan = plan(vec![7, 25]);
         let video = &plan.videos[0];
         let ranges = stage.ranges(&plan, video);

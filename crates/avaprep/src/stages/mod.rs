@@ -35,6 +35,7 @@ use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::{AnyStage, PipelineSpec, StateStore, WHOLE};
+use crate::split::SplitName;
 
 /// Every stage of the product pipeline, in dependency order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -150,9 +151,9 @@ impl Dataset {
         selection: Selection,
         mut fetch: FetchParams,
     ) -> Result<Self, String> {
-        if let Some(message) = unknown_split(&manifest, &selection.splits) {
-            return Err(message);
-        }
+        manifest
+            .check_splits(&selection.splits)
+            .map_err(|unknown| unknown.to_string())?;
         if let Some(local) = &manifest.local {
             fetch.videos.get_or_insert_with(|| local.videos.clone());
             fetch
@@ -203,10 +204,10 @@ impl Dataset {
         };
         let mut fetch = read_params(spec, StageId::FetchVideos, FetchParams::validate)?;
         fetch.resolve_against(spec.path.parent().unwrap_or(Path::new(".")));
-        if let Some(message) = unknown_split(&manifest, &spec.splits) {
+        if let Err(unknown) = manifest.check_splits(&spec.splits) {
             return Err(SpecError::Invalid {
                 path: spec.path.clone(),
-                message: format!("splits: {message}"),
+                message: format!("splits: {unknown}"),
             }
             .into());
         }
@@ -218,19 +219,6 @@ impl Dataset {
         Dataset::new(manifest, selection, fetch)
             .map_err(|message| invalid(&spec.path, StageId::FetchVideos, message).into())
     }
-}
-
-/// A chosen split the dataset does not have, named with the ones it has (a usage error: nothing
-/// can be fetched or planned for it).
-fn unknown_split(manifest: &DatasetManifest, splits: &[String]) -> Option<String> {
-    let unknown = splits
-        .iter()
-        .find(|split| !manifest.splits.contains_key(split.as_str()))?;
-    let known: Vec<&str> = manifest.splits.keys().map(String::as_str).collect();
-    Some(format!(
-        "{unknown:?} is not a split of the dataset (it has: {})",
-        known.join(", ")
-    ))
 }
 
 /// "parse failed in its last run; run `avaprep fetch` first".
@@ -271,14 +259,16 @@ pub fn import_stage(spec: &PipelineSpec) -> Result<Option<Box<dyn AnyStage<Stage
 #[cfg(feature = "extract")]
 fn check_tables(spec: &PipelineSpec) -> Result<(), SpecError> {
     read_params::<FetchParams, _>(spec, StageId::FetchVideos, FetchParams::validate)?;
-    read_params::<extract::ExtractParams, _>(spec, StageId::Extract, |params| params.validate())?;
+    read_params::<extract::ExtractParams, _>(spec, StageId::Extract, |params| {
+        params.check().map(drop)
+    })?;
     read_params::<lists::ListsParams, _>(spec, StageId::Lists, |params| params.validate())?;
     spec.stage_params::<validate::ValidateParams>(StageId::Validate.table())?;
     let train: train::TrainParams = spec.stage_params(StageId::Train.table())?;
     train
         .resolve()
         .map_err(|message| invalid(&spec.path, StageId::Train, message))?;
-    read_params::<eval::EvalParams, _>(spec, StageId::Eval, eval::EvalParams::validate)?;
+    spec.stage_params::<eval::EvalParams>(StageId::Eval.table())?;
     read_params::<report::ReportParams, _>(spec, StageId::Report, |params| params.validate())?;
     Ok(())
 }
@@ -354,12 +344,8 @@ impl StageSource<'_> {
     }
 
     /// Whether the run fetches `split`.
-    pub fn fetches(&self, split: &str) -> bool {
-        self.dataset
-            .selection
-            .splits
-            .iter()
-            .any(|fetched| fetched == split)
+    pub fn fetches(&self, split: &SplitName) -> bool {
+        self.dataset.selection.splits.contains(split)
     }
 
     /// A split a stage uses where the run fetches it and skips where it does not (a val split of
@@ -368,26 +354,28 @@ impl StageSource<'_> {
         &self,
         stage: StageId,
         key: &str,
-        split: &str,
+        split: &SplitName,
     ) -> Result<(), SpecError> {
-        let known = &self.dataset.manifest.splits;
-        if !self.runs || known.contains_key(split) {
-            return Ok(());
+        match self.runs {
+            true => self
+                .dataset
+                .manifest
+                .split(split)
+                .map(drop)
+                .map_err(|unknown| self.invalid(stage, format!("{key}: {unknown}"))),
+            false => Ok(()),
         }
-        let names: Vec<&str> = known.keys().map(String::as_str).collect();
-        Err(self.invalid(
-            stage,
-            format!(
-                "{key}: {split:?} is not a split of the dataset ({})",
-                names.join(", ")
-            ),
-        ))
     }
 
     /// A split the stage trains on or scores is one the run fetches. Checked only where the
     /// stage runs (a run `--until` an earlier stage may fetch fewer splits), so a typo is found
     /// before the hours of work that come before training.
-    pub fn check_split(&self, stage: StageId, key: &str, split: &str) -> Result<(), SpecError> {
+    pub fn check_split(
+        &self,
+        stage: StageId,
+        key: &str,
+        split: &SplitName,
+    ) -> Result<(), SpecError> {
         if !self.runs || self.fetches(split) {
             return Ok(());
         }
@@ -396,7 +384,11 @@ impl StageSource<'_> {
             stage,
             format!(
                 "{key}: {split:?} is not one of the pipeline's splits ({})",
-                splits.join(", ")
+                splits
+                    .iter()
+                    .map(SplitName::as_str)
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         ))
     }

@@ -131,14 +131,14 @@ impl TrainStage {
             "settings.train_split",
             &settings.train_split,
         )?;
-        if settings.validates() {
-            source.check_known_split(StageId::Train, "settings.val_split", &settings.val_split)?;
-            if !source.fetches(&settings.val_split) {
+        if let Some(val_split) = &settings.val_split {
+            source.check_known_split(StageId::Train, "settings.val_split", val_split)?;
+            if !source.fetches(val_split) {
                 // A run without its val split (train-only) trains the whole schedule and keeps
                 // the last weights; the run's config.toml says so.
                 let none = toml::Value::String(String::new());
                 params.settings.insert("val_split".into(), none);
-                settings.val_split = String::new();
+                settings.val_split = None;
             }
         }
         Ok(TrainStage {
@@ -326,7 +326,7 @@ fn trained_run(layout: &DataLayout, run_dir: &Path) -> Result<TrainedRun, ItemEr
         epochs_run: summary.epochs_run as u64,
         steps: summary.steps,
         best: summary.best.map(|(map, epoch)| (map, epoch as u64)),
-        val_split: config.val_split,
+        val_split: config.val_split.map(String::from).unwrap_or_default(),
     })
 }
 

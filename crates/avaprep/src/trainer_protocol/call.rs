@@ -23,7 +23,7 @@ pub enum TrainerCommand {
     /// Detections of `weights` for `split`'s keyframes, written to `out`.
     Predict {
         weights: PathBuf,
-        split: String,
+        split: crate::split::SplitName,
         out: PathBuf,
     },
 }
@@ -48,7 +48,7 @@ impl TrainerCall {
                 args.extend(["predict".into(), "--weights".into(), weights.clone().into()]);
                 args.extend([
                     "--split".into(),
-                    split.into(),
+                    split.as_str().into(),
                     "--out".into(),
                     out.clone().into(),
                 ]);

@@ -9,6 +9,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use crate::split::SplitName;
+
 use network::SlowFastConfig;
 use schedule::{LrSchedule, ScheduleKind};
 
@@ -230,10 +232,11 @@ pub struct TrainConfig {
     pub box_threshold: f32,
     /// A detector box takes the labels of ground-truth boxes it overlaps by at least this IoU.
     pub label_iou: f32,
-    pub train_split: String,
+    pub train_split: SplitName,
     /// The split evaluated during training, for early stopping and the best weights. Empty:
     /// none (a train-only dataset); the whole schedule runs and the last weights are kept.
-    pub val_split: String,
+    #[serde(with = "crate::split::optional")]
+    pub val_split: Option<SplitName>,
     /// `auto`, `cpu`, `cuda` or `cuda:N`.
     pub device: String,
     pub precision: Precision,
@@ -282,8 +285,8 @@ impl TrainConfig {
             prefetch: 4,
             box_threshold: 0.8,
             label_iou: 0.9,
-            train_split: "train".into(),
-            val_split: "val".into(),
+            train_split: "train".parse().expect("a plain name"),
+            val_split: Some("val".parse().expect("a plain name")),
             device: "auto".into(),
             precision: Precision::Auto,
             resume: false,
@@ -332,7 +335,7 @@ impl TrainConfig {
 
     /// Whether the run evaluates on a val split (and so may stop early).
     pub fn validates(&self) -> bool {
-        !self.val_split.is_empty()
+        self.val_split.is_some()
     }
 
     /// The last epoch (exclusive) the run may reach.
