@@ -13,7 +13,7 @@ use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
 use avaprep::stages::{Dataset, ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{exit_status, lock, run_stages};
+use crate::render::{finish, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 #[derive(Debug, Args)]
@@ -106,7 +106,7 @@ pub fn run(
     if args.videos.is_none() {
         let lock = lock(global, None)?;
         let report = run_stages(global, &lock, vec![&stage], None, scrutiny, printer, cancel)?;
-        return Ok(exit_status(&report));
+        return Ok(finish(&report, printer));
     }
     // Videos on disk: the annotations are taken from disk and planned first, as `fetch` would.
     let fetch = FetchParams {
@@ -134,7 +134,7 @@ pub fn run(
         printer,
         cancel,
     )?;
-    Ok(exit_status(&report))
+    Ok(finish(&report, printer))
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::{self, Dataset, ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{exit_status, lock, run_stages};
+use crate::render::{finish, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 #[derive(Debug, Args)]
@@ -99,5 +99,5 @@ pub fn run(
         printer,
         cancel,
     )?;
-    Ok(exit_status(&report))
+    Ok(finish(&report, printer))
 }

@@ -7,7 +7,7 @@ use clap::Args;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::lists::{ListsParams, ListsStage};
 
-use crate::render::{exit_status, lock, run_stages};
+use crate::render::{finish, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, Printer, UsageError};
 
 #[derive(Debug, Args)]
@@ -62,5 +62,5 @@ pub fn run(
         printer,
         cancel,
     )?;
-    Ok(exit_status(&report))
+    Ok(finish(&report, printer))
 }

@@ -15,7 +15,7 @@ use avaprep::pipeline::{
 use avaprep::stages::{ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{exit_status, figures, lock, run_stages};
+use crate::render::{figures, finish, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 #[derive(Debug, Args)]
@@ -74,22 +74,23 @@ pub struct StatusArgs {
 /// A pipeline file with its `--set` overrides applied; an invalid value in it is a usage error
 /// (exit 2).
 fn load_spec(pipeline: &Path, overrides: &[String]) -> anyhow::Result<PipelineSpec> {
-    PipelineSpec::load(pipeline, overrides, &StageId::tables()).map_err(|error| {
-        match error.is_usage() {
-            true => anyhow::Error::new(UsageError(error.to_string())),
-            false => anyhow::Error::new(error),
-        }
-    })
+    PipelineSpec::load(pipeline, overrides, &StageId::tables())
+        .map_err(|error| usage_if(error.is_usage(), error))
+}
+
+/// `error` as a usage error (exit 2) where it is one.
+fn usage_if<E: std::error::Error + Send + Sync + 'static>(usage: bool, error: E) -> anyhow::Error {
+    match usage {
+        true => anyhow::Error::new(UsageError(error.to_string())),
+        false => anyhow::Error::new(error),
+    }
 }
 
 /// The stages a pipeline file describes. `until`: the last stage that will run; the splits of
 /// the stages after it are not checked.
 fn build(spec: &PipelineSpec, until: Option<StageId>) -> anyhow::Result<ProductStages> {
     let mut built =
-        ProductStages::from_spec(spec, until).map_err(|error| match error.is_usage() {
-            true => anyhow::Error::new(UsageError(error.to_string())),
-            false => anyhow::Error::new(error),
-        })?;
+        ProductStages::from_spec(spec, until).map_err(|error| usage_if(error.is_usage(), error))?;
     if let Some(last) = until {
         built = built.through(last);
     }
@@ -140,7 +141,7 @@ pub fn run(
                 cancel,
             )?;
             if !report.succeeded() || args.until == Some(StageId::Import) {
-                return Ok(exit_status(&report));
+                return Ok(finish(&report, printer));
             }
         }
     }
@@ -160,7 +161,7 @@ pub fn run(
     if report.succeeded() {
         print_closings(global, &built, &report, printer);
     }
-    Ok(exit_status(&report))
+    Ok(finish(&report, printer))
 }
 
 pub fn status(
@@ -226,8 +227,7 @@ fn refuse_until_import_without_one(imports: bool, until: Option<StageId>) -> any
 
 /// The pipeline's import, where it has an `[import]` table.
 fn import_stage(spec: &PipelineSpec) -> anyhow::Result<Option<Box<dyn AnyStage<StageId>>>> {
-    avaprep::stages::import_stage(spec)
-        .map_err(|error| anyhow::Error::new(UsageError(error.to_string())))
+    avaprep::stages::import_stage(spec).map_err(|error| usage_if(true, error))
 }
 
 /// What the stages that made results hand the user (where the model and the detections are, the

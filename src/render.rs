@@ -79,11 +79,15 @@ pub fn run_stages(
     Ok(report)
 }
 
-pub fn exit_status(report: &RunReport<StageId>) -> ExitStatus {
-    if report.succeeded() {
-        ExitStatus::Success
-    } else {
-        ExitStatus::Failure
+/// The command's last record, once whatever number of runs it made, and its exit status.
+pub fn finish(report: &RunReport<StageId>, printer: &Printer) -> ExitStatus {
+    printer.record(
+        "summary",
+        &serde_json::json!({ "succeeded": report.succeeded() }),
+    );
+    match report.succeeded() {
+        true => ExitStatus::Success,
+        false => ExitStatus::Failure,
     }
 }
 
@@ -147,10 +151,6 @@ fn print_run_report(
             printer.result(&format!("{:<18} {detail}", ""));
         }
     }
-    printer.record(
-        "summary",
-        &serde_json::json!({ "succeeded": report.succeeded() }),
-    );
 }
 
 /// "not run: parse failed in its last run; run `avaprep fetch` first".

@@ -9,6 +9,7 @@ use avaprep::layout::DataLayout;
 use avaprep::pipeline::lock::{DataDirLock, LockMode};
 use avaprep::records::TrainedRun;
 use avaprep::report::{ReportError, ReportRequest, write_report};
+use avaprep::stages::report::{DEFAULT_MIN_SCORE, DEFAULT_SAMPLE, check_min_score};
 
 use avaprep_shell::{ExitStatus, GlobalArgs, Printer, UsageError};
 
@@ -29,18 +30,20 @@ pub struct ReportArgs {
     pub keyframes: Vec<FrameKey>,
     /// How many keyframes to sample when none is named (from the run's evaluated split when there
     /// is a run).
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = DEFAULT_SAMPLE)]
     pub sample: usize,
     /// Detections scoring below this are not drawn (a score from 0 to 1).
-    #[arg(long, default_value_t = 0.5, value_parser = parse_score)]
+    #[arg(long, default_value_t = DEFAULT_MIN_SCORE, value_parser = parse_score)]
     pub min_score: f32,
 }
 
 fn parse_score(text: &str) -> Result<f32, String> {
-    match text.trim().parse::<f32>() {
-        Ok(score) if (0.0..=1.0).contains(&score) => Ok(score),
-        _ => Err(format!("`{text}`: a score from 0 to 1")),
-    }
+    let score: f32 = text
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{text}`: a score from 0 to 1"))?;
+    check_min_score(score).map_err(|bad| bad.problem)?;
+    Ok(score)
 }
 
 fn parse_keyframe(text: &str) -> Result<FrameKey, String> {

@@ -372,6 +372,14 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
         );
     }
     assert!(imported.path().join("report/index.html").is_file());
+    // One run, one summary, last: a script reads the run's outcome once.
+    let records: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str(line).ok())
+        .collect();
+    let summaries = records.iter().filter(|record| record["type"] == "summary");
+    assert_eq!(summaries.count(), 1, "{records:?}");
+    assert_eq!(records.last().unwrap()["succeeded"], true, "{records:?}");
     // Run again: the import and everything after it are up to date.
     let again = run_own();
     assert!(again.status.success(), "{}", stderr(&again));

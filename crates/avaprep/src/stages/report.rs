@@ -7,6 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{StageId, StageSource};
+use crate::bad_setting::BadSetting;
 use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::state::CountsMismatch;
@@ -27,21 +28,34 @@ pub struct ReportParams {
     pub min_score: f32,
 }
 
+/// `avaprep report`'s defaults and the `[report]` table's.
+pub const DEFAULT_SAMPLE: usize = 8;
+pub const DEFAULT_MIN_SCORE: f32 = 0.5;
+
 impl Default for ReportParams {
     fn default() -> Self {
         ReportParams {
-            sample: 8,
-            min_score: 0.5,
+            sample: DEFAULT_SAMPLE,
+            min_score: DEFAULT_MIN_SCORE,
         }
     }
 }
 
 impl ReportParams {
-    pub fn validate(&self) -> Result<(), String> {
-        match (0.0..=1.0).contains(&self.min_score) {
-            true => Ok(()),
-            false => Err(format!("min_score {}: a score from 0 to 1", self.min_score)),
-        }
+    pub fn validate(&self) -> Result<(), BadSetting> {
+        check_min_score(self.min_score)
+    }
+}
+
+/// A detection score threshold, from 0 to 1.
+pub fn check_min_score(min_score: f32) -> Result<(), BadSetting> {
+    match (0.0..=1.0).contains(&min_score) {
+        true => Ok(()),
+        false => Err(BadSetting::new(
+            "min_score",
+            min_score,
+            "must be a score from 0 to 1",
+        )),
     }
 }
 

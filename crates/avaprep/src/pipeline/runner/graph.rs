@@ -91,3 +91,103 @@ impl<Id: StageName> Runner<'_, Id> {
         ancestors
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicBool;
+
+    use super::*;
+    use crate::pipeline::runner::Scrutiny;
+    use crate::pipeline::state::{ItemRecord, StateStore};
+    use crate::pipeline::{ItemError, Stage, StageContext};
+
+    /// Declared in an order their names do not sort in.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+    enum Step {
+        Zip,
+        Mark,
+        Align,
+        Train,
+    }
+
+    impl StageName for Step {
+        fn name(self) -> &'static str {
+            match self {
+                Step::Zip => "zip",
+                Step::Mark => "mark",
+                Step::Align => "align",
+                Step::Train => "train",
+            }
+        }
+
+        fn from_name(name: &str) -> Option<Self> {
+            [Step::Zip, Step::Mark, Step::Align, Step::Train]
+                .into_iter()
+                .find(|step| step.name() == name)
+        }
+    }
+
+    struct Whole(Step, &'static [Step]);
+
+    impl Stage for Whole {
+        type Id = Step;
+
+        fn id(&self) -> Step {
+            self.0
+        }
+
+        fn depends_on(&self) -> &'static [Step] {
+            self.1
+        }
+
+        fn params(&self) -> serde_json::Value {
+            serde_json::Value::Null
+        }
+
+        fn run_item(&self, _: &StageContext, _: &str) -> Result<ItemRecord, ItemError> {
+            unreachable!("the graph runs nothing")
+        }
+    }
+
+    fn runner<'a>(
+        stages: Vec<&'a dyn AnyStage<Step>>,
+        data_dir: &'a std::path::Path,
+        cancel: &'a AtomicBool,
+    ) -> Runner<'a, Step> {
+        Runner {
+            stages,
+            store: StateStore::new(data_dir, None),
+            shard: None,
+            context: StageContext {
+                data_dir,
+                reporter: &crate::progress::Silent,
+                cancel,
+                fingerprint: "",
+                not_started: 0,
+            },
+            scrutiny: Scrutiny::Listing,
+            before_per_video: None,
+        }
+    }
+
+    /// A whole-dataset stage's key holds its ancestors' parts in the order of their names, as
+    /// data directories written before the ids were typed have it: neither the ids' declared
+    /// order nor the order the stages are listed in may change it.
+    #[test]
+    fn ancestors_come_in_the_order_of_their_names() {
+        let stages = [
+            Whole(Step::Zip, &[]),
+            Whole(Step::Mark, &[Step::Zip]),
+            Whole(Step::Align, &[Step::Mark]),
+            Whole(Step::Train, &[Step::Align, Step::Zip]),
+        ];
+        let dir = tempfile::tempdir().unwrap();
+        let cancel = AtomicBool::new(false);
+        let listed: Vec<&dyn AnyStage<Step>> = stages.iter().map(|s| s as _).collect();
+        let reversed: Vec<&dyn AnyStage<Step>> = listed.iter().rev().copied().collect();
+        for order in [listed, reversed] {
+            let ancestors = runner(order, dir.path(), &cancel).ancestors(&[Step::Align, Step::Zip]);
+            assert_eq!(ancestors, [Step::Align, Step::Mark, Step::Zip]);
+        }
+    }
+}
