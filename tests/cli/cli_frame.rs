@@ -465,33 +465,28 @@ fn a_damaged_state_file_is_reported_once() {
     assert_eq!(text.matches("moved it to").count(), 1, "{text}");
 }
 
-/// A split the dataset does not have is a usage error naming the ones it has, before anything is
-/// fetched.
+/// A split the dataset does not have is a usage error naming the ones it has, and a name that is
+/// not plain one naming it, before anything is fetched.
 #[test]
 fn an_unknown_split_is_a_usage_error_naming_the_dataset_s_splits() {
     let dir = tempfile::tempdir().unwrap();
     let manifest = crate::support::mirror().join("manifest.toml");
-    let output = avaprep(dir.path())
-        .args(["fetch", "--split", "foo", "--dataset"])
-        .arg(&manifest)
-        .output()
-        .unwrap();
-    let message = stderr(&output);
-    assert_eq!(output.status.code(), Some(2), "{message}");
-    assert!(
-        message.contains("\"foo\" is not a split of the dataset (it has: test, train, val)"),
-        "{message}"
-    );
-    assert!(!dir.path().join("annotations").exists());
-    let output = avaprep(dir.path())
-        .args(["fetch", "--split", "train,../val", "--dataset"])
-        .arg(&manifest)
-        .output()
-        .unwrap();
-    let message = stderr(&output);
-    assert_eq!(output.status.code(), Some(2), "{message}");
-    assert!(
-        message.contains("`../val` is not a split name"),
-        "{message}"
-    );
+    let cases = [
+        (
+            "foo",
+            "\"foo\" is not a split of the dataset (it has: test, train, val)",
+        ),
+        ("train,../val", "`../val` is not a split name"),
+    ];
+    for (splits, said) in cases {
+        let output = avaprep(dir.path())
+            .args(["fetch", "--split", splits, "--dataset"])
+            .arg(&manifest)
+            .output()
+            .unwrap();
+        let message = stderr(&output);
+        assert_eq!(output.status.code(), Some(2), "{message}");
+        assert!(message.contains(said), "{message}");
+        assert!(!dir.path().join("annotations").exists());
+    }
 }
