@@ -94,6 +94,12 @@ fn downloads_everything_then_skips_it_without_the_network() {
     let again = fetch(data.path(), root, &server, &[]);
     assert!(again.status.success());
     assert!(stdout(&again).contains("up to date"), "{}", stdout(&again));
+    // It says it did nothing; it once said "4 downloaded", the first run's count.
+    assert!(
+        stdout(&again).contains("nothing to download") && !stdout(&again).contains(" downloaded,"),
+        "{}",
+        stdout(&again)
+    );
     assert_eq!(
         server.stats().total_body_bytes,
         sent,

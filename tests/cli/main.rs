@@ -22,6 +22,8 @@ mod on_disk;
 mod pipeline;
 #[cfg(feature = "extract")]
 mod report;
+#[cfg(feature = "extract")]
+mod resume;
 mod runner;
 mod support;
 #[cfg(feature = "extract")]

@@ -57,7 +57,7 @@ pub fn run(global: &GlobalArgs, command: &BenchCommand, printer: &Printer) -> an
             threads,
         } => {
             let settings = SettingsArgs {
-                preset: *preset,
+                preset: Some(*preset),
                 config: None,
                 overrides: overrides.clone(),
             };

@@ -93,7 +93,7 @@ mod tests {
             Some(Path::new("/data dir/runs/pipeline-1"))
         );
         assert!(args.resume);
-        assert_eq!(args.settings.preset, Preset::SyntheticTiny);
+        assert_eq!(args.settings.preset, Some(Preset::SyntheticTiny));
         assert_eq!(
             args.settings.config.as_deref(),
             Some(Path::new("/data dir/runs/pipeline-1/config.toml"))
@@ -114,6 +114,6 @@ mod tests {
         assert_eq!(args.weights, Path::new("/w/best-s9.safetensors"));
         assert_eq!(args.split, "test");
         assert_eq!(args.out, Path::new("/out/test_detections.csv"));
-        assert_eq!(args.settings.preset, Preset::AvaR50);
+        assert_eq!(args.settings.preset, Some(Preset::AvaR50));
     }
 }

@@ -11,9 +11,10 @@ use avaprep_shell::UsageError;
 /// The flags that choose the training settings, shared by `train` and `predict`.
 #[derive(Debug, Args)]
 pub struct SettingsArgs {
-    /// The starting recipe (for predict: the one the weights were trained with).
-    #[arg(long, value_parser = avaprep_shell::one_of::<Preset>(&Preset::NAMES), default_value = "ava-r50")]
-    pub preset: Preset,
+    /// The starting recipe [default: ava-r50] (for predict: the one the weights were trained
+    /// with, where their header records no network).
+    #[arg(long, value_parser = avaprep_shell::one_of::<Preset>(&Preset::NAMES))]
+    pub preset: Option<Preset>,
     /// A TOML file of training settings (keys as in the run's config.toml) applied over the preset.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -25,7 +26,17 @@ pub struct SettingsArgs {
 
 impl SettingsArgs {
     pub fn train_config(&self) -> anyhow::Result<TrainConfig> {
-        train_config(self.preset, self.config.as_deref(), &self.overrides)
+        train_config(self.preset(), self.config.as_deref(), &self.overrides)
+    }
+
+    /// The recipe named, or the default one.
+    pub fn preset(&self) -> Preset {
+        self.preset.unwrap_or(Preset::AvaR50)
+    }
+
+    /// Whether a recipe or a settings file is named (`--set` aside).
+    pub fn names_a_recipe(&self) -> bool {
+        self.preset.is_some() || self.config.is_some()
     }
 }
 

@@ -1,12 +1,16 @@
 //! `avaprep train`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use anyhow::Context as _;
 use clap::Args;
 
+use avaprep::layout::DataLayout;
 use avaprep::pipeline::lock::{DataDirLock, LockMode};
-use avaprep_shell::{Printer, command_line};
+use avaprep::trainer_protocol::run_files;
+use avaprep::trainer_settings::{TrainConfig, differences};
+use avaprep_shell::{Printer, UsageError, command_line};
 
 use crate::settings::SettingsArgs;
 use crate::train::{InitReport, TrainEvent};
@@ -16,15 +20,17 @@ use avaprep_shell::GlobalArgs;
 pub struct TrainArgs {
     #[command(flatten)]
     pub settings: SettingsArgs,
-    /// Where checkpoints, metrics, curves and detections go. Default: DATA_DIR/runs/<preset>.
+    /// Where checkpoints, metrics, curves and detections go. Default: DATA_DIR/runs/<preset>;
+    /// with --resume, the data directory's latest run (whether `train` or `run` made it).
     #[arg(long)]
     pub run_dir: Option<PathBuf>,
-    /// Continue from the run directory's last checkpoint.
+    /// Continue a run from its last checkpoint, with the run's own settings (its config.toml);
+    /// --set changes one on purpose. A run without a checkpoint is an error, never a fresh start.
     #[arg(long)]
     pub resume: bool,
     /// Start from these weights (safetensors from scripts/convert_checkpoint.py); tensors of
     /// another shape, such as a head for another class count, keep their fresh initialisation.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "resume")]
     pub init: Option<PathBuf>,
 }
 
@@ -34,19 +40,12 @@ pub fn run(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let mut config = args.settings.train_config()?;
     let _held = DataDirLock::acquire_unless_parent_holds(&global.data_dir, &command_line())?;
+    let (config, run_dir) = match args.resume {
+        true => resumed_run(global, args, printer)?,
+        false => new_run(global, args)?,
+    };
     refuse_stale_upstream(&global.data_dir)?;
-    config.resume |= args.resume;
-    if let Some(init) = &args.init {
-        config.init_weights = Some(init.clone());
-    }
-    let run_dir = args.run_dir.clone().unwrap_or_else(|| {
-        global
-            .data_dir
-            .join("runs")
-            .join(args.settings.preset.name())
-    });
     // A run folder outside the data directory has a lock of its own: two trainings of two data
     // directories must not write one run's checkpoints either.
     let _run_held = match inside(&run_dir, &global.data_dir) {
@@ -86,6 +85,107 @@ pub fn run(
         printer.note(avaprep::stages::eval::GROUND_TRUTH_PROPOSALS);
     }
     Ok(())
+}
+
+/// The settings and folder of a new run: the recipe with `--set` over it, in the folder named or
+/// `runs/<preset>`.
+fn new_run(global: &GlobalArgs, args: &TrainArgs) -> anyhow::Result<(TrainConfig, PathBuf)> {
+    let mut config = args.settings.train_config()?;
+    if let Some(init) = &args.init {
+        config.init_weights = Some(init.clone());
+    }
+    let run_dir = args.run_dir.clone().unwrap_or_else(|| {
+        let runs = DataLayout::new(&global.data_dir).runs();
+        runs.join(args.settings.preset().name())
+    });
+    Ok((config, run_dir))
+}
+
+/// The run `--resume` continues, with its own settings and `--set` over them. A recipe named
+/// too (`--preset`, `--config`) must agree with the run: it once replaced the run's settings
+/// without a word (a one-epoch run resumed under the preset's 30 epochs).
+fn resumed_run(
+    global: &GlobalArgs,
+    args: &TrainArgs,
+    printer: &Printer,
+) -> anyhow::Result<(TrainConfig, PathBuf)> {
+    let run_dir = match &args.run_dir {
+        Some(run_dir) => run_dir.clone(),
+        None => latest_run(&global.data_dir)?,
+    };
+    if !run_dir.join(run_files::CHECKPOINT).is_file() {
+        return Err(UsageError(format!(
+            "--resume: {} holds no run to continue (no {}); train without --resume to start one",
+            run_dir.display(),
+            run_files::CHECKPOINT
+        ))
+        .into());
+    }
+    let recorded = read_run_config(&run_dir)?;
+    let mut config = avaprep::trainer_settings::resolve_recorded(
+        toml::Table::try_from(&recorded).expect("a config serialises"),
+        &args.settings.overrides,
+    )
+    .map_err(|message| UsageError(format!("training settings: {message}")))?;
+    if args.settings.names_a_recipe() {
+        let asked = args.settings.train_config()?;
+        let differing = differences(&config, &asked);
+        if !differing.is_empty() {
+            return Err(UsageError(format!(
+                "--resume continues {} with its own settings, which --preset or --config would change ({}): leave them out, or change a setting on purpose with --set KEY=VALUE",
+                run_dir.display(),
+                list(&differing)
+            ))
+            .into());
+        }
+    }
+    let changed = differences(&recorded, &config);
+    if !changed.is_empty() {
+        printer.note(&format!(
+            "resuming {} with --set over its settings: {}",
+            run_dir.display(),
+            list(&changed)
+        ));
+    }
+    config.resume = true;
+    Ok((config, run_dir))
+}
+
+fn list(differences: &[avaprep::trainer_settings::Difference]) -> String {
+    let shown: Vec<String> = differences.iter().map(ToString::to_string).collect();
+    shown.join(", ")
+}
+
+fn read_run_config(run_dir: &Path) -> anyhow::Result<TrainConfig> {
+    let path = run_dir.join(run_files::CONFIG_TOML);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{}: the run's settings", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("{}: the run's settings", path.display()))
+}
+
+/// The data directory's run whose checkpoint was written last, whichever command made it.
+fn latest_run(data_dir: &Path) -> anyhow::Result<PathBuf> {
+    let runs = DataLayout::new(data_dir).runs();
+    let checkpointed = std::fs::read_dir(&runs)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let checkpoint = entry.path().join(run_files::CHECKPOINT);
+            let written = checkpoint
+                .metadata()
+                .and_then(|meta| meta.modified())
+                .ok()?;
+            Some((written, entry.path()))
+        });
+    match checkpointed.max() {
+        Some((_, run_dir)) => Ok(run_dir),
+        None => Err(UsageError(format!(
+            "--resume: no run in {} has a checkpoint to continue; train without --resume to start one",
+            runs.display()
+        ))
+        .into()),
+    }
 }
 
 fn inside(path: &std::path::Path, folder: &std::path::Path) -> bool {

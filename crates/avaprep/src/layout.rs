@@ -58,6 +58,11 @@ impl DataLayout {
         self.root.join("annotations")
     }
 
+    /// Training runs, one folder each: `train`'s `runs/<preset>`, `run`'s `runs/pipeline-<fp>`.
+    pub fn runs(&self) -> PathBuf {
+        self.root.join("runs")
+    }
+
     pub fn downloads(&self) -> PathBuf {
         self.root.join("downloads")
     }

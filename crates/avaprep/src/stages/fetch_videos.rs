@@ -200,8 +200,17 @@ impl Stage for FetchVideosStage {
         if total == 0 && report.missing == 0 {
             return Ok(Vec::new());
         }
+        // The counts are the videos' records, most from earlier runs: a run with nothing to do
+        // once said "4 downloaded".
+        if report.completed == 0 && report.failures.is_empty() {
+            return Ok(vec![format!(
+                "nothing to download: {} videos downloaded before, {} missing",
+                report.already_done, report.missing
+            )]);
+        }
         Ok(vec![format!(
-            "{} downloaded, {} resumed, {} already on disk and verified, {} missing, {} failed",
+            "of {} videos: {} downloaded, {} resumed, {} already on disk and verified, {} missing, {} failed",
+            report.planned,
             counts.downloaded,
             counts.resumed,
             counts.verified,

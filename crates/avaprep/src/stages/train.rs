@@ -175,7 +175,9 @@ impl Stage for TrainStage {
             data_dir: context.data_dir.to_path_buf(),
             command: TrainerCommand::Train {
                 run_dir: run_dir.clone(),
-                resume: true,
+                // The run's own folder (named by the stage's fingerprint) continues from its
+                // checkpoint where a stopped run left one.
+                resume: run_dir.join(run_files::CHECKPOINT).is_file(),
             },
             preset: self.params.preset.clone(),
             config: write_run_config(&self.config, &run_dir)?,
@@ -290,7 +292,7 @@ fn run_dir(layout: &DataLayout, fingerprint: &str) -> PathBuf {
         .filter(char::is_ascii_alphanumeric)
         .take(12)
         .collect();
-    layout.root().join("runs").join(format!("pipeline-{tag}"))
+    layout.runs().join(format!("pipeline-{tag}"))
 }
 
 fn trained_run(layout: &DataLayout, run_dir: &Path) -> Result<TrainedRun, ItemError> {

@@ -66,11 +66,67 @@ pub fn resolve(
     if let Some(file) = file {
         table.extend(file);
     }
+    resolve_recorded(table, overrides)
+}
+
+/// A run's own settings (its `config.toml`, which holds every key) with `--set` overrides over
+/// them: what a resumed run trains with.
+pub fn resolve_recorded(
+    mut table: toml::Table,
+    overrides: &[String],
+) -> Result<TrainConfig, String> {
     for assignment in overrides {
         crate::overrides::apply_override(&mut table, assignment)
             .map_err(|error| error.to_string())?;
     }
     checked(table)
+}
+
+/// One setting two configs disagree on: its dotted key (`schedule.gamma`) and each value as
+/// TOML writes it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Difference {
+    pub key: String,
+    pub before: String,
+    pub after: String,
+}
+
+impl std::fmt::Display for Difference {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {} -> {}", self.key, self.before, self.after)
+    }
+}
+
+/// The settings where `after` differs from `before`, in key order (`resume`, a flag of the
+/// command and not a setting of the run, is not compared).
+pub fn differences(before: &TrainConfig, after: &TrainConfig) -> Vec<Difference> {
+    let table = |config: &TrainConfig| {
+        let mut table = toml::Table::try_from(config).expect("a config serialises");
+        table.remove("resume");
+        table
+    };
+    let mut found = Vec::new();
+    compare("", &table(before), &table(after), &mut found);
+    found
+}
+
+fn compare(prefix: &str, before: &toml::Table, after: &toml::Table, found: &mut Vec<Difference>) {
+    let keys: std::collections::BTreeSet<&String> = before.keys().chain(after.keys()).collect();
+    let shown = |value: Option<&toml::Value>| value.map_or("(none)".into(), ToString::to_string);
+    for key in keys {
+        let dotted = format!("{prefix}{key}");
+        match (before.get(key), after.get(key)) {
+            (Some(toml::Value::Table(was)), Some(toml::Value::Table(is))) => {
+                compare(&format!("{dotted}."), was, is, found)
+            }
+            (was, is) if was != is => found.push(Difference {
+                key: dotted,
+                before: shown(was),
+                after: shown(is),
+            }),
+            _ => {}
+        }
+    }
 }
 
 /// A preset with a pipeline's `[train]` settings over it, table into table: a nested table
@@ -396,6 +452,48 @@ impl Default for TrainConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a resume would change is named key by key, nested keys dotted; the command's own
+    /// `resume` flag is no difference.
+    #[test]
+    fn differences_name_each_changed_setting() {
+        let run = Preset::SyntheticTiny.config();
+        let same = TrainConfig {
+            resume: !run.resume,
+            ..run.clone()
+        };
+        assert_eq!(differences(&run, &same), []);
+        let asked = resolve(
+            Preset::SyntheticTiny,
+            None,
+            &["epochs=3".into(), "schedule.end_lr=0.001".into()],
+        )
+        .unwrap();
+        let found: Vec<String> = differences(&run, &asked)
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        let epochs = format!("epochs {} -> 3", run.epochs);
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found.contains(&epochs), "{found:?}");
+        assert!(
+            found
+                .iter()
+                .any(|line| line.starts_with("schedule.end_lr ") && line.ends_with("-> 0.001")),
+            "{found:?}"
+        );
+    }
+
+    /// A run's config.toml with --set over it is the run's settings but the key set.
+    #[test]
+    fn a_recorded_run_resolves_to_itself_with_overrides_over_it() {
+        let run = Preset::SyntheticTiny.config();
+        let table = toml::Table::try_from(&run).unwrap();
+        assert_eq!(resolve_recorded(table.clone(), &[]).unwrap(), run);
+        let longer = resolve_recorded(table, &["epochs=40".into()]).unwrap();
+        assert_eq!(longer.epochs, 40);
+        assert_eq!(differences(&run, &longer).len(), 1);
+    }
 
     /// `--model` and a settings file's `model` spell each network the same way.
     #[test]

@@ -1,0 +1,81 @@
+//! `avaprep train --resume` continues a run of the data directory with the run's own settings.
+//! Before, it looked only in `runs/<preset>` and, finding nothing there, started a fresh R50;
+//! and it resumed under the command line's preset, whose 30 epochs replaced the run's 1.
+
+use std::fs;
+use std::path::Path;
+use std::process::Output;
+
+use crate::invalidation::{assert_ran, workspace};
+use crate::support::{avaprep, stderr};
+
+fn train(data: &Path, args: &[&str]) -> Output {
+    avaprep(data).arg("train").args(args).output().unwrap()
+}
+
+fn refused(output: &Output, said: &str) {
+    let message = stderr(output);
+    assert_eq!(output.status.code(), Some(2), "{message}");
+    assert!(message.contains(said), "{message}");
+}
+
+fn recorded_epochs(run: &Path) -> i64 {
+    let config: toml::Table = fs::read_to_string(run.join("config.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    config["epochs"].as_integer().unwrap()
+}
+
+#[test]
+fn resume_continues_the_latest_run_with_its_own_settings_and_never_starts_afresh() {
+    let workspace = workspace();
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    assert_ran(&workspace.run_until(data, "validate", &[]));
+
+    // Nothing to resume is an error naming what to run, not a fresh start.
+    refused(&train(data, &["--resume"]), "train without --resume");
+    assert!(!data.join("runs").exists(), "a run was started");
+
+    let one_epoch = ["--set", "epochs=1", "--set", "eval_every=1"];
+    let tiny = ["--preset", "synthetic-tiny"];
+    assert_ran(&train(data, &[&tiny[..], &one_epoch[..]].concat()));
+    let run = data.join("runs/synthetic-tiny");
+
+    // No preset named: the latest run, under its own settings.
+    let resumed = train(data, &["--resume"]);
+    assert_ran(&resumed);
+    assert!(
+        stderr(&resumed).contains("resumed at epoch 1"),
+        "{}",
+        stderr(&resumed)
+    );
+    assert_eq!(recorded_epochs(&run), 1);
+
+    // A preset that would change the run's settings is refused, naming each change.
+    refused(
+        &train(data, &["--resume", "--preset", "synthetic-tiny"]),
+        "epochs 1 -> 30",
+    );
+    assert_eq!(recorded_epochs(&run), 1);
+
+    // A folder without a checkpoint, named: an error, and nothing written into it.
+    let empty = tempfile::tempdir().unwrap();
+    let named = ["--resume", "--run-dir", empty.path().to_str().unwrap()];
+    refused(&train(data, &named), "holds no run to continue");
+    assert_eq!(fs::read_dir(empty.path()).unwrap().count(), 0);
+
+    // --set changes a setting on purpose, and says so.
+    let longer = train(data, &["--resume", "--set", "epochs=2"]);
+    assert_ran(&longer);
+    assert!(
+        stderr(&longer).contains("epochs 1 -> 2"),
+        "{}",
+        stderr(&longer)
+    );
+    assert_eq!(recorded_epochs(&run), 2);
+    let summary: serde_json::Value =
+        serde_json::from_slice(&fs::read(run.join("summary.json")).unwrap()).unwrap();
+    assert_eq!(summary["epochs_run"], 2, "{summary}");
+}
