@@ -268,6 +268,21 @@ fn junit_output_is_written_through_links_fifos_and_devices() {
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     assert_eq!(junit_cases(&reader.join().unwrap()), CheckId::ALL.len());
     assert!(fs::metadata(&fifo).unwrap().file_type().is_fifo());
+    // A FIFO nobody reads is an error, named: it once exited 0 with nothing printed (whatever
+    // the checks found), taken for its own stdout closed, and a CI job read success.
+    let output = avaprep(dir.path())
+        .args(["validate", "--quick", "--config"])
+        .arg(&config)
+        .arg("--junit")
+        .arg(&fifo)
+        .output()
+        .unwrap();
+    assert_ne!(output.status.code(), Some(0), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("is a FIFO that no process reads"),
+        "{}",
+        stderr(&output)
+    );
 
     // The null device's numbers in a folder of our own (root, as CI runs); else /dev/null.
     let device = dir.path().join("device");
