@@ -136,6 +136,38 @@ fn a_pyslowfast_config_describes_a_foreign_layout() {
     for check in report["checks"].as_array().unwrap() {
         assert_eq!(check["status"], "passed", "{check}");
     }
+    // A config of one's own whose `_BASE_` is that one checks exactly what it checks (the
+    // records are found through the base); the three roots given over the data directory
+    // layer over its config. Before, the first failed 3 checks and skipped 3, the second
+    // dropped the data directory's file names and failed files-present.
+    let mine = tempfile::tempdir().unwrap();
+    let my_config = mine.path().join("my_ava.yaml");
+    let base = data.path().join("slowfast/ava.yaml");
+    fs::write(&my_config, format!("_BASE_: {}\n", base.display())).unwrap();
+    let roots = [
+        ("--frame-dir", "frames"),
+        ("--frame-list-dir", "frame_lists"),
+        ("--annotation-dir", "slowfast/annotations"),
+    ];
+    let mut over_roots = avaprep(data.path());
+    over_roots.args(["--json", "validate"]);
+    for (flag, folder) in roots {
+        over_roots.arg(flag).arg(data.path().join(folder));
+    }
+    let mut through_base = avaprep(data.path());
+    through_base
+        .args(["--json", "validate", "--config"])
+        .arg(&my_config);
+    for mut command in [through_base, over_roots] {
+        let output = command.output().unwrap();
+        assert!(
+            output.status.success(),
+            "{}\n{}",
+            stdout(&output),
+            stderr(&output)
+        );
+        assert_eq!(record(&output)["checks"], report["checks"], "{command:?}");
+    }
 
     let timing: serde_json::Value =
         serde_json::from_slice(&fs::read(data.path().join("slowfast/lists.json")).unwrap())

@@ -64,6 +64,8 @@ pub struct PySlowFastYaml {
     pub sampling_rate: u32,
     /// AVA.DETECTION_SCORE_THRESH: a detector's box below it is no proposal.
     pub detection_score_thresh: f64,
+    /// The files read: the one named, then its `_BASE_` chain; none for the defaults.
+    pub files: Vec<PathBuf>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -114,6 +116,7 @@ impl PySlowFastYaml {
             num_frames: 8,
             sampling_rate: 8,
             detection_score_thresh: 0.9,
+            files: Vec::new(),
         }
     }
 
@@ -159,6 +162,7 @@ impl PySlowFastYaml {
             chain.push((path, file));
         }
         let mut config = Self::defaults();
+        config.files = chain.iter().map(|(path, _)| path.clone()).collect();
         for (_, file) in chain.into_iter().rev() {
             config.merge(file);
         }

@@ -349,12 +349,20 @@ impl ValidateRequest {
     /// timing it recorded beside it (`lists.json`), and the data directory's frame index and
     /// mmaction2 view when the config's frames are that directory's. A config without `lists.json` beside it keeps
     /// PySlowFast's timing.
-    pub fn with_records_beside(mut self, config_path: &Path) -> Result<Self, ValidateError> {
-        let folder = config_path.parent().unwrap_or(Path::new("."));
-        let timing_path = folder.join(WRITTEN_TIMING);
-        if !timing_path.exists() {
+    pub fn with_records_beside(mut self, config: &PySlowFastYaml) -> Result<Self, ValidateError> {
+        // The first config of the `_BASE_` chain with avaprep's records beside it: a config of
+        // one's own that names the data directory's as its base checks what that one does.
+        let folders = config
+            .files
+            .iter()
+            .map(|file| file.parent().unwrap_or(Path::new(".")));
+        let Some(folder) = folders
+            .into_iter()
+            .find(|folder| folder.join(WRITTEN_TIMING).exists())
+        else {
             return Ok(self);
-        }
+        };
+        let timing_path = folder.join(WRITTEN_TIMING);
         let written: WrittenTiming = read_json(&timing_path)?;
         self.timing = written.with_clip(self.timing.num_frames, self.timing.sampling_rate);
         self.video_spans = written.video_spans;

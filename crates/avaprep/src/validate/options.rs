@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use super::{Depth, PySlowFastYaml, ValidateError, ValidateRequest};
 use crate::annotations::KeyframeRange;
 use crate::bad_setting::BadSetting;
+use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
 
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -53,7 +54,7 @@ impl ValidateRequest {
     pub fn from_options(data_dir: &Path, options: &ValidateOptions) -> Result<Self, ValidateError> {
         let depth = Depth::quick_if(options.quick);
         let mut request = match options.foreign() {
-            true => Self::for_foreign(options, depth)?,
+            true => Self::for_foreign(data_dir, options, depth)?,
             false => Self::for_data_dir(data_dir, depth)?,
         };
         request.apply_timing(options)?;
@@ -68,9 +69,17 @@ impl ValidateRequest {
         Ok(request)
     }
 
-    fn for_foreign(options: &ValidateOptions, depth: Depth) -> Result<Self, ValidateError> {
+    /// A config named, or roots given over the data directory's config where it has one (else
+    /// over PySlowFast's defaults).
+    fn for_foreign(
+        data_dir: &Path,
+        options: &ValidateOptions,
+        depth: Depth,
+    ) -> Result<Self, ValidateError> {
+        let own = DataLayout::new(data_dir).slowfast().join("ava.yaml");
         let mut config = match &options.config {
             Some(path) => PySlowFastYaml::load(path)?,
+            None if own.is_file() => PySlowFastYaml::load(&own)?,
             None => PySlowFastYaml::defaults(),
         };
         for (given, slot) in [
@@ -82,11 +91,7 @@ impl ValidateRequest {
                 *slot = given.clone();
             }
         }
-        let request = ValidateRequest::for_config(&config, depth)?;
-        match &options.config {
-            Some(path) => request.with_records_beside(path),
-            None => Ok(request),
-        }
+        ValidateRequest::for_config(&config, depth)?.with_records_beside(&config)
     }
 
     fn apply_timing(&mut self, options: &ValidateOptions) -> Result<(), ValidateError> {
