@@ -221,8 +221,17 @@ pub(super) fn check_sizes(
         } else if let Some(wanted) = height
             && by_size.keys().any(|(_, h)| *h != wanted)
         {
+            // A source smaller than the height asked keeps its size (extract upscales only with
+            // --upscale): say so, rather than leave a user to suspect the extraction.
+            let smaller = by_size.keys().all(|(_, h)| *h < wanted);
+            let why = match smaller {
+                true => format!(
+                    "; a source under {wanted} lines keeps its size (extract --upscale scales it up): if the source is that small, validate with the frames' own height"
+                ),
+                false => String::new(),
+            };
             check.fail(format!(
-                "{video}: frames are {}, not {wanted} high",
+                "{video}: frames are {}, not {wanted} high{why}",
                 described.join(", ")
             ));
         } else {
@@ -291,4 +300,31 @@ pub(super) fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
     let mut values: Vec<f64> = values.collect();
     values.sort_by(f64::total_cmp);
     values.get(values.len() / 2).copied()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--height`: frames of that height pass; frames smaller than it fail saying that a small
+    /// source keeps its size; larger ones fail plainly.
+    #[test]
+    fn a_height_check_says_why_smaller_frames_differ() {
+        let check = |size: (u32, u32)| {
+            let sizes = BTreeMap::from([("v1", SizeCounts::from([(size, (3, "v1_000001.jpg"))]))]);
+            let mut result = CheckResult::new(CheckId::FrameSizes);
+            check_sizes(&sizes, Some(480), &mut result);
+            result
+        };
+        assert_eq!(check((854, 480)).failed, 0);
+        let smaller = check((640, 360));
+        assert_eq!(smaller.failed, 1);
+        assert!(
+            smaller.examples[0].contains("keeps its size"),
+            "{smaller:?}"
+        );
+        let larger = check((1280, 720));
+        assert_eq!(larger.failed, 1);
+        assert!(!larger.examples[0].contains("keeps its size"), "{larger:?}");
+    }
 }
