@@ -357,6 +357,32 @@ fn an_edited_annotation_file_fails_its_checksum() {
     assert!(text.contains("FAIL duplicate-rows"), "{text}");
     assert!(text.contains("FAIL checksums"), "{text}");
     assert!(text.contains("ava_val_v2.2.csv: sha256"), "{text}");
+    assert!(text.contains("SHA256SUMS when it was written"), "{text}");
+
+    // Against another manifest the mismatch is the manifest's, not an edit after writing.
+    let manifest_dir = tempfile::tempdir().unwrap();
+    let mut manifest: toml::Table = fs::read_to_string(mirror().join("manifest.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    for file in manifest["annotations"]["contents"].as_array_mut().unwrap() {
+        if file["name"].as_str() == Some("ava_train_v2.2.csv") {
+            file["sha256"] = toml::Value::String("0".repeat(64));
+        }
+    }
+    let other = manifest_dir.path().join("other.toml");
+    fs::write(&other, toml::to_string(&manifest).unwrap()).unwrap();
+    let output = avaprep(data.path())
+        .args(["validate", "--manifest"])
+        .arg(&other)
+        .output()
+        .unwrap();
+    let text = stdout(&output);
+    assert!(
+        text.contains("ava_train_v2.2.csv: sha256")
+            && text.contains("not the file the manifest names"),
+        "{text}"
+    );
 }
 
 /// In a pipeline, validate runs after lists, keeps its report, and is up to date on a re-run.

@@ -11,7 +11,7 @@ use crate::validate::{CheckId, ValidateRequest};
 pub fn check_checksums(request: &ValidateRequest, results: &mut Results) {
     let check = result(results, CheckId::Checksums);
     let sums_path = request.annotation_dir.join("SHA256SUMS");
-    let mut expected: Vec<(std::path::PathBuf, String, String)> = Vec::new();
+    let mut expected: Vec<(std::path::PathBuf, String, String, &str)> = Vec::new();
     let sums = match fsutil::read_regular_text(&sums_path, FileKind::Table) {
         Ok(text) => text,
         Err(error) if error.kind() == std::io::ErrorKind::NotFound => String::new(),
@@ -34,7 +34,8 @@ pub fn check_checksums(request: &ValidateRequest, results: &mut Results) {
             });
         match parsed {
             Some((sum, name)) => {
-                expected.push((request.annotation_dir.join(&name), sum, name));
+                let why = "recorded in SHA256SUMS when it was written: the file changed since";
+                expected.push((request.annotation_dir.join(&name), sum, name, why));
             }
             None => check.fail(format!(
                 "{}:{}: not `<sha256>  <file name>`",
@@ -44,22 +45,21 @@ pub fn check_checksums(request: &ValidateRequest, results: &mut Results) {
         }
     }
     for (path, sum) in &request.known_sha256 {
-        expected.push((path.clone(), sum.clone(), path.display().to_string()));
+        let why = "the manifest's: not the file the manifest names (another release, or edited)";
+        expected.push((path.clone(), sum.clone(), path.display().to_string(), why));
     }
     if expected.is_empty() && check.failed == 0 {
         check.skip("no SHA256SUMS in the annotation folder and no manifest given");
         return;
     }
-    for (path, sum, name) in expected {
+    for (path, sum, name, why) in expected {
         match fsutil::read_regular(&path, FileKind::Table) {
             Ok(bytes) => {
                 let actual = hex::encode(Sha256::digest(&bytes));
                 if actual.eq_ignore_ascii_case(&sum) {
                     check.pass(1);
                 } else {
-                    check.fail(format!(
-                        "{name}: sha256 {actual}, recorded {sum} (the file changed after it was written)"
-                    ));
+                    check.fail(format!("{name}: sha256 {actual}, expected {sum}, {why}"));
                 }
             }
             Err(error) => check.fail(format!("{name}: {error}")),
