@@ -78,4 +78,42 @@ fn resume_continues_the_latest_run_with_its_own_settings_and_never_starts_afresh
     let summary: serde_json::Value =
         serde_json::from_slice(&fs::read(run.join("summary.json")).unwrap()).unwrap();
     assert_eq!(summary["epochs_run"], 2, "{summary}");
+    // Weights that record their network start a new run on it whatever the recipe: ava-r50's
+    // R50 once matched none of the tiny network's tensors and trained from nothing.
+    let weights = fs::read_dir(&run)
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .find(|path| {
+            path.file_name()
+                .unwrap()
+                .to_str()
+                .unwrap()
+                .starts_with("model-")
+        })
+        .expect("the run kept its weights");
+    let from_weights = data.join("runs/from-weights");
+    let init = train(
+        data,
+        &[
+            "--init",
+            weights.to_str().unwrap(),
+            "--run-dir",
+            from_weights.to_str().unwrap(),
+            "--set",
+            "epochs=1",
+            "--set",
+            "crop_size=96",
+        ],
+    );
+    assert_ran(&init);
+    assert!(
+        stderr(&init).contains("building the network") && stderr(&init).contains("model"),
+        "{}",
+        stderr(&init)
+    );
+    let config: toml::Table = fs::read_to_string(from_weights.join("config.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(config["model"].as_str(), Some("tiny"), "{config}");
 }

@@ -43,7 +43,7 @@ pub fn run(
     let _held = DataDirLock::acquire_unless_parent_holds(&global.data_dir, &command_line())?;
     let (config, run_dir) = match args.resume {
         true => resumed_run(global, args, printer)?,
-        false => new_run(global, args)?,
+        false => new_run(global, args, printer)?,
     };
     refuse_stale_upstream(&global.data_dir)?;
     // A run folder outside the data directory has a lock of its own: two trainings of two data
@@ -89,10 +89,26 @@ pub fn run(
 
 /// The settings and folder of a new run: the recipe with `--set` over it, in the folder named or
 /// `runs/<preset>`.
-fn new_run(global: &GlobalArgs, args: &TrainArgs) -> anyhow::Result<(TrainConfig, PathBuf)> {
+fn new_run(
+    global: &GlobalArgs,
+    args: &TrainArgs,
+    printer: &Printer,
+) -> anyhow::Result<(TrainConfig, PathBuf)> {
     let mut config = args.settings.train_config()?;
     if let Some(init) = &args.init {
         config.init_weights = Some(init.clone());
+        // The weights' own network, where their header records it: the recipe's tensors would
+        // match none of another network's, and the run would start from nothing.
+        if let Some(network) = crate::train::network_of(init)?
+            && let Some(changed) = config.take_network(&network)
+            && !changed.is_empty()
+        {
+            printer.note(&format!(
+                "building the network {} records: {}",
+                init.display(),
+                list(&changed)
+            ));
+        }
     }
     let run_dir = args.run_dir.clone().unwrap_or_else(|| {
         let runs = DataLayout::new(&global.data_dir).runs();

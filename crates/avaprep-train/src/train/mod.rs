@@ -45,6 +45,7 @@ use std::sync::atomic::AtomicBool;
 
 #[cfg(test)]
 pub use checkpoint::TrainState;
+pub use checkpoint::network_of;
 
 /// libtorch's random generator is global to the process: tests that seed it and rely on the
 /// numbers that follow (bitwise-identical runs) must not interleave with each other. Tests hold it

@@ -213,6 +213,25 @@ impl ModelPreset {
     }
 }
 
+impl TrainConfig {
+    /// Builds the network weights record in their header (`--init`'s, where the recipe names
+    /// another): its model and clip length. `None` where no model of ours is that network (the
+    /// recipe's stays, and tensors of another shape keep their fresh start).
+    pub fn take_network(&mut self, network: &SlowFastConfig) -> Option<Vec<Difference>> {
+        let model = ModelPreset::ALL.into_iter().find(|model| {
+            let built = model.build(network.num_classes, network.num_frames);
+            SlowFastConfig {
+                dropout: network.dropout,
+                ..built
+            } == *network
+        })?;
+        let before = self.clone();
+        self.model = model;
+        self.clip_frames = network.num_frames;
+        Some(differences(&before, self))
+    }
+}
+
 impl std::str::FromStr for ModelPreset {
     type Err = String;
 
@@ -452,6 +471,28 @@ impl Default for TrainConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Weights that record their network build it whatever the recipe (a tiny network's weights
+    /// under ava-r50 once matched no tensor and trained from nothing); an unknown one changes
+    /// nothing.
+    #[test]
+    fn weights_recording_their_network_build_it_over_the_recipe() {
+        let mut config = Preset::AvaR50.config();
+        let tiny = ModelPreset::Tiny.build(7, 8);
+        let changed = config.take_network(&tiny).unwrap();
+        assert_eq!((config.model, config.clip_frames), (ModelPreset::Tiny, 8));
+        let keys: Vec<&str> = changed.iter().map(|change| change.key.as_str()).collect();
+        assert_eq!(keys, ["clip_frames", "model"]);
+        let again = config.clone().take_network(&tiny).unwrap();
+        assert!(again.is_empty());
+        let unknown = SlowFastConfig {
+            alpha: tiny.alpha + 1,
+            ..tiny
+        };
+        let before = config.clone();
+        assert!(config.take_network(&unknown).is_none());
+        assert_eq!(config, before);
+    }
 
     /// What a resume would change is named key by key, nested keys dotted; the command's own
     /// `resume` flag is no difference.
