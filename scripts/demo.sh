@@ -10,7 +10,7 @@ avaprep=target/release/avaprep
 data=data/demo
 
 if [ ! -f "$data/mirror/manifest.toml" ]; then
-  "$avaprep" synth --out "$data/mirror" --videos 12 --seed 1
+  "$avaprep" synth --out "$data/mirror" --video-count 12 --seed 1
 fi
 
 # The server prints its URL as a JSON record; port 0 lets the system choose a free port.

@@ -27,7 +27,7 @@ pub struct FetchArgs {
     /// Download only N videos of each split, chosen deterministically (0: all). The choice is
     /// written to DATA_DIR/work/videos.json for every later stage.
     #[arg(long, default_value_t = 0, conflicts_with = "video_list")]
-    pub videos: usize,
+    pub videos_per_split: usize,
     /// Download only the videos whose ids this file lists, one per line.
     #[arg(long)]
     pub video_list: Option<PathBuf>,
@@ -59,7 +59,7 @@ pub fn run(
     };
     let selection = Selection {
         splits: args.split.clone(),
-        videos_per_split: args.videos,
+        videos_per_split: args.videos_per_split,
         video_list,
     };
     let fetch = FetchParams {

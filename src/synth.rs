@@ -18,7 +18,7 @@ pub struct SynthArgs {
     /// How many videos to make; kinds (containers, codecs, frame rates, sizes) cycle through the
     /// first six, test-split videos appear from 6, val has 3 videos from 10 (the demo makes 12).
     #[arg(long, default_value_t = 6)]
-    pub videos: usize,
+    pub video_count: usize,
     /// Seed of everything random: the same seed gives the same files.
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
@@ -36,7 +36,7 @@ pub struct SynthArgs {
 pub fn run(args: &SynthArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
     let config = SynthConfig {
         out: args.out.clone(),
-        videos: args.videos,
+        videos: args.video_count,
         seed: args.seed,
         profile: args.profile,
         exports: args.exports,

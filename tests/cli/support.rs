@@ -64,7 +64,7 @@ pub fn mirror() -> &'static Path {
             let output = avaprep(dir.path())
                 .args([
                     "synth",
-                    "--videos",
+                    "--video-count",
                     "6",
                     "--seed",
                     "7",

@@ -16,13 +16,18 @@ use crate::layout::DataLayout;
 use crate::manifest::RemoteFile;
 use download::{DownloadError, Downloader, Expected, RetryPolicy};
 
-/// The `[fetch]` table of a pipeline file; the `fetch` command's flags of the same names.
+/// The `[fetch]` table of a pipeline file: `jobs` and `base_url` are the `fetch` command's flags;
+/// `videos`, `video_start` and `annotations` are `extract`'s for videos already on disk;
+/// `attempts` is the table's alone. (The splits and the choice of videos are the file's top-level
+/// keys.)
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FetchParams {
     /// Concurrent video downloads.
     pub jobs: usize,
-    /// Mirrors: `URL` for every source, or `SOURCE=URL` for one.
+    /// Mirrors: `URL` for every source, or `SOURCE=URL` for one; one mirror may be given alone,
+    /// as `--set fetch.base_url=http://...` does.
+    #[serde(deserialize_with = "one_or_many")]
     pub base_url: Vec<String>,
     /// Attempts per file before giving up.
     pub attempts: u32,
@@ -36,6 +41,19 @@ pub struct FetchParams {
     /// the manifest names), copied into the data directory; nothing is downloaded. With `videos`
     /// and no `annotations`, the data directory's `annotations/` must hold them.
     pub annotations: Option<PathBuf>,
+}
+
+fn one_or_many<'de, D: serde::Deserializer<'de>>(input: D) -> Result<Vec<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum OneOrMany {
+        One(String),
+        Many(Vec<String>),
+    }
+    Ok(match OneOrMany::deserialize(input)? {
+        OneOrMany::One(url) => vec![url],
+        OneOrMany::Many(urls) => urls,
+    })
 }
 
 impl Default for FetchParams {
@@ -264,4 +282,19 @@ pub fn content_identity(file: &RemoteFile) -> serde_json::Value {
         "contents": file.contents,
         "strip_prefix": file.strip_prefix,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--set fetch.base_url=http://x/` once failed with "expected a sequence".
+    #[test]
+    fn one_mirror_may_stand_alone() {
+        let one: FetchParams = toml::from_str("base_url = \"http://x/\"").unwrap();
+        let many: FetchParams = toml::from_str("base_url = [\"http://x/\"]").unwrap();
+        assert_eq!(one.base_url, ["http://x/"]);
+        assert_eq!(one, many);
+        assert!(toml::from_str::<FetchParams>("base_url = 3").is_err());
+    }
 }
