@@ -142,7 +142,7 @@ impl Split {
 }
 
 /// One entry of the cycle of video kinds; the first four cover mp4 with B-frames, mkv,
-/// webm/VP9 and VFR with a start offset, so `--videos 4` already exercises all of them.
+/// webm/VP9 and VFR with a start offset, so `--video-count 4` already exercises all of them.
 struct Kind {
     container: Container,
     codec: Codec,
