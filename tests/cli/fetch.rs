@@ -105,6 +105,20 @@ fn downloads_everything_then_skips_it_without_the_network() {
         sent,
         "a re-run must not download"
     );
+
+    // An annotation edited in the data directory's copy is made again from the archive, and
+    // the run says where an edit belongs: it once vanished without a word.
+    let table = data.path().join("annotations/ava_val_v2.2.csv");
+    let original = fs::read(&table).unwrap();
+    fs::write(&table, b"edited by hand\n").unwrap();
+    let remade = fetch(data.path(), root, &server, &[]);
+    assert!(remade.status.success(), "{}", stderr(&remade));
+    let said = stdout(&remade) + &stderr(&remade);
+    assert!(
+        said.contains("changed since made") && said.contains("annotations/ is a copy"),
+        "{said}"
+    );
+    assert_eq!(fs::read(&table).unwrap(), original);
 }
 
 #[test]

@@ -209,6 +209,12 @@ pub trait Stage: Send + Sync {
     fn closing(&self, _data_dir: &Path) -> Option<Closing> {
         None
     }
+
+    /// Said when what the stage made was changed by hand and is made again: where such an edit
+    /// belongs instead, for a stage whose files are copies of another's.
+    fn edits_belong(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A stage's result at the end of a run: one record for `--json` and the lines a person reads.
@@ -235,6 +241,7 @@ pub trait AnyStage<Id: StageName>: Send + Sync {
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError>;
     fn summary(&self, report: &StageReport<Id>) -> Result<Vec<String>, CountsMismatch>;
     fn closing(&self, data_dir: &Path) -> Option<Closing>;
+    fn edits_belong(&self) -> Option<String>;
 }
 
 impl<S: Stage> AnyStage<S::Id> for S {
@@ -272,5 +279,9 @@ impl<S: Stage> AnyStage<S::Id> for S {
 
     fn closing(&self, data_dir: &Path) -> Option<Closing> {
         Stage::closing(self, data_dir)
+    }
+
+    fn edits_belong(&self) -> Option<String> {
+        Stage::edits_belong(self)
     }
 }

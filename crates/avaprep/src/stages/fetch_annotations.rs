@@ -221,6 +221,16 @@ impl Stage for FetchAnnotationsStage {
         .with_files(context.data_dir, &made, &read)
         .map_err(ItemError::input)
     }
+
+    fn edits_belong(&self) -> Option<String> {
+        let source = match (&self.params.annotations, self.params.annotations_on_disk()) {
+            (Some(folder), true) => format!("in {}, the folder they are copied from", folder.display()),
+            _ => "in a folder of your own, named with `[fetch] annotations = \"DIR\"` (or `extract --annotations DIR`), with a dataset manifest that does not pin their checksums".to_string(),
+        };
+        Some(format!(
+            "the data directory's annotations/ is a copy, made again from its source; edit annotations {source}"
+        ))
+    }
 }
 
 impl FetchAnnotationsStage {

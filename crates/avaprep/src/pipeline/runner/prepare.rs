@@ -156,6 +156,9 @@ impl<Id: StageName> Runner<'_, Id> {
             state.items.remove(item);
         }
         notes.extend(changed_note(&changed));
+        if !changed.is_empty() {
+            notes.extend(stage.edits_belong());
+        }
         // Items whose dependency runs in this group are judged when their turn comes.
         let waits_on_group = prepared.keys.upstream.iter().any(
             |upstream| matches!(upstream, Upstream::InGroup(index) if !group[*index].up_to_date),
