@@ -19,6 +19,12 @@ fn refused(output: &Output, said: &str) {
     assert!(message.contains(said), "{message}");
 }
 
+/// It ran, and said `text`.
+fn says(output: &Output, text: &str) {
+    assert_ran(output);
+    assert!(stderr(output).contains(text), "{}", stderr(output));
+}
+
 fn recorded_epochs(run: &Path) -> i64 {
     let config: toml::Table = fs::read_to_string(run.join("config.toml"))
         .unwrap()
@@ -45,12 +51,7 @@ fn resume_continues_the_latest_run_with_its_own_settings_and_never_starts_afresh
 
     // No preset named: the latest run, under its own settings.
     let resumed = train(data, &["--resume"]);
-    assert_ran(&resumed);
-    assert!(
-        stderr(&resumed).contains("resumed at epoch 1"),
-        "{}",
-        stderr(&resumed)
-    );
+    says(&resumed, "resumed at epoch 1");
     assert_eq!(recorded_epochs(&run), 1);
 
     // A preset that would change the run's settings is refused, naming each change.
@@ -68,12 +69,7 @@ fn resume_continues_the_latest_run_with_its_own_settings_and_never_starts_afresh
 
     // --set changes a setting on purpose, and says so.
     let longer = train(data, &["--resume", "--set", "epochs=2"]);
-    assert_ran(&longer);
-    assert!(
-        stderr(&longer).contains("epochs 1 -> 2"),
-        "{}",
-        stderr(&longer)
-    );
+    says(&longer, "epochs 1 -> 2");
     assert_eq!(recorded_epochs(&run), 2);
     let summary: serde_json::Value =
         serde_json::from_slice(&fs::read(run.join("summary.json")).unwrap()).unwrap();
@@ -105,12 +101,7 @@ fn resume_continues_the_latest_run_with_its_own_settings_and_never_starts_afresh
             "crop_size=96",
         ],
     );
-    assert_ran(&init);
-    assert!(
-        stderr(&init).contains("building the network") && stderr(&init).contains("model"),
-        "{}",
-        stderr(&init)
-    );
+    says(&init, "building the network");
     let config: toml::Table = fs::read_to_string(from_weights.join("config.toml"))
         .unwrap()
         .parse()
