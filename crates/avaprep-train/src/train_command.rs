@@ -40,11 +40,12 @@ pub fn run(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let _held = DataDirLock::acquire_unless_parent_holds(&global.data_dir, &command_line())?;
+    // Settings first: a bad one is a usage error before anything is written, the lock included.
     let (config, run_dir) = match args.resume {
         true => resumed_run(global, args, printer)?,
         false => new_run(global, args, printer)?,
     };
+    let _held = DataDirLock::acquire_unless_parent_holds(&global.data_dir, &command_line())?;
     refuse_stale_upstream(&global.data_dir)?;
     // A run folder outside the data directory has a lock of its own: two trainings of two data
     // directories must not write one run's checkpoints either.
