@@ -79,10 +79,9 @@ fn check_split(
     if plan.files.splits.contains_key(split.as_str()) {
         return Ok(());
     }
-    let known: Vec<&str> = plan.files.splits.keys().map(String::as_str).collect();
-    Err(UsageError(format!(
-        "--split {split}: the dataset has no such split (it has: {})",
-        known.join(", ")
-    ))
-    .into())
+    let unknown = avaprep::split::UnknownSplit {
+        split: split.clone(),
+        known: plan.files.splits.keys().cloned().collect(),
+    };
+    Err(UsageError(format!("--split {split}: {unknown}")).into())
 }
