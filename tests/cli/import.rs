@@ -476,7 +476,7 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
 
 /// The miniature's person-detector boxes (train and val) on the files' own seconds, as a user's
 /// detector writes them: `folder/detections.csv`.
-fn own_clock_detections(folder: &Path) -> PathBuf {
+pub(crate) fn own_clock_detections(folder: &Path) -> PathBuf {
     let video_start = report()["video_start"].as_i64().unwrap();
     let rows: String = [
         "ava_detection_train_boxes_and_labels_include_negative_v2.2.csv",

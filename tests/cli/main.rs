@@ -21,6 +21,8 @@ mod on_disk;
 #[cfg(feature = "extract")]
 mod pipeline;
 #[cfg(feature = "extract")]
+mod readme;
+#[cfg(feature = "extract")]
 mod report;
 #[cfg(feature = "extract")]
 mod resume;
