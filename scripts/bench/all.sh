@@ -6,7 +6,7 @@
 # run RUNS times, each run kept, so the spread shows across runs.
 #
 #   scripts/bench/all.sh            (env: RUNS=3 OUT=BENCHMARKS.md; ONLY="validate loader" runs
-#                                    only those, and OUT then holds only those)
+#                                    only those and replaces only their sections)
 #
 # Run it on an idle machine: the ratios hold across machines, the absolute times do not.
 set -euo pipefail
@@ -72,13 +72,30 @@ for entry in "${benches[@]}"; do
   echo '```' >>"$log/$name.md"
 done
 
-# The heading first, then the benchmarks in the order they ran.
-{
-  cat "$log/head.md"
-  for entry in "${benches[@]}"; do
-    name=${entry%%:*}
-    [ -f "$log/$name.md" ] && cat "$log/$name.md"
-  done
-} >"$OUT.tmp"
+# The heading first; each benchmark that ran replaces its section where it stands, and every other
+# section of the file (the table of quoted figures, what the tests check, a benchmark not run this
+# time, a GPU run) stays as it is; a benchmark new to the file goes at the end.
+python3 - "$OUT" "$log" "${benches[@]%%:*}" <<'PY'
+import os, re, sys
+
+out, log, names = sys.argv[1], sys.argv[2], sys.argv[3:]
+
+
+def measured(name):
+    path = os.path.join(log, name + ".md")
+    return open(path).read().strip("\n") if os.path.exists(path) else None
+
+
+old = open(out).read() if os.path.exists(out) else ""
+sections = []
+for part in re.split(r"(?m)^(?=## )", old)[1:]:
+    name = part.split("\n", 1)[0][3:].strip()
+    sections.append((name, measured(name) or part.strip("\n")))
+present = {name for name, _ in sections}
+sections += [(name, measured(name)) for name in names if name not in present and measured(name)]
+head = open(os.path.join(log, "head.md")).read().strip("\n")
+with open(out + ".tmp", "w") as file:
+    file.write("\n\n".join([head] + [text for _, text in sections]) + "\n")
+PY
 mv "$OUT.tmp" "$OUT"
 echo "bench: wrote $OUT" >&2
