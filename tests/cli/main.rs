@@ -7,6 +7,8 @@ mod fetch;
 #[cfg(feature = "extract")]
 mod folders;
 #[cfg(feature = "extract")]
+mod gpu_train_script;
+#[cfg(feature = "extract")]
 mod hints;
 #[cfg(feature = "extract")]
 mod import;

@@ -1,12 +1,14 @@
-//! `avaprep-train bench`: the measurements behind `scripts/bench/loader.sh` and
-//! `scripts/bench/train-step.sh`.
+//! `avaprep-train bench`: the measurements behind `scripts/bench/loader.sh`,
+//! `scripts/bench/train-step.sh` and `scripts/bench/gpu-train.sh`.
 
 use clap::Subcommand;
 
 use avaprep_shell::Printer;
 
 use crate::settings::SettingsArgs;
-use crate::train::bench::{StepShape, loader_throughput, train_step_times};
+use crate::train::bench::{
+    StepShape, ThroughputRun, loader_throughput, train_step_times, train_throughput,
+};
 use crate::train::{ModelPreset, Preset};
 use avaprep_shell::GlobalArgs;
 
@@ -24,6 +26,23 @@ pub enum BenchCommand {
         /// Loader threads.
         #[arg(long, default_value_t = 2)]
         threads: usize,
+    },
+    /// Training steps per second on DATA_DIR's train split, each as the trainer takes it, on the
+    /// settings' device and precision (bf16 or fp32); --dump writes the first batch and the
+    /// initial weights there for the PyTorch side.
+    Train {
+        #[arg(long, value_parser = avaprep_shell::one_of::<Preset>(&Preset::NAMES), default_value = "ava-r50")]
+        preset: Preset,
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        overrides: Vec<String>,
+        /// Timed steps.
+        #[arg(long, default_value_t = 300)]
+        steps: usize,
+        /// Untimed steps before them, the first one's loss reported.
+        #[arg(long, default_value_t = 20)]
+        warmup: usize,
+        #[arg(long)]
+        dump: Option<std::path::PathBuf>,
     },
     /// Seconds per SGD step on random clips, on the CPU.
     TrainStep {
@@ -73,6 +92,40 @@ pub fn run(global: &GlobalArgs, command: &BenchCommand, printer: &Printer) -> an
                 measured.seconds,
                 measured.clips_per_second,
                 measured.threads
+            ));
+        }
+        BenchCommand::Train {
+            preset,
+            overrides,
+            steps,
+            warmup,
+            dump,
+        } => {
+            let settings = SettingsArgs {
+                preset: Some(*preset),
+                config: None,
+                overrides: overrides.clone(),
+            };
+            let config = settings.train_config()?;
+            let measured = train_throughput(ThroughputRun {
+                data_dir: &global.data_dir,
+                config: &config,
+                steps: *steps,
+                warmup: *warmup,
+                dump: dump.as_deref(),
+            })?;
+            printer.record("bench_train", &measured);
+            printer.result(&format!(
+                "{} steps of {} clips on {} in {:?}: {:.2} steps/s, {:.1} clips/s, {:.0}% of the \
+                 time waiting for the loader; first loss {:.6}",
+                measured.steps,
+                measured.batch,
+                measured.device,
+                measured.precision,
+                measured.steps_per_second,
+                measured.clips_per_second,
+                100.0 * measured.loader_wait_share,
+                measured.first_loss
             ));
         }
         BenchCommand::TrainStep {

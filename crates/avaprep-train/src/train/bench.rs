@@ -7,15 +7,18 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use tch::Device;
+use tch::{Device, Tensor};
 
 use super::TrainError;
+use super::checkpoint::{write_tensors, write_weights};
 use super::dataset::Dataset;
+use super::device::resolve_device;
 use super::loader::{Augment, Batch, Loader, LoaderSpec, train_batches};
+use super::model::pack_pathways;
 use super::net::Net;
 use super::optim::Sgd;
 use super::session::batch_loss;
-use avaprep::trainer_settings::{ModelPreset, TrainConfig};
+use avaprep::trainer_settings::{ModelPreset, Precision, TrainConfig};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct LoaderThroughput {
@@ -160,5 +163,187 @@ fn random_batch(shape: StepShape, classes: usize) -> Batch {
         boxes,
         targets,
         owners,
+    }
+}
+
+/// What `scripts/bench/gpu-train.sh` measures of avaprep's side: training steps on the loader's
+/// batches of a prepared data directory, each as the trainer takes it (forward, BCE, the loss read
+/// back, backward, SGD update).
+#[derive(Debug, Clone, Serialize)]
+pub struct TrainThroughput {
+    pub device: String,
+    pub precision: Precision,
+    pub train_clips: usize,
+    pub batch: usize,
+    pub steps: usize,
+    pub seconds: f64,
+    pub steps_per_second: f64,
+    pub clips_per_second: f64,
+    /// The share of the timed steps' wall time spent waiting for the loader's next batch: near 0
+    /// when the GPU bounds training, near 1 when the loader does.
+    pub loader_wait_share: f64,
+    /// The loss of the first batch before any update, which the PyTorch side must reproduce.
+    pub first_loss: f64,
+}
+
+/// One measurement: `warmup` untimed steps (the first one's loss kept), then `steps` timed ones.
+/// With `dump`, the first batch (`batch.safetensors`: slow, fast, boxes, targets) and the
+/// initial weights (`weights.safetensors`, with their network) are written there for the
+/// PyTorch side.
+pub struct ThroughputRun<'a> {
+    pub data_dir: &'a Path,
+    pub config: &'a TrainConfig,
+    pub steps: usize,
+    pub warmup: usize,
+    pub dump: Option<&'a Path>,
+}
+
+pub fn train_throughput(run: ThroughputRun) -> Result<TrainThroughput, TrainError> {
+    let config = run.config;
+    if run.steps == 0 || run.warmup == 0 {
+        return Err(TrainError::Config(
+            "--steps and --warmup must be at least 1".into(),
+        ));
+    }
+    // Sets libtorch's autocast dtype to the precision's, as for a training run.
+    let (device, precision) = resolve_device(config)?;
+    if precision == Precision::Fp16 {
+        return Err(TrainError::Config(
+            "the benchmark measures bf16 and fp32 (fp16 trains with a loss scaler it does not \
+             model)"
+                .into(),
+        ));
+    }
+    let data = Dataset::open(run.data_dir)?;
+    let (clips, _, _) = data.clips(config, config.train_split.as_str(), true)?;
+    let train_clips = clips.len();
+    let spec = LoaderSpec::of(config, data.classes.len());
+    let mut batches = EndlessBatches::new(std::sync::Arc::new(clips), config, spec);
+    tch::manual_seed(config.seed as i64);
+    let net = Net::new(config, data.classes.len(), device);
+    let mut sgd = Sgd::new(&net.vs, config.momentum, config.weight_decay);
+    let autocast = precision != Precision::Fp32;
+    let lr = config.warmup_start_lr;
+    let first = batches.next()?;
+    if let Some(folder) = run.dump {
+        dump_first_step(folder, &net, &first)?;
+    }
+    let first_loss = training_step(&net, &mut sgd, &first, autocast, lr)?;
+    for _ in 1..run.warmup {
+        training_step(&net, &mut sgd, &batches.next()?, autocast, lr)?;
+    }
+    synchronize(device);
+    let started = Instant::now();
+    let mut waited = 0.0;
+    for _ in 0..run.steps {
+        let asked = Instant::now();
+        let batch = batches.next()?;
+        waited += asked.elapsed().as_secs_f64();
+        training_step(&net, &mut sgd, &batch, autocast, lr)?;
+    }
+    synchronize(device);
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(TrainThroughput {
+        device: format!("{device:?}"),
+        precision,
+        train_clips,
+        batch: config.batch_size,
+        steps: run.steps,
+        seconds,
+        steps_per_second: run.steps as f64 / seconds,
+        clips_per_second: (run.steps * config.batch_size) as f64 / seconds,
+        loader_wait_share: waited / seconds,
+        first_loss,
+    })
+}
+
+/// One step as the trainer's: the loss read back (the trainer checks it is finite and logs it).
+fn training_step(
+    net: &Net,
+    sgd: &mut Sgd,
+    batch: &Batch,
+    autocast: bool,
+    lr: f64,
+) -> Result<f64, TrainError> {
+    let loss = batch_loss(net, batch, autocast);
+    let value = loss.double_value(&[]);
+    loss.backward();
+    sgd.step(lr);
+    sgd.zero_grad();
+    Ok(value)
+}
+
+fn synchronize(device: Device) {
+    if let Device::Cuda(index) = device {
+        tch::Cuda::synchronize(index as i64);
+    }
+}
+
+fn dump_first_step(folder: &Path, net: &Net, batch: &Batch) -> Result<(), TrainError> {
+    std::fs::create_dir_all(folder).map_err(|error| TrainError::io(folder, error))?;
+    write_weights(folder, "weights.safetensors", &net.vs, &net.config)?;
+    let clips = Tensor::from_slice(&batch.clips).view(batch.shape);
+    let (slow, fast) = pack_pathways(&clips, net.config.alpha);
+    let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
+    let tensors = [
+        ("slow".to_string(), slow),
+        ("fast".to_string(), fast),
+        ("boxes".to_string(), Tensor::from_slice(&flat).view([-1, 5])),
+        (
+            "targets".to_string(),
+            Tensor::from_slice(&batch.targets).view([batch.owners.len() as i64, -1]),
+        ),
+    ];
+    write_tensors(folder, "batch.safetensors", &tensors, None)
+}
+
+/// The training split's batches, epoch after epoch, as the trainer draws them.
+struct EndlessBatches {
+    clips: std::sync::Arc<Vec<super::dataset::ClipSample>>,
+    config: TrainConfig,
+    spec: LoaderSpec,
+    epoch: usize,
+    loader: Loader,
+}
+
+impl EndlessBatches {
+    fn new(
+        clips: std::sync::Arc<Vec<super::dataset::ClipSample>>,
+        config: &TrainConfig,
+        spec: LoaderSpec,
+    ) -> Self {
+        let loader = Self::spawn(&clips, config, spec, 0);
+        Self {
+            clips,
+            config: config.clone(),
+            spec,
+            epoch: 0,
+            loader,
+        }
+    }
+
+    fn spawn(
+        clips: &std::sync::Arc<Vec<super::dataset::ClipSample>>,
+        config: &TrainConfig,
+        spec: LoaderSpec,
+        epoch: usize,
+    ) -> Loader {
+        let batches = train_batches(clips.len(), config.batch_size, config.seed, epoch);
+        let augment = Augment::Train {
+            seed: config.seed,
+            epoch,
+            hflip: config.hflip,
+        };
+        Loader::spawn(clips.clone(), batches, augment, spec)
+    }
+
+    fn next(&mut self) -> Result<Batch, TrainError> {
+        loop {
+            if let Some(batch) = self.loader.next() {
+                return Ok(batch?);
+            }
+            self.epoch += 1;
+            self.loader = Self::spawn(&self.clips, &self.config, self.spec, self.epoch);
+        }
     }
 }

@@ -1,0 +1,134 @@
+#!/usr/bin/env bash
+# Training speed of avaprep's trainer on one GPU, side by side with PyTorch eager, on AVA-sized data.
+# For each precision (bf16 autocast and fp32), in the same run, the two sides taking turns:
+#   - avaprep: `avaprep-train bench train`, the trainer's own step (forward, BCE, the loss read back,
+#     backward, SGD) on its loader's batches of DATA_DIR's train split, WARMUP untimed steps then
+#     STEPS timed ones; it reports the share of the time spent waiting for the loader;
+#   - PyTorch: scripts/bench/gpu_train_reference.py, pytorchvideo's create_slowfast_with_roi_head
+#     with the weights avaprep starts from (as scripts/export_checkpoint.py exports them), the same
+#     optimizer and loss, fed avaprep's first batch from GPU memory: the anchor;
+#   - both with dropout off (its random draws differ between the two), so the first step's losses
+#     must agree: to 1e-4 in fp32, 2e-2 in bf16; the script fails otherwise.
+# Then avaprep's loader alone with every core (`bench loader`), the GPU's utilisation and memory
+# while each side trains (nvidia-smi, every 200 ms), the largest batch in BATCHES whose training
+# stays under 8 GB (a 2080 Ti; the recipe reaches its batch of 64 by gradient accumulation), and
+# one AVA epoch (AVA_CLIPS train clips) and the ava-r50 recipe's 20 epochs projected at avaprep's
+# clips/s. It prints each figure, the medians over ROUNDS and the ratios avaprep / PyTorch.
+#
+#   scripts/bench/gpu-train.sh DATA_DIR   (env: PRESET=ava-r50 STEPS=300 WARMUP=20 ROUNDS=2
+#                                          PRECISIONS="bf16 fp32" BATCHES="8 12 16 24 32"
+#                                          AVA_CLIPS=210455 SETS="")
+#
+# DATA_DIR holds extracted frames and their index; for a figure worth quoting, at least 2,000 train
+# clips of 480p frames, such as the rehearsal's (scripts/bench/ava-rehearsal.sh leaves them in
+# WORKDIR/data). Without a GPU (or with DEVICE=cpu) it runs on the CPU in fp32 only, with no memory or utilisation
+# figures: `PRESET=synthetic-tiny STEPS=2 WARMUP=1 ROUNDS=1` on a small dataset is the test
+# suite's check that both sides build the same model and loss.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/../.." && pwd)
+DATA=${1:?usage: scripts/bench/gpu-train.sh DATA_DIR}
+PRESET=${PRESET:-ava-r50}
+STEPS=${STEPS:-300}
+WARMUP=${WARMUP:-20}
+ROUNDS=${ROUNDS:-2}
+BATCHES=${BATCHES:-8 12 16 24 32}
+# AVA 2.2's train keyframes (a clip each): the annotated ranges of its 235 train videos.
+AVA_CLIPS=${AVA_CLIPS:-210455}
+# Extra trainer settings, e.g. SETS="batch_size=4" for a quick look.
+read -r -a EXTRA <<<"${SETS:-}"
+TRAINER=${TRAINER:-$ROOT/target/release/avaprep-train}
+PY=${PY:-$ROOT/.venv/bin/python}
+if [ -z "${NO_BUILD:-}" ]; then
+  (cd "$ROOT" && eval "$(scripts/setup.sh)" >/dev/null && cargo build --release --locked --quiet -p avaprep-train)
+fi
+if [ "${DEVICE:-}" != cpu ] && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  DEVICE=cuda PRECISIONS=${PRECISIONS:-bf16 fp32}
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+else
+  DEVICE=cpu PRECISIONS=fp32
+  echo "no GPU: the CPU, fp32 only; no memory or utilisation figures"
+fi
+WORK=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$WORK"' EXIT
+field() { "$PY" -c 'import json, sys; print(next(r[sys.argv[1]] for r in map(json.loads, sys.stdin) if sys.argv[1] in r))' "$1"; }
+median() { tr ' ' '\n' | sort -g | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# Runs a command with nvidia-smi sampling beside it; the samples go to $WORK/$1.gpu.
+sampled() {
+  local name=$1
+  shift
+  if [ "$DEVICE" = cuda ]; then
+    nvidia-smi --query-gpu=utilization.gpu,memory.used --format=csv,noheader,nounits -lms 200 \
+      >"$WORK/$name.gpu" &
+    local monitor=$!
+    "$@"
+    kill "$monitor" 2>/dev/null || true
+    wait "$monitor" 2>/dev/null || true
+  else
+    "$@"
+  fi
+}
+
+# "utilisation median %, peak MiB" of a sampled run.
+gpu_figures() {
+  [ -s "$WORK/$1.gpu" ] || { echo "n/a"; return; }
+  awk -F', ' '{ u[NR] = $1; if ($2 > peak) peak = $2 } END {
+    n = asort(u); printf "GPU %d%% busy (median), peak %d MiB", u[int((n + 1) / 2)], peak }' "$WORK/$1.gpu"
+}
+
+ours_train() { # precision batch steps warmup [dump]
+  local dump=()
+  [ -n "${5:-}" ] && dump=(--dump "$5")
+  "$TRAINER" --data-dir "$DATA" --json bench train --preset "$PRESET" --steps "$3" --warmup "$4" \
+    --set device=\""$DEVICE"\" --set precision=\""$1"\" --set batch_size="$2" --set dropout=0.0 \
+    "${EXTRA[@]/#/--set=}" "${dump[@]}"
+}
+
+for precision in $PRECISIONS; do
+  ours=() ref=() dump="$WORK/dump-$precision"
+  for round in $(seq "$ROUNDS"); do
+    sampled "ours-$precision-$round" ours_train "$precision" 8 "$STEPS" "$WARMUP" "$dump" \
+      >"$WORK/ours-$precision-$round.json"
+    sampled "ref-$precision-$round" "$PY" "$ROOT/scripts/bench/gpu_train_reference.py" "$dump" \
+      --device "$DEVICE" --precision "$precision" --steps "$STEPS" --warmup "$WARMUP" --json \
+      >"$WORK/ref-$precision-$round.json"
+    o=$(field clips_per_second <"$WORK/ours-$precision-$round.json")
+    r=$(field clips_per_second <"$WORK/ref-$precision-$round.json")
+    ours+=("$o") ref+=("$r")
+    printf '  %s round %d: avaprep %.2f clips/s (%s; loader wait %.0f%%), pytorch %.2f clips/s (%s)\n' \
+      "$precision" "$round" "$o" "$(gpu_figures "ours-$precision-$round")" \
+      "$(awk -v w="$(field loader_wait_share <"$WORK/ours-$precision-$round.json")" 'BEGIN { print 100 * w }')" \
+      "$r" "$(gpu_figures "ref-$precision-$round")"
+  done
+  first_ours=$(field first_loss <"$WORK/ours-$precision-1.json")
+  first_ref=$(field first_loss <"$WORK/ref-$precision-1.json")
+  clips=$(field train_clips <"$WORK/ours-$precision-1.json")
+  o=$(median <<<"${ours[*]}") r=$(median <<<"${ref[*]}")
+  tolerance=$([ "$precision" = fp32 ] && echo 1e-4 || echo 2e-2)
+  awk -v p="$precision" -v d="$DEVICE" -v o="$o" -v r="$r" -v a="$first_ours" -v b="$first_ref" \
+      -v t="$tolerance" -v n="$clips" -v ava="$AVA_CLIPS" 'BEGIN {
+    diff = a - b; if (diff < 0) diff = -diff
+    printf "gpu-train %s on %s, batch 8, %d train clips: avaprep %.2f clips/s, pytorch %.2f clips/s, ratio %.2f (target >= 1)\n", p, d, n, o, r, o / r
+    printf "  first-step loss: avaprep %.6f, pytorch %.6f, |difference| %.2e (at most %s)\n", a, b, diff, t
+    printf "  projected at avaprep'"'"'s rate: one AVA epoch (%d clips) %.2f h, the ava-r50 recipe (20 epochs) %.1f h\n", ava, ava / o / 3600, 20 * ava / o / 3600
+    if (diff > t) { print "gpu-train: the two sides disagree on the first step'"'"'s loss" > "/dev/stderr"; exit 1 }
+  }'
+done
+
+loader=$("$TRAINER" --data-dir "$DATA" --json bench loader --preset "$PRESET" --threads "$(nproc)" \
+  "${EXTRA[@]/#/--set=}" | field clips_per_second)
+echo "loader alone, $(nproc) threads: $loader clips/s"
+
+if [ "$DEVICE" = cuda ]; then
+  fits=none
+  for batch in $BATCHES; do
+    if ! sampled "batch-$batch" ours_train bf16 "$batch" 5 2 >/dev/null 2>&1; then
+      echo "  batch $batch: failed (out of memory?)"
+      break
+    fi
+    peak=$(awk -F', ' '$2 > p { p = $2 } END { print p + 0 }' "$WORK/batch-$batch.gpu")
+    echo "  batch $batch in bf16: peak $peak MiB"
+    [ "$peak" -le 8192 ] && fits=$batch
+  done
+  echo "largest batch under 8 GB in bf16: $fits"
+fi
