@@ -56,6 +56,8 @@ for entry in "${benches[@]}"; do
     echo
     header "$script"
     echo
+    echo "Run by \`scripts/bench/all.sh\` on $(date -u +%Y-%m-%d): $machine."
+    echo
     echo "Command: \`$script\`$([ "$times" -gt 1 ] && echo " (run $times times here; each run below)")"
     echo
     echo '```text'
@@ -72,9 +74,10 @@ for entry in "${benches[@]}"; do
   echo '```' >>"$log/$name.md"
 done
 
-# The heading first; each benchmark that ran replaces its section where it stands, and every other
-# section of the file (the table of quoted figures, what the tests check, a benchmark not run this
-# time, a GPU run) stays as it is; a benchmark new to the file goes at the end.
+# The file's heading stays (a new file gets one); each benchmark that ran replaces its section where
+# it stands, except fresh-clone, whose runs accumulate (the spread between days is the point); every
+# other section (the table of quoted figures, what the tests check, a benchmark not run this time,
+# a GPU run) stays as it is; a benchmark new to the file goes at the end.
 python3 - "$OUT" "$log" "${benches[@]%%:*}" <<'PY'
 import os, re, sys
 
@@ -87,13 +90,18 @@ def measured(name):
 
 
 old = open(out).read() if os.path.exists(out) else ""
+ACCUMULATED = {"fresh-clone"}
+parts = re.split(r"(?m)^(?=## )", old)
 sections = []
-for part in re.split(r"(?m)^(?=## )", old)[1:]:
+for part in parts[1:]:
     name = part.split("\n", 1)[0][3:].strip()
-    sections.append((name, measured(name) or part.strip("\n")))
+    new = measured(name)
+    if new and name in ACCUMULATED:
+        new = part.strip("\n") + "\n\n" + new.split("\n", 1)[1].strip("\n")
+    sections.append((name, new or part.strip("\n")))
 present = {name for name, _ in sections}
 sections += [(name, measured(name)) for name in names if name not in present and measured(name)]
-head = open(os.path.join(log, "head.md")).read().strip("\n")
+head = (parts[0] if old else open(os.path.join(log, "head.md")).read()).strip("\n")
 with open(out + ".tmp", "w") as file:
     file.write("\n\n".join([head] + [text for _, text in sections]) + "\n")
 PY

@@ -1,17 +1,18 @@
 #!/usr/bin/env python3
 """The PyTorch eager side of scripts/bench/gpu-train.sh: pytorchvideo's SlowFast detector with the
-weights avaprep exports, trained on a batch avaprep's loader made, fed from memory.
+weights avaprep exports, trained on batches avaprep's loader made, fed from memory.
 
     gpu_train_reference.py DUMP [--device cuda] [--precision bf16|fp32] [--steps 300]
-                           [--warmup 20] [--lr 1.25e-4] [--momentum 0.9] [--weight-decay 1e-7]
-                           [--json]
+                           [--warmup 20] [--json]
 
 DUMP is the folder `avaprep-train bench train --dump DUMP` wrote: weights.safetensors (avaprep's
 initial weights with their network, built here as `scripts/export_checkpoint.py --to
-pytorchvideo` builds it) and batch.safetensors (its first batch: slow, fast, boxes, targets). A
-step is avaprep's: forward in train mode (CUDA autocast in bf16), mean BCE with logits over boxes x
-classes, the loss read back, backward, SGD with Nesterov momentum and no weight decay on BatchNorm.
-The first step's loss is reported: with the same weights and batch it must be avaprep's.
+pytorchvideo` builds it), batches.safetensors (its first two batches, slowN, fastN, boxesN,
+targetsN, and the first step's logits) and optimizer.json (avaprep's SGD settings). A step is
+avaprep's: forward in train mode (CUDA autocast in bf16), mean BCE with logits over boxes x
+classes, the loss read back, backward, gradient clipping where avaprep clips, SGD with Nesterov
+momentum and no weight decay on BatchNorm. Reported for the check: the largest difference from
+avaprep's first-step logits and the first two steps' losses (the second one after an update).
 """
 
 import argparse
@@ -31,22 +32,25 @@ def detector(weights_path, device):
     tensors, config = read_weights(weights_path)
     state, model = pytorchvideo_state_dict(tensors, config)
     model.load_state_dict(state)
-    # Logits out, as avaprep's loss takes them (pytorchvideo's head ends in a softmax).
+    # Logits out, as avaprep's loss takes them (pytorchvideo's head ends in an activation).
     model.detection_head.activation = None
     return model.to(device).train()
 
 
-def optimizer(model, lr, momentum, weight_decay):
+def optimizer(model, settings):
     norms = (torch.nn.BatchNorm3d, torch.nn.BatchNorm2d, torch.nn.BatchNorm1d)
     decayed, plain = [], []
     for module in model.modules():
         group = plain if isinstance(module, norms) else decayed
         group.extend(module.parameters(recurse=False))
     return torch.optim.SGD(
-        [{"params": decayed, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}],
-        lr=lr,
-        momentum=momentum,
-        nesterov=True,
+        [
+            {"params": decayed, "weight_decay": settings["weight_decay"]},
+            {"params": plain, "weight_decay": 0.0},
+        ],
+        lr=settings["lr"],
+        momentum=settings["momentum"],
+        nesterov=settings["nesterov"],
     )
 
 
@@ -57,9 +61,6 @@ def main():
     parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--lr", type=float, default=1.25e-4)
-    parser.add_argument("--momentum", type=float, default=0.9)
-    parser.add_argument("--weight-decay", type=float, default=1e-7)
     parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: torch's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -69,34 +70,43 @@ def main():
     device = torch.device(args.device)
     cuda = device.type == "cuda"
     model = detector(os.path.join(args.dump, "weights.safetensors"), device)
-    sgd = optimizer(model, args.lr, args.momentum, args.weight_decay)
-    batch = {k: v.to(device) for k, v in load_file(os.path.join(args.dump, "batch.safetensors")).items()}
+    with open(os.path.join(args.dump, "optimizer.json")) as file:
+        settings = json.load(file)
+    sgd = optimizer(model, settings)
+    dumped = {k: v.to(device) for k, v in load_file(os.path.join(args.dump, "batches.safetensors")).items()}
+    batches = [{key: dumped[f"{key}{n}"] for key in ("slow", "fast", "boxes", "targets")} for n in (0, 1)]
     loss_fn = torch.nn.BCEWithLogitsLoss()
     autocast = args.precision == "bf16"
 
-    def step():
+    def forward(batch):
         with torch.autocast("cuda", dtype=torch.bfloat16, enabled=autocast and cuda):
-            logits = model([batch["slow"], batch["fast"]], batch["boxes"])
-        loss = loss_fn(logits.float(), batch["targets"])
+            return model([batch["slow"], batch["fast"]], batch["boxes"]).float()
+
+    def step(batch):
+        loss = loss_fn(forward(batch), batch["targets"])
         value = loss.item()
         loss.backward()
+        if settings["grad_clip"] is not None:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), settings["grad_clip"])
         sgd.step()
         sgd.zero_grad(set_to_none=False)
         return value
 
-    first_loss = step()
-    for _ in range(1, args.warmup):
-        step()
+    with torch.no_grad():
+        logits_difference = (forward(batches[0]) - dumped["logits"]).abs().max().item()
+    first_losses = [step(batches[0]), step(batches[1])]
+    for n in range(2, args.warmup):
+        step(batches[n % 2])
     if cuda:
         torch.cuda.synchronize(device)
         torch.cuda.reset_peak_memory_stats(device)
     started = time.perf_counter()
-    for _ in range(args.steps):
-        step()
+    for n in range(args.steps):
+        step(batches[n % 2])
     if cuda:
         torch.cuda.synchronize(device)
     seconds = time.perf_counter() - started
-    clips = batch["fast"].shape[0]
+    clips = batches[0]["fast"].shape[0]
     result = {
         "type": "reference_train",
         "device": str(device),
@@ -106,7 +116,8 @@ def main():
         "seconds": seconds,
         "steps_per_second": args.steps / seconds,
         "clips_per_second": args.steps * clips / seconds,
-        "first_loss": first_loss,
+        "first_losses": first_losses,
+        "first_logits_max_difference": logits_difference,
         "peak_allocated_mib": torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
     }
     if args.json:
@@ -114,7 +125,7 @@ def main():
     else:
         print(
             f"pytorchvideo {args.precision} on {device}: {result['steps_per_second']:.2f} steps/s, "
-            f"{result['clips_per_second']:.1f} clips/s; first loss {first_loss:.6f}"
+            f"{result['clips_per_second']:.1f} clips/s; first losses {first_losses}"
         )
 
 

@@ -74,8 +74,14 @@ fn shell_commands(readme: &str) -> Vec<ReadmeCommand> {
     let mut in_shell_block = false;
     let mut continued: Option<ReadmeCommand> = None;
     for (index, line) in readme.lines().enumerate() {
-        if line.starts_with("```") {
-            in_shell_block = line == "```sh";
+        if line.trim_start().starts_with("```") {
+            let language = line.trim_start().trim_start_matches('`');
+            assert!(
+                !["bash", "shell", "console", "zsh"].contains(&language),
+                "README.md line {}: a shell block is marked ```sh here, so this test runs it",
+                index + 1
+            );
+            in_shell_block = language == "sh";
             continue;
         }
         if !in_shell_block {
@@ -256,15 +262,29 @@ fn link_videos(from: &Path, to: &Path) {
     }
 }
 
-/// Each video from the segment's start on, its time 0 AVA's second 900 (the miniature's files
-/// start at second 895), as PySlowFast's `videos_15min/`.
+/// Each video from the segment's start on, its time 0 the segment's first second (AVA's 900), as
+/// PySlowFast's `videos_15min/`.
 fn cut_at_segment_start(videos: &Path, out: &Path) {
+    let manifest: toml::Table = fs::read_to_string(mirror().join("manifest.toml"))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let dataset = &manifest["dataset"];
+    let segment_start = dataset["segment"][0].as_float().unwrap();
+    let into_file = segment_start - dataset["video_start"].as_float().unwrap();
     fs::create_dir_all(out).unwrap();
     for entry in fs::read_dir(videos).unwrap() {
         let path = entry.unwrap().path();
         let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
         let status = Command::new("ffmpeg")
-            .args(["-y", "-loglevel", "error", "-ss", "5", "-i"])
+            .args([
+                "-y",
+                "-loglevel",
+                "error",
+                "-ss",
+                &into_file.to_string(),
+                "-i",
+            ])
             .arg(&path)
             .args(["-c:v", "libx264", "-preset", "ultrafast", "-an"])
             .arg(out.join(format!("{stem}.mp4")))

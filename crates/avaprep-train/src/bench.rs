@@ -38,7 +38,7 @@ pub enum BenchCommand {
         /// Timed steps.
         #[arg(long, default_value_t = 300)]
         steps: usize,
-        /// Untimed steps before them, the first one's loss reported.
+        /// Untimed steps before them (at least 2), the first two's losses reported.
         #[arg(long, default_value_t = 20)]
         warmup: usize,
         #[arg(long)]
@@ -117,7 +117,7 @@ pub fn run(global: &GlobalArgs, command: &BenchCommand, printer: &Printer) -> an
             printer.record("bench_train", &measured);
             printer.result(&format!(
                 "{} steps of {} clips on {} in {:?}: {:.2} steps/s, {:.1} clips/s, {:.0}% of the \
-                 time waiting for the loader; first loss {:.6}",
+                 time waiting for the loader; first losses {:.6}, {:.6}",
                 measured.steps,
                 measured.batch,
                 measured.device,
@@ -125,7 +125,8 @@ pub fn run(global: &GlobalArgs, command: &BenchCommand, printer: &Printer) -> an
                 measured.steps_per_second,
                 measured.clips_per_second,
                 100.0 * measured.loader_wait_share,
-                measured.first_loss
+                measured.first_losses[0],
+                measured.first_losses[1]
             ));
         }
         BenchCommand::TrainStep {

@@ -168,7 +168,8 @@ fn random_batch(shape: StepShape, classes: usize) -> Batch {
 
 /// What `scripts/bench/gpu-train.sh` measures of avaprep's side: training steps on the loader's
 /// batches of a prepared data directory, each as the trainer takes it (forward, BCE, the loss read
-/// back, backward, SGD update).
+/// back, backward, gradient clipping where the settings ask, SGD), with an update every batch
+/// where the recipe accumulates several.
 #[derive(Debug, Clone, Serialize)]
 pub struct TrainThroughput {
     pub device: String,
@@ -182,14 +183,15 @@ pub struct TrainThroughput {
     /// The share of the timed steps' wall time spent waiting for the loader's next batch: near 0
     /// when the GPU bounds training, near 1 when the loader does.
     pub loader_wait_share: f64,
-    /// The loss of the first batch before any update, which the PyTorch side must reproduce.
-    pub first_loss: f64,
+    /// The losses of the first two steps, on the first two batches: the PyTorch side, given the
+    /// same weights, batches and optimizer, must reproduce them.
+    pub first_losses: [f64; 2],
 }
 
-/// One measurement: `warmup` untimed steps (the first one's loss kept), then `steps` timed ones.
-/// With `dump`, the first batch (`batch.safetensors`: slow, fast, boxes, targets) and the
-/// initial weights (`weights.safetensors`, with their network) are written there for the
-/// PyTorch side.
+/// One measurement: `warmup` untimed steps (at least 2; the first two losses kept), then `steps`
+/// timed ones. With `dump`, what the PyTorch side needs is written there: the initial weights
+/// with their network (`weights.safetensors`), the first two batches and the first step's logits
+/// (`batches.safetensors`) and the optimizer's settings (`optimizer.json`).
 pub struct ThroughputRun<'a> {
     pub data_dir: &'a Path,
     pub config: &'a TrainConfig,
@@ -198,11 +200,35 @@ pub struct ThroughputRun<'a> {
     pub dump: Option<&'a Path>,
 }
 
+/// A trainer's network, optimizer and step settings, ready to take batches.
+struct Stepper {
+    net: Net,
+    sgd: Sgd,
+    autocast: bool,
+    lr: f64,
+    grad_clip: Option<f64>,
+}
+
+impl Stepper {
+    /// One step as the trainer's: the loss read back (the trainer checks it is finite and logs it).
+    fn step(&mut self, batch: &Batch) -> f64 {
+        let loss = batch_loss(&self.net, batch, self.autocast);
+        let value = loss.double_value(&[]);
+        loss.backward();
+        if let Some(max_norm) = self.grad_clip {
+            self.sgd.clip_grad_norm(max_norm);
+        }
+        self.sgd.step(self.lr);
+        self.sgd.zero_grad();
+        value
+    }
+}
+
 pub fn train_throughput(run: ThroughputRun) -> Result<TrainThroughput, TrainError> {
     let config = run.config;
-    if run.steps == 0 || run.warmup == 0 {
+    if run.steps == 0 || run.warmup < 2 {
         return Err(TrainError::Config(
-            "--steps and --warmup must be at least 1".into(),
+            "--steps must be at least 1 and --warmup at least 2".into(),
         ));
     }
     // Sets libtorch's autocast dtype to the precision's, as for a training run.
@@ -221,25 +247,31 @@ pub fn train_throughput(run: ThroughputRun) -> Result<TrainThroughput, TrainErro
     let mut batches = EndlessBatches::new(std::sync::Arc::new(clips), config, spec);
     tch::manual_seed(config.seed as i64);
     let net = Net::new(config, data.classes.len(), device);
-    let mut sgd = Sgd::new(&net.vs, config.momentum, config.weight_decay);
-    let autocast = precision != Precision::Fp32;
-    let lr = config.warmup_start_lr;
-    let first = batches.next()?;
+    let sgd = Sgd::new(&net.vs, config.momentum, config.weight_decay);
+    let mut stepper = Stepper {
+        net,
+        sgd,
+        autocast: precision != Precision::Fp32,
+        lr: config.warmup_start_lr,
+        grad_clip: config.grad_clip,
+    };
+    let (first, second) = (batches.next()?, batches.next()?);
     if let Some(folder) = run.dump {
-        dump_first_step(folder, &net, &first)?;
+        dump_first_steps(folder, config, &stepper, [&first, &second])?;
     }
-    let first_loss = training_step(&net, &mut sgd, &first, autocast, lr)?;
-    for _ in 1..run.warmup {
-        training_step(&net, &mut sgd, &batches.next()?, autocast, lr)?;
+    let first_losses = [stepper.step(&first), stepper.step(&second)];
+    for _ in 2..run.warmup {
+        stepper.step(&batches.next()?);
     }
     synchronize(device);
     let started = Instant::now();
-    let mut waited = 0.0;
+    let (mut waited, mut clips_trained) = (0.0, 0);
     for _ in 0..run.steps {
         let asked = Instant::now();
         let batch = batches.next()?;
         waited += asked.elapsed().as_secs_f64();
-        training_step(&net, &mut sgd, &batch, autocast, lr)?;
+        clips_trained += batch.shape[0] as usize;
+        stepper.step(&batch);
     }
     synchronize(device);
     let seconds = started.elapsed().as_secs_f64();
@@ -251,26 +283,10 @@ pub fn train_throughput(run: ThroughputRun) -> Result<TrainThroughput, TrainErro
         steps: run.steps,
         seconds,
         steps_per_second: run.steps as f64 / seconds,
-        clips_per_second: (run.steps * config.batch_size) as f64 / seconds,
+        clips_per_second: clips_trained as f64 / seconds,
         loader_wait_share: waited / seconds,
-        first_loss,
+        first_losses,
     })
-}
-
-/// One step as the trainer's: the loss read back (the trainer checks it is finite and logs it).
-fn training_step(
-    net: &Net,
-    sgd: &mut Sgd,
-    batch: &Batch,
-    autocast: bool,
-    lr: f64,
-) -> Result<f64, TrainError> {
-    let loss = batch_loss(net, batch, autocast);
-    let value = loss.double_value(&[]);
-    loss.backward();
-    sgd.step(lr);
-    sgd.zero_grad();
-    Ok(value)
 }
 
 fn synchronize(device: Device) {
@@ -279,22 +295,58 @@ fn synchronize(device: Device) {
     }
 }
 
-fn dump_first_step(folder: &Path, net: &Net, batch: &Batch) -> Result<(), TrainError> {
+/// The optimizer's settings as the PyTorch side reads them.
+#[derive(Serialize)]
+struct OptimizerSettings {
+    lr: f64,
+    momentum: f64,
+    weight_decay: f64,
+    grad_clip: Option<f64>,
+    nesterov: bool,
+}
+
+fn dump_first_steps(
+    folder: &Path,
+    config: &TrainConfig,
+    stepper: &Stepper,
+    batches: [&Batch; 2],
+) -> Result<(), TrainError> {
     std::fs::create_dir_all(folder).map_err(|error| TrainError::io(folder, error))?;
+    let net = &stepper.net;
     write_weights(folder, "weights.safetensors", &net.vs, &net.config)?;
-    let clips = Tensor::from_slice(&batch.clips).view(batch.shape);
-    let (slow, fast) = pack_pathways(&clips, net.config.alpha);
-    let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
-    let tensors = [
-        ("slow".to_string(), slow),
-        ("fast".to_string(), fast),
-        ("boxes".to_string(), Tensor::from_slice(&flat).view([-1, 5])),
-        (
-            "targets".to_string(),
-            Tensor::from_slice(&batch.targets).view([batch.owners.len() as i64, -1]),
-        ),
-    ];
-    write_tensors(folder, "batch.safetensors", &tensors, None)
+    // The first step's logits, before its update: the PyTorch side compares its own with these.
+    let logits =
+        tch::no_grad(|| net.forward(batches[0], true, stepper.autocast)).to_device(Device::Cpu);
+    let mut tensors = vec![("logits".to_string(), logits)];
+    for (index, batch) in batches.iter().enumerate() {
+        let clips = Tensor::from_slice(&batch.clips).view(batch.shape);
+        let (slow, fast) = pack_pathways(&clips, net.config.alpha);
+        let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
+        let targets = Tensor::from_slice(&batch.targets).view([batch.owners.len() as i64, -1]);
+        tensors.extend([
+            (format!("slow{index}"), slow),
+            (format!("fast{index}"), fast),
+            (
+                format!("boxes{index}"),
+                Tensor::from_slice(&flat).view([-1, 5]),
+            ),
+            (format!("targets{index}"), targets),
+        ]);
+    }
+    write_tensors(folder, "batches.safetensors", &tensors, None)?;
+    let settings = OptimizerSettings {
+        lr: stepper.lr,
+        momentum: config.momentum,
+        weight_decay: config.weight_decay,
+        grad_clip: stepper.grad_clip,
+        nesterov: true,
+    };
+    let path = folder.join("optimizer.json");
+    std::fs::write(
+        &path,
+        serde_json::to_vec_pretty(&settings).expect("serialises"),
+    )
+    .map_err(|error| TrainError::io(&path, error))
 }
 
 /// The training split's batches, epoch after epoch, as the trainer draws them.
