@@ -3,7 +3,8 @@
 //! optimizer from the same weights and batches: avaprep's trainer and pytorchvideo's detector with
 //! the weights avaprep exports agree on the first step's logits and the first two steps' losses
 //! (the second after an update) to 1e-4 (the script checks it too), and the figures a CPU run
-//! reports (speed, ratio, projection, loader) are printed.
+//! reports (speed, ratio, projection, loader) are printed. The data is the miniature's taken twice
+//! (`COPIES=2`, as a GPU run takes the demo's 12 times): the trainer must find twice its clips.
 
 use std::path::Path;
 use std::process::Command;
@@ -27,8 +28,24 @@ fn the_gpu_training_benchmark_runs_on_the_cpu_and_both_sides_agree_on_the_first_
         .parent()
         .unwrap()
         .join("avaprep-train");
+    let once = Command::new(&trainer)
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["--json", "bench", "train", "--preset", "synthetic-tiny"])
+        .args(["--steps", "1", "--warmup", "2"])
+        .output()
+        .unwrap();
+    assert_ran(&once);
+    let clips_once = stdout(&once)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|record| record["type"] == "bench_train")
+        .and_then(|record| record["train_clips"].as_f64())
+        .unwrap_or_else(|| panic!("no bench_train record in {}", stdout(&once)));
+
     let output = Command::new(repo_root().join("scripts/bench/gpu-train.sh"))
         .arg(data.path())
+        .env("COPIES", "2")
         .env("TRAINER", &trainer)
         .env("NO_BUILD", "1")
         .env("DEVICE", "cpu")
@@ -54,6 +71,12 @@ fn the_gpu_training_benchmark_runs_on_the_cpu_and_both_sides_agree_on_the_first_
         );
     }
     assert!(logits <= 1e-4, "{first_steps}");
+    let speeds = printed
+        .lines()
+        .find(|line| line.contains("train clips: avaprep"))
+        .unwrap_or_else(|| panic!("no speeds in:\n{printed}"));
+    let clips_twice = numbers(speeds)[1];
+    assert_eq!(clips_twice, 2.0 * clips_once, "{speeds}");
     for figure in [
         "clips/s, ratio",
         "projected at avaprep's rate",
