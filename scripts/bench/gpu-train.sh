@@ -102,8 +102,9 @@ ours_train() { # precision batch steps warmup [dump]
 for precision in $PRECISIONS; do
   ours=() ref=() dump="$WORK/dump-$precision"
   for round in $(seq "$ROUNDS"); do
-    sampled "ours-$precision-$round" ours_train "$precision" 8 "$STEPS" "$WARMUP" "$dump" \
-      >"$WORK/ours-$precision-$round.json"
+    # The first round writes what the PyTorch side reads; every round reads it.
+    sampled "ours-$precision-$round" ours_train "$precision" 8 "$STEPS" "$WARMUP" \
+      "$([ "$round" = 1 ] && echo "$dump")" >"$WORK/ours-$precision-$round.json"
     sampled "ref-$precision-$round" "$PY" "$ROOT/scripts/bench/gpu_train_reference.py" "$dump" \
       --device "$DEVICE" --precision "$precision" --steps "$STEPS" --warmup "$WARMUP" --json \
       >"$WORK/ref-$precision-$round.json"

@@ -61,11 +61,8 @@ def main():
     parser.add_argument("--precision", choices=("bf16", "fp32"), default="bf16")
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--warmup", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=0, help="intra-op threads (0: torch's)")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
 
     device = torch.device(args.device)
     cuda = device.type == "cuda"
@@ -99,7 +96,6 @@ def main():
         step(batches[n % 2])
     if cuda:
         torch.cuda.synchronize(device)
-        torch.cuda.reset_peak_memory_stats(device)
     started = time.perf_counter()
     for n in range(args.steps):
         step(batches[n % 2])
@@ -118,7 +114,6 @@ def main():
         "clips_per_second": args.steps * clips / seconds,
         "first_losses": first_losses,
         "first_logits_max_difference": logits_difference,
-        "peak_allocated_mib": torch.cuda.max_memory_allocated(device) / 2**20 if cuda else None,
     }
     if args.json:
         print(json.dumps(result))

@@ -5,10 +5,9 @@
 use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
-use std::process::Command;
 
 use crate::extract::{fetched_data, planned_videos};
-use crate::support::{avaprep, demo_run, mirror, stderr, stdout};
+use crate::support::{avaprep, cut_video, demo_run, mirror, stderr, stdout};
 
 /// Segment start of the synthetic mirror's quick profile, on the dataset's clock (AVA's)...
 const START: f64 = 900.0;
@@ -186,24 +185,20 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
             .join("ava-dataset/trainval")
             .join(video["file_name"].as_str().unwrap());
         // Lossless, no B-frames: the cut's pixels are the source's, its first frame at time 0.
-        let status = Command::new("ffmpeg")
-            .args([
-                "-y",
-                "-loglevel",
-                "error",
-                "-ss",
-                &FILE_START.to_string(),
-                "-i",
-            ])
-            .arg(&source)
-            .args([
-                "-c:v", "libx264", "-qp", "0", "-bf", "0", "-pix_fmt", "yuv420p",
-            ])
-            .args(["-an", "-fps_mode", "passthrough"])
-            .arg(clips.path().join(format!("{id}.mp4")))
-            .status()
-            .unwrap();
-        assert!(status.success(), "ffmpeg cutting {id}");
+        let lossless = [
+            "-c:v",
+            "libx264",
+            "-qp",
+            "0",
+            "-bf",
+            "0",
+            "-pix_fmt",
+            "yuv420p",
+            "-fps_mode",
+            "passthrough",
+        ];
+        let out = clips.path().join(format!("{id}.mp4"));
+        cut_video(&source, FILE_START, &lossless, &out);
         cut.push(id.to_string());
     }
     assert!(

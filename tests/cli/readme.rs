@@ -15,7 +15,7 @@ use avaprep_testbed::serve::{self, ServeConfig};
 use crate::extract::fetched_data;
 use crate::import::own_clock_detections;
 use crate::invalidation::copy_tree;
-use crate::support::{mirror, repo_root, stderr, stdout};
+use crate::support::{cut_video, mirror, repo_root, stderr, stdout};
 
 /// Commands not run here (by how they start), and why.
 const NOT_RUN: &[(&str, &str)] = &[
@@ -62,6 +62,64 @@ const STAND_INS: &[(&str, &str)] = &[
 /// The README's weights: those of its `ava-r50` run (R50 on a GPU) 1000 steps in. Here that run
 /// trains the tiny network for an epoch, in the same folder, and its best weights stand in.
 const README_WEIGHTS: &str = "best-s1000.safetensors";
+
+/// What the README says a command writes, under the folder it runs in: right after the command
+/// (a later one may rightly remove it: a run without the mmaction2 view removes the view), each
+/// file must be there and not empty. Each command is the README's text, which must still be there.
+const WRITES: &[(&str, &[&str])] = &[
+    (
+        "avaprep --data-dir data/ava train --set device=\\\"cuda:0\\\"",
+        &[
+            "data/ava/runs/ava-r50/config.toml",
+            "data/ava/runs/ava-r50/curves.png",
+            "data/ava/runs/ava-r50/detections.csv",
+            "data/ava/runs/ava-r50/summary.json",
+        ],
+    ),
+    (
+        "avaprep --data-dir work run pipelines/own-videos.toml",
+        &["work/import/dataset.toml", "work/report/index.html"],
+    ),
+    (
+        "avaprep keyframes --videos clips --out tolabel --actions fall,fight,wave --detections boxes.csv",
+        &["tolabel/images.zip", "tolabel/annotations.xml"],
+    ),
+    (
+        "avaprep import exports/*.xml --videos clips --out own --action-from checkboxes",
+        &["own/dataset.toml", "own/import.json"],
+    ),
+    (
+        "avaprep fetch --split train,val --videos-per-split 4",
+        &["data/work/videos.json"],
+    ),
+    (
+        "avaprep lists",
+        &["data/frame_lists/train.csv", "data/slowfast/ava.yaml"],
+    ),
+    (
+        "avaprep lists --pytorchvideo --mmaction2",
+        &[
+            "data/pytorchvideo/frame_lists/train.csv",
+            "data/mmaction2/ava.py",
+        ],
+    ),
+    (
+        "avaprep validate --json --junit validation.xml",
+        &["validation.xml"],
+    ),
+    (
+        "avaprep predict --weights data/runs/ava-r50/best-s1000.safetensors --split val --out val.csv",
+        &["val.csv"],
+    ),
+    (
+        "scripts/export_checkpoint.py data/runs/ava-r50/best-s1000.safetensors r50.pt --to pytorchvideo",
+        &["r50.pt"],
+    ),
+    (
+        "scripts/export_checkpoint.py data/runs/ava-r50/best-s1000.safetensors r50.ts --to torchscript",
+        &["r50.ts"],
+    ),
+];
 
 /// A README command: its first line in the README and its text, continuations joined, comment cut.
 struct ReadmeCommand {
@@ -276,21 +334,8 @@ fn cut_at_segment_start(videos: &Path, out: &Path) {
     for entry in fs::read_dir(videos).unwrap() {
         let path = entry.unwrap().path();
         let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
-        let status = Command::new("ffmpeg")
-            .args([
-                "-y",
-                "-loglevel",
-                "error",
-                "-ss",
-                &into_file.to_string(),
-                "-i",
-            ])
-            .arg(&path)
-            .args(["-c:v", "libx264", "-preset", "ultrafast", "-an"])
-            .arg(out.join(format!("{stem}.mp4")))
-            .status()
-            .unwrap();
-        assert!(status.success(), "ffmpeg cutting {}", path.display());
+        let fast = ["-c:v", "libx264", "-preset", "ultrafast"];
+        cut_video(&path, into_file, &fast, &out.join(format!("{stem}.mp4")));
     }
 }
 
@@ -327,6 +372,7 @@ fn every_readme_shell_command_runs_as_written() {
     let root = repository_folder(&server.url());
     let mut stand_ins_used = vec![false; STAND_INS.len()];
     let mut skipped = vec![false; NOT_RUN.len()];
+    let mut checked = vec![false; WRITES.len()];
     let mut ran = 0;
     for command in &commands {
         if let Some(index) = NOT_RUN
@@ -359,6 +405,17 @@ fn every_readme_shell_command_runs_as_written() {
             tail(&stderr(&output)),
         );
         ran += 1;
+        if let Some(index) = WRITES.iter().position(|(text, _)| command.text == *text) {
+            for written in WRITES[index].1 {
+                let size = fs::metadata(root.path().join(written)).map_or(0, |meta| meta.len());
+                assert!(
+                    size > 0,
+                    "README.md line {}: wrote no {written}",
+                    command.line
+                );
+            }
+            checked[index] = true;
+        }
     }
     for ((start, why), matched) in NOT_RUN.iter().zip(&skipped) {
         assert!(
@@ -370,6 +427,9 @@ fn every_readme_shell_command_runs_as_written() {
         assert!(matched, "no README command has `{from}` any more");
     }
     assert!(ran >= 30, "only {ran} README commands ran");
+    for ((command, _), matched) in WRITES.iter().zip(&checked) {
+        assert!(matched, "no README command is `{command}` any more");
+    }
 }
 
 fn tail(text: &str) -> String {

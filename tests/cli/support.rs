@@ -79,3 +79,24 @@ pub fn mirror() -> &'static Path {
         })
         .path()
 }
+
+/// `source` from `seconds` on, encoded with `encoding` (ffmpeg's video options) into `out`, whose
+/// time 0 is that instant: a pre-cut clip such as PySlowFast's `videos_15min/`.
+pub fn cut_video(source: &Path, seconds: f64, encoding: &[&str], out: &Path) {
+    let status = Command::new("ffmpeg")
+        .args([
+            "-y",
+            "-loglevel",
+            "error",
+            "-ss",
+            &seconds.to_string(),
+            "-i",
+        ])
+        .arg(source)
+        .args(encoding)
+        .arg("-an")
+        .arg(out)
+        .status()
+        .unwrap();
+    assert!(status.success(), "ffmpeg cutting {}", source.display());
+}

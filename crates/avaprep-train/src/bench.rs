@@ -28,8 +28,8 @@ pub enum BenchCommand {
         threads: usize,
     },
     /// Training steps per second on DATA_DIR's train split, each as the trainer takes it, on the
-    /// settings' device and precision (bf16 or fp32); --dump writes the first batch and the
-    /// initial weights there for the PyTorch side.
+    /// settings' device and precision (bf16 or fp32); --dump writes what the PyTorch side needs
+    /// there: the initial weights, the first two batches, the first logits, the optimizer.
     Train {
         #[arg(long, value_parser = avaprep_shell::one_of::<Preset>(&Preset::NAMES), default_value = "ava-r50")]
         preset: Preset,

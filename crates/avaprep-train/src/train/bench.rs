@@ -7,15 +7,14 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use tch::{Device, Tensor};
+use tch::Device;
 
 use super::TrainError;
 use super::checkpoint::{write_tensors, write_weights};
 use super::dataset::Dataset;
 use super::device::resolve_device;
 use super::loader::{Augment, Batch, Loader, LoaderSpec, train_batches};
-use super::model::pack_pathways;
-use super::net::Net;
+use super::net::{Net, targets};
 use super::optim::Sgd;
 use super::session::batch_loss;
 use avaprep::trainer_settings::{ModelPreset, Precision, TrainConfig};
@@ -44,13 +43,7 @@ pub fn loader_throughput(
     let started = Instant::now();
     let mut loaded = 0;
     for epoch in 0..passes {
-        let batches = train_batches(clips.len(), config.batch_size, config.seed, epoch);
-        let augment = Augment::Train {
-            seed: config.seed,
-            epoch,
-            hflip: config.hflip,
-        };
-        for batch in Loader::spawn(clips.clone(), batches, augment, spec) {
+        for batch in epoch_loader(&clips, config, spec, epoch) {
             loaded += batch?.shape[0] as usize;
         }
     }
@@ -319,18 +312,12 @@ fn dump_first_steps(
         tch::no_grad(|| net.forward(batches[0], true, stepper.autocast)).to_device(Device::Cpu);
     let mut tensors = vec![("logits".to_string(), logits)];
     for (index, batch) in batches.iter().enumerate() {
-        let clips = Tensor::from_slice(&batch.clips).view(batch.shape);
-        let (slow, fast) = pack_pathways(&clips, net.config.alpha);
-        let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
-        let targets = Tensor::from_slice(&batch.targets).view([batch.owners.len() as i64, -1]);
+        let (slow, fast, boxes) = net.inputs(batch, Device::Cpu);
         tensors.extend([
             (format!("slow{index}"), slow),
             (format!("fast{index}"), fast),
-            (
-                format!("boxes{index}"),
-                Tensor::from_slice(&flat).view([-1, 5]),
-            ),
-            (format!("targets{index}"), targets),
+            (format!("boxes{index}"), boxes),
+            (format!("targets{index}"), targets(batch)),
         ]);
     }
     write_tensors(folder, "batches.safetensors", &tensors, None)?;
@@ -364,7 +351,7 @@ impl EndlessBatches {
         config: &TrainConfig,
         spec: LoaderSpec,
     ) -> Self {
-        let loader = Self::spawn(&clips, config, spec, 0);
+        let loader = epoch_loader(&clips, config, spec, 0);
         Self {
             clips,
             config: config.clone(),
@@ -374,28 +361,29 @@ impl EndlessBatches {
         }
     }
 
-    fn spawn(
-        clips: &std::sync::Arc<Vec<super::dataset::ClipSample>>,
-        config: &TrainConfig,
-        spec: LoaderSpec,
-        epoch: usize,
-    ) -> Loader {
-        let batches = train_batches(clips.len(), config.batch_size, config.seed, epoch);
-        let augment = Augment::Train {
-            seed: config.seed,
-            epoch,
-            hflip: config.hflip,
-        };
-        Loader::spawn(clips.clone(), batches, augment, spec)
-    }
-
     fn next(&mut self) -> Result<Batch, TrainError> {
         loop {
             if let Some(batch) = self.loader.next() {
                 return Ok(batch?);
             }
             self.epoch += 1;
-            self.loader = Self::spawn(&self.clips, &self.config, self.spec, self.epoch);
+            self.loader = epoch_loader(&self.clips, &self.config, self.spec, self.epoch);
         }
     }
+}
+
+/// One epoch of the training split's batches, drawn and augmented as the trainer draws them.
+fn epoch_loader(
+    clips: &std::sync::Arc<Vec<super::dataset::ClipSample>>,
+    config: &TrainConfig,
+    spec: LoaderSpec,
+    epoch: usize,
+) -> Loader {
+    let batches = train_batches(clips.len(), config.batch_size, config.seed, epoch);
+    let augment = Augment::Train {
+        seed: config.seed,
+        epoch,
+        hflip: config.hflip,
+    };
+    Loader::spawn(clips.clone(), batches, augment, spec)
 }

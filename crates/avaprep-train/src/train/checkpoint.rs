@@ -251,9 +251,6 @@ pub fn check_safetensors(path: &Path) -> Result<HashMap<String, String>, String>
     Ok(metadata.unwrap_or_default())
 }
 
-/// The network a weights file records in its header metadata (what [`write_weights`] writes,
-/// as [`check_safetensors`] returns it); `None` for weights that record none (converted ones,
-/// or written before headers).
 /// The network the weights file at `path` records in its header, read before any data (a file
 /// that is no safetensors is named here).
 pub fn network_of(path: &Path) -> Result<Option<SlowFastConfig>, TrainError> {
@@ -262,7 +259,10 @@ pub fn network_of(path: &Path) -> Result<Option<SlowFastConfig>, TrainError> {
     recorded_network(path, &metadata)
 }
 
-pub fn recorded_network(
+/// The network a weights file records in its header metadata (what [`write_weights`] writes,
+/// as [`check_safetensors`] returns it); `None` for weights that record none (converted ones,
+/// or written before headers).
+fn recorded_network(
     path: &Path,
     metadata: &HashMap<String, String>,
 ) -> Result<Option<SlowFastConfig>, TrainError> {

@@ -36,16 +36,27 @@ impl Net {
 
     /// Logits `[K, C]` for a batch; `autocast` runs the forward pass in reduced precision.
     pub fn forward(&self, batch: &Batch, train: bool, autocast: bool) -> Tensor {
-        let device = self.vs.device();
+        let (slow, fast, boxes) = self.inputs(batch, self.vs.device());
+        super::amp::cuda_autocast(autocast, || {
+            self.model.forward_t(&slow, &fast, &boxes, train)
+        })
+        .to_kind(Kind::Float)
+    }
+
+    /// What the network takes of a batch, on `device`: the Slow and Fast pathways' clips and the
+    /// boxes `[K, 5]`.
+    pub fn inputs(&self, batch: &Batch, device: Device) -> (Tensor, Tensor, Tensor) {
         let clips = Tensor::from_slice(&batch.clips)
             .view(batch.shape)
             .to_device(device);
         let (slow, fast) = super::model::pack_pathways(&clips, self.config.alpha);
         let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
         let boxes = Tensor::from_slice(&flat).view([-1, 5]).to_device(device);
-        super::amp::cuda_autocast(autocast, || {
-            self.model.forward_t(&slow, &fast, &boxes, train)
-        })
-        .to_kind(Kind::Float)
+        (slow, fast, boxes)
     }
+}
+
+/// A batch's training targets `[K, C]`, on the CPU.
+pub fn targets(batch: &Batch) -> Tensor {
+    Tensor::from_slice(&batch.targets).view([batch.owners.len() as i64, -1])
 }

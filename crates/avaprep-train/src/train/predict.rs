@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use tch::Device;
 
 use super::TrainError;
-use super::checkpoint::{check_safetensors, load_model, recorded_network};
+use super::checkpoint::{load_model, network_of};
 use super::dataset::{Classes, ClipSample, Dataset};
 use super::device::resolve_device;
 use super::loader::{Augment, Loader, LoaderSpec, eval_batches};
@@ -149,14 +149,11 @@ pub fn predict(
     out: &Path,
     cancel: &AtomicBool,
 ) -> Result<PredictSummary, TrainError> {
-    // A wrong weights file is named before the data is read.
-    let metadata = check_safetensors(weights)
-        .map_err(|problem| TrainError::Checkpoint(format!("{}: {problem}", weights.display())))?;
+    // A wrong weights file is named before the data is read. The weights' own network, where
+    // they record it: `--preset` names it only for weights that do not.
+    let recorded = network_of(weights)?;
     let (device, precision) = resolve_device(config)?;
     let data = Dataset::open(data_dir)?;
-    // The weights' own network, where they record it: `--preset` names it only for weights
-    // that do not.
-    let recorded = recorded_network(weights, &metadata)?;
     let mut config = config.clone();
     if let Some(network) = &recorded {
         check_classes(weights, network, data.classes.len())?;

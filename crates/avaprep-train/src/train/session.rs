@@ -154,9 +154,7 @@ fn restore(
 /// The training loss of a batch: mean BCE with logits over boxes x classes.
 pub(crate) fn batch_loss(net: &Net, batch: &Batch, autocast: bool) -> Tensor {
     let logits = net.forward(batch, true, autocast);
-    let targets = Tensor::from_slice(&batch.targets)
-        .view([batch.owners.len() as i64, -1])
-        .to_device(logits.device());
+    let targets = super::net::targets(batch).to_device(logits.device());
     logits.binary_cross_entropy_with_logits::<Tensor>(&targets, None, None, tch::Reduction::Mean)
 }
 
