@@ -10,7 +10,8 @@
 #
 # Prints, for each command, its exit status, wall time and CPU time (user + system, by GNU time,
 # which scripts/setup.sh installs); for the demo, its val mAP. The logs stay in the temporary
-# folder it names.
+# folder it names; each clone goes once its command is done (a clone's build, Python packages and
+# test data take 6 to 13 GB, and a few runs left behind fill the disk).
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -50,6 +51,7 @@ for command in "${commands[@]}"; do
     line+=", $(grep -a '^test result' "$log" | awk '{passed += $4; failed += $6} END {print passed " passed, " failed " failed"}')"
   fi
   echo "$line"
+  rm -rf "${work:?}/$command"
   [ "$rc" -eq 0 ] || status=1
 done
 exit "$status"

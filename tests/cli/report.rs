@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use avaprep_testbed::scratch;
 use avaprep_testbed::serve::{self, ServeConfig};
 use image::RgbImage;
 
@@ -12,16 +13,13 @@ use crate::support::{avaprep, repo_root, stderr, stdout};
 
 /// A data directory the pipeline ran on (one epoch) and its report, shared by the tests here.
 fn reported() -> &'static Path {
-    static DATA: OnceLock<tempfile::TempDir> = OnceLock::new();
+    static DATA: OnceLock<PathBuf> = OnceLock::new();
     DATA.get_or_init(|| {
         let server = server();
-        let data = tempfile::tempdir().unwrap();
-        let ran = crate::pipeline::run(data.path(), server, 1, &[]);
+        let data = scratch::process_folder("reported").unwrap();
+        let ran = crate::pipeline::run(&data, server, 1, &[]);
         assert!(ran.status.success(), "{}", stderr(&ran));
-        let report = avaprep(data.path())
-            .args(["--json", "report"])
-            .output()
-            .unwrap();
+        let report = avaprep(&data).args(["--json", "report"]).output().unwrap();
         assert!(report.status.success(), "{}", stderr(&report));
         assert!(
             stdout(&report).contains("\"with_run\":true"),
@@ -30,7 +28,6 @@ fn reported() -> &'static Path {
         );
         data
     })
-    .path()
 }
 
 /// The mirror's server, one for the tests here (the pipeline's fingerprint holds its URL).

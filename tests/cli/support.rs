@@ -4,6 +4,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
 
+use avaprep_testbed::scratch;
+
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -57,27 +59,25 @@ pub fn stderr(output: &Output) -> String {
 /// truth exported as CVAT and VIA would) shared by every test in this binary; the tests only
 /// read it.
 pub fn mirror() -> &'static Path {
-    static MIRROR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    MIRROR
-        .get_or_init(|| {
-            let dir = tempfile::tempdir().unwrap();
-            let output = avaprep(dir.path())
-                .args([
-                    "synth",
-                    "--video-count",
-                    "6",
-                    "--seed",
-                    "7",
-                    "--exports",
-                    "--out",
-                ])
-                .arg(dir.path())
-                .output()
-                .unwrap();
-            assert!(output.status.success(), "synth failed: {}", stderr(&output));
-            dir
-        })
-        .path()
+    static MIRROR: OnceLock<PathBuf> = OnceLock::new();
+    MIRROR.get_or_init(|| {
+        let dir = scratch::process_folder("mirror").unwrap();
+        let output = avaprep(&dir)
+            .args([
+                "synth",
+                "--video-count",
+                "6",
+                "--seed",
+                "7",
+                "--exports",
+                "--out",
+            ])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "synth failed: {}", stderr(&output));
+        dir
+    })
 }
 
 /// `source` from `seconds` on, encoded with `encoding` (ffmpeg's video options) into `out`, whose

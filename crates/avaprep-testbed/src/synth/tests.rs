@@ -6,9 +6,7 @@ use std::sync::OnceLock;
 use super::*;
 
 fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("avaprep-synth-{tag}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    dir
+    crate::scratch::process_folder(&format!("synth-{tag}")).unwrap()
 }
 
 fn quiet_libav() {

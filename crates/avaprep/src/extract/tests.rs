@@ -23,8 +23,7 @@ fn data() -> &'static Data {
     DATA.get_or_init(|| {
         ff::init().unwrap();
         ff::log::set_level(ff::log::Level::Error);
-        let root = std::env::temp_dir().join(format!("avaprep-extract-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&root);
+        let root = avaprep_testbed::scratch::process_folder("extract").unwrap();
         let started = Instant::now();
         let report = synth::generate(&SynthConfig {
             out: root.clone(),
