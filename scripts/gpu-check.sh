@@ -9,13 +9,14 @@
 #   scripts/gpu-check.sh [DATA_DIR]
 #
 # DATA_DIR (default data/demo) must hold extracted frames, as scripts/demo.sh leaves them. Only the
-# trainer runs here, so a GPU node needs neither FFmpeg nor Rust: where cargo is missing, copy
-# target/release/avaprep-train (built against torch 2.11 by scripts/setup.sh's environment) and
-# DATA_DIR over; the trainer then loads the node's own torch 2.11 libraries.
+# trainer runs here, so a GPU node needs neither FFmpeg nor Rust: where cargo is missing, copy over
+# the folder scripts/bench/gpu-bundle.sh makes (the trainer, built against torch 2.11, and the
+# dataset) and run TRAINER=BUNDLE/avaprep-train scripts/gpu-check.sh BUNDLE/data; the trainer then
+# loads the node's own torch 2.11 libraries.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=${1:-data/demo}
-trainer=target/release/avaprep-train
+trainer=${TRAINER:-target/release/avaprep-train}
 [ -f "$data/work/videos.json" ] || { echo "gpu-check: $data has no extracted dataset (run scripts/demo.sh first)" >&2; exit 1; }
 if [ -x .venv/bin/python ]; then
   eval "$(scripts/setup.sh)"
@@ -25,7 +26,7 @@ else
   export LIBTORCH=$torch_dir LIBTORCH_CXX11_ABI=1 AVAPREP_TORCH_LIB=$torch_dir/lib
 fi
 export LD_LIBRARY_PATH=$AVAPREP_TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if command -v cargo >/dev/null 2>&1; then
+if [ -z "${TRAINER:-}" ] && command -v cargo >/dev/null 2>&1; then
   cargo build --release --locked -p avaprep-train
 fi
 [ -x "$trainer" ] || { echo "gpu-check: $trainer is missing (build it with scripts/setup.sh's environment: cargo build --release -p avaprep-train)" >&2; exit 1; }

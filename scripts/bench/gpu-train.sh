@@ -26,8 +26,10 @@
 # clips of 480p frames, such as the rehearsal's (scripts/bench/ava-rehearsal.sh leaves them in
 # WORKDIR/data), or the demo's 168 taken COPIES=12 times (scripts/bench/replicate_dataset.py: each
 # video again under 12 ids, its frames links to the demo's; made where no FFmpeg is, from the
-# demo's 46 MB of 480p frames). Without a GPU (or with DEVICE=cpu) it runs on the CPU in fp32 only, with no memory or utilisation
-# figures: `PRESET=synthetic-tiny STEPS=2 WARMUP=2 ROUNDS=1` on a small dataset is the test
+# demo's 46 MB of 480p frames). On a GPU machine without Rust or FFmpeg, run it from the folder
+# scripts/bench/gpu-bundle.sh makes (NO_BUILD=1 TRAINER=... PY=python3 PYTHONPATH=...).
+# Without a GPU (or with DEVICE=cpu) it runs on the CPU in fp32 only, with no memory or
+# utilisation figures: `PRESET=synthetic-tiny STEPS=2 WARMUP=2 ROUNDS=1` on a small dataset is the test
 # suite's check that both sides build the same model, loss and optimizer.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
@@ -47,6 +49,15 @@ if [[ " ${SETS:-} " == *" batch_size="* ]]; then
 fi
 TRAINER=${TRAINER:-$ROOT/target/release/avaprep-train}
 PY=${PY:-$ROOT/.venv/bin/python}
+if ! "$PY" -c 'import pytorchvideo, safetensors, torchvision' 2>/dev/null; then
+  echo "gpu-train: $PY lacks the PyTorch side's packages (pytorchvideo, safetensors, torchvision);" \
+    "scripts/bench/gpu-bundle.sh makes a folder of them to put on PYTHONPATH" >&2
+  exit 1
+fi
+# One libtorch for both sides: the trainer loads the torch libraries of the Python that runs the
+# PyTorch side (on a GPU machine, its own CUDA build; the trainer's recorded path is this one's).
+torch_lib=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+export LD_LIBRARY_PATH=$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ -z "${NO_BUILD:-}" ]; then
   (cd "$ROOT" && eval "$(scripts/setup.sh)" >/dev/null && cargo build --release --locked --quiet -p avaprep-train)
 fi

@@ -5,8 +5,12 @@
 //! (the second after an update) to 1e-4 (the script checks it too), and the figures a CPU run
 //! reports (speed, ratio, projection, loader) are printed. The data is the miniature's taken twice
 //! (`COPIES=2`, as a GPU run takes the demo's 12 times): the trainer must find twice its clips.
+//!
+//! It runs as on a GPU machine with neither Rust nor pytorchvideo: from the folder
+//! `scripts/bench/gpu-bundle.sh` makes (the trainer, the PyTorch side's packages, the dataset),
+//! with a Python that has torch and torchvision only.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use crate::invalidation::{assert_ran, workspace};
@@ -43,10 +47,23 @@ fn the_gpu_training_benchmark_runs_on_the_cpu_and_both_sides_agree_on_the_first_
         .and_then(|record| record["train_clips"].as_f64())
         .unwrap_or_else(|| panic!("no bench_train record in {}", stdout(&once)));
 
-    let output = Command::new(repo_root().join("scripts/bench/gpu-train.sh"))
+    let scratch = tempfile::tempdir().unwrap();
+    let bundle = scratch.path().join("bundle");
+    let bundled = Command::new(repo_root().join("scripts/bench/gpu-bundle.sh"))
         .arg(data.path())
-        .env("COPIES", "2")
+        .arg(&bundle)
         .env("TRAINER", &trainer)
+        .env("NO_BUILD", "1")
+        .output()
+        .unwrap();
+    assert_ran(&bundled);
+    let python = python_with_torch_only(scratch.path());
+    let output = Command::new(repo_root().join("scripts/bench/gpu-train.sh"))
+        .arg(bundle.join("data"))
+        .env("COPIES", "2")
+        .env("TRAINER", bundle.join("avaprep-train"))
+        .env("PY", &python)
+        .env("PYTHONPATH", bundle.join("python"))
         .env("NO_BUILD", "1")
         .env("DEVICE", "cpu")
         .env("PRESET", "synthetic-tiny")
@@ -84,4 +101,39 @@ fn the_gpu_training_benchmark_runs_on_the_cpu_and_both_sides_agree_on_the_first_
     ] {
         assert!(printed.contains(figure), "no `{figure}` in:\n{printed}");
     }
+}
+
+/// The Python of a machine where only torch and torchvision were installed: .venv's interpreter
+/// without its site machinery, on a folder of links to those two and what they require.
+fn python_with_torch_only(scratch: &Path) -> PathBuf {
+    let venv_python = repo_root().join(".venv/bin/python");
+    let site = scratch.join("torch-only-site");
+    let linked = Command::new(&venv_python)
+        .arg(repo_root().join("scripts/bench/reference_packages.py"))
+        .arg("torch-only")
+        .arg(&site)
+        .output()
+        .unwrap();
+    assert_ran(&linked);
+    let python = scratch.join("python-with-torch-only");
+    let script = format!(
+        "#!/bin/sh\nPYTHONPATH={}${{PYTHONPATH:+:$PYTHONPATH}} exec {} -S \"$@\"\n",
+        site.display(),
+        venv_python.display()
+    );
+    std::fs::write(&python, script).unwrap();
+    std::fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for (module, found) in [("torchvision", true), ("pytorchvideo", false)] {
+        let imported = Command::new(&python)
+            .args(["-c", &format!("import {module}")])
+            .output()
+            .unwrap();
+        assert_eq!(
+            imported.status.success(),
+            found,
+            "import {module}: {}",
+            stderr(&imported)
+        );
+    }
+    python
 }
