@@ -16,7 +16,7 @@ use super::device::resolve_device;
 use super::loader::{Augment, Batch, Loader, LoaderSpec, train_batches};
 use super::net::{Net, targets};
 use super::optim::Sgd;
-use super::session::batch_loss;
+use super::session::{backward_batch, batch_loss};
 use avaprep::trainer_settings::{ModelPreset, Precision, TrainConfig};
 
 #[derive(Debug, Clone, Serialize)]
@@ -203,17 +203,18 @@ struct Stepper {
 }
 
 impl Stepper {
-    /// One step as the trainer's: the loss read back (the trainer checks it is finite and logs it).
-    fn step(&mut self, batch: &Batch) -> f64 {
-        let loss = batch_loss(&self.net, batch, self.autocast);
-        let value = loss.double_value(&[]);
-        loss.backward();
-        if let Some(max_norm) = self.grad_clip {
-            self.sgd.clip_grad_norm(max_norm);
-        }
-        self.sgd.step(self.lr);
-        self.sgd.zero_grad();
-        value
+    /// One step of the trainer's (an update every batch, bf16 and fp32 needing no loss scale)
+    /// on the batch at `(epoch, batch)`, as the error names it.
+    fn step(&mut self, (batch, epoch, index): (Batch, usize, usize)) -> Result<f64, TrainError> {
+        let loss = backward_batch(&self.net, &batch, self.autocast, 1.0).map_err(|loss| {
+            TrainError::NonFiniteLoss {
+                epoch,
+                batch: index,
+                loss,
+            }
+        })?;
+        self.sgd.apply_gradients(None, self.grad_clip, self.lr);
+        Ok(loss)
     }
 }
 
@@ -250,11 +251,11 @@ pub fn train_throughput(run: ThroughputRun) -> Result<TrainThroughput, TrainErro
     };
     let (first, second) = (batches.next()?, batches.next()?);
     if let Some(folder) = run.dump {
-        dump_first_steps(folder, config, &stepper, [&first, &second])?;
+        dump_first_steps(folder, config, &stepper, [&first.0, &second.0])?;
     }
-    let first_losses = [stepper.step(&first), stepper.step(&second)];
+    let first_losses = [stepper.step(first)?, stepper.step(second)?];
     for _ in 2..run.warmup {
-        stepper.step(&batches.next()?);
+        stepper.step(batches.next()?)?;
     }
     synchronize(device);
     let started = Instant::now();
@@ -263,8 +264,8 @@ pub fn train_throughput(run: ThroughputRun) -> Result<TrainThroughput, TrainErro
         let asked = Instant::now();
         let batch = batches.next()?;
         waited += asked.elapsed().as_secs_f64();
-        clips_trained += batch.shape[0] as usize;
-        stepper.step(&batch);
+        clips_trained += batch.0.shape[0] as usize;
+        stepper.step(batch)?;
     }
     synchronize(device);
     let seconds = started.elapsed().as_secs_f64();
@@ -342,6 +343,8 @@ struct EndlessBatches {
     config: TrainConfig,
     spec: LoaderSpec,
     epoch: usize,
+    /// Batches of this epoch given so far.
+    given: usize,
     loader: Loader,
 }
 
@@ -357,16 +360,21 @@ impl EndlessBatches {
             config: config.clone(),
             spec,
             epoch: 0,
+            given: 0,
             loader,
         }
     }
 
-    fn next(&mut self) -> Result<Batch, TrainError> {
+    /// The next batch, with its epoch (from 1) and its index in the epoch, as a training run's
+    /// messages name them.
+    fn next(&mut self) -> Result<(Batch, usize, usize), TrainError> {
         loop {
             if let Some(batch) = self.loader.next() {
-                return Ok(batch?);
+                self.given += 1;
+                return Ok((batch?, self.epoch + 1, self.given - 1));
             }
             self.epoch += 1;
+            self.given = 0;
             self.loader = epoch_loader(&self.clips, &self.config, self.spec, self.epoch);
         }
     }

@@ -73,20 +73,43 @@ impl Sgd {
             .collect()
     }
 
-    /// Scales the gradients so their global L2 norm is at most `max_norm`; returns the norm
-    /// before clipping (as `torch.nn.utils.clip_grad_norm_`).
-    pub fn clip_grad_norm(&self, max_norm: f64) -> f64 {
+    /// Scales the gradients so their global L2 norm is at most `max_norm`, as
+    /// `torch.nn.utils.clip_grad_norm_` does: on their device, never reading the norm back (a
+    /// read would make the host wait for the GPU once a step).
+    pub fn clip_grad_norm(&self, max_norm: f64) {
         let grads = self.grads();
-        let norm = global_norm(&grads);
-        if norm > max_norm {
-            let factor = max_norm / (norm + 1e-6);
-            tch::no_grad(|| {
-                for mut g in grads {
-                    let _ = g.f_mul_scalar_(factor);
-                }
-            });
+        let Some(norm) = global_norm(&grads) else {
+            return;
+        };
+        let factor = ((norm + 1e-6).reciprocal() * max_norm).clamp_max(1.0);
+        tch::no_grad(|| {
+            for mut g in grads {
+                let _ = g.f_mul_(&factor);
+            }
+        });
+    }
+
+    /// The update of an optimizer step, once its gradients are accumulated: unscaled (fp16),
+    /// clipped (`grad_clip`), applied at `lr`, then zeroed. An fp16 step whose gradients
+    /// overflowed is skipped, as PyTorch's GradScaler does.
+    pub fn apply_gradients(
+        &mut self,
+        scaler: Option<&mut LossScaler>,
+        grad_clip: Option<f64>,
+        lr: f64,
+    ) {
+        let overflow = scaler.is_some_and(|scaler| {
+            let overflow = scaler.unscale(&self.grads());
+            scaler.update(overflow);
+            overflow
+        });
+        if !overflow {
+            if let Some(max_norm) = grad_clip {
+                self.clip_grad_norm(max_norm);
+            }
+            self.step(lr);
         }
-        norm
+        self.zero_grad();
     }
 
     /// One update with learning rate `lr`, in place as PyTorch's foreach SGD does (the
@@ -142,19 +165,16 @@ impl Sgd {
     }
 }
 
-/// L2 norm over all tensors, computed in f32 on their device with one host read.
-pub fn global_norm(tensors: &[Tensor]) -> f64 {
+/// L2 norm over all tensors, in f32 on their device (a scalar tensor there); None for none.
+pub fn global_norm(tensors: &[Tensor]) -> Option<Tensor> {
     if tensors.is_empty() {
-        return 0.0;
+        return None;
     }
     let squares: Vec<Tensor> = tensors
         .iter()
         .map(|t| t.to_kind(Kind::Float).square().sum(Kind::Float))
         .collect();
-    Tensor::stack(&squares, 0)
-        .sum(Kind::Float)
-        .sqrt()
-        .double_value(&[])
+    Some(Tensor::stack(&squares, 0).sum(Kind::Float).sqrt())
 }
 
 /// fp16's dynamic loss scale (PyTorch's `GradScaler` rules): the loss is multiplied by `scale`
@@ -258,8 +278,17 @@ mod tests {
         (&w * Tensor::from_slice(&[3.0f32, 4.0]))
             .sum(Kind::Float)
             .backward();
-        assert!((sgd.clip_grad_norm(1.0) - 5.0).abs() < 1e-6);
-        assert!((global_norm(&sgd.grads()) - 1.0).abs() < 1e-4);
+        let norm = |sgd: &Sgd| global_norm(&sgd.grads()).unwrap().double_value(&[]);
+        assert!((norm(&sgd) - 5.0).abs() < 1e-6);
+        sgd.clip_grad_norm(1.0);
+        assert!((norm(&sgd) - 1.0).abs() < 1e-4);
+        // Under the bound the gradients stay as they are: (3, 4) / 5.
+        sgd.clip_grad_norm(2.0);
+        let grad = Vec::<f32>::try_from(&w.grad()).unwrap();
+        assert!(
+            (grad[0] - 0.6).abs() < 1e-4 && (grad[1] - 0.8).abs() < 1e-4,
+            "{grad:?}"
+        );
     }
 
     #[test]

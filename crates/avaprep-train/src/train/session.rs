@@ -158,6 +158,25 @@ pub(crate) fn batch_loss(net: &Net, batch: &Batch, autocast: bool) -> Tensor {
     logits.binary_cross_entropy_with_logits::<Tensor>(&targets, None, None, tch::Reduction::Mean)
 }
 
+/// A batch's part of a training step: forward, the loss read back (the run logs it and stops on
+/// one that is not finite), and backward of it times `gradient_scale` (the fp16 loss scale over
+/// the accumulation count). The throughput benchmark times this same step. A loss that is not
+/// finite comes back as `Err`, with no backward done.
+pub(crate) fn backward_batch(
+    net: &Net,
+    batch: &Batch,
+    autocast: bool,
+    gradient_scale: f64,
+) -> Result<f64, f64> {
+    let loss = batch_loss(net, batch, autocast);
+    let value = loss.double_value(&[]);
+    if !value.is_finite() {
+        return Err(value);
+    }
+    (loss * gradient_scale).backward();
+    Ok(value)
+}
+
 fn write_json(run_dir: &Path, name: &str, value: &impl serde::Serialize) -> Result<(), TrainError> {
     let path = run_dir.join(name);
     let json = serde_json::to_vec_pretty(value).expect("serialises");
@@ -299,37 +318,24 @@ impl Session<'_> {
         epoch: usize,
         index: usize,
     ) -> Result<f64, TrainError> {
-        let loss = batch_loss(&self.net, batch, self.precision != Precision::Fp32);
-        let value = loss.double_value(&[]);
-        if !value.is_finite() {
-            return Err(TrainError::NonFiniteLoss {
-                epoch: epoch + 1,
-                batch: index,
-                loss: value,
-            });
-        }
         let scale = self.state.scaler.as_ref().map_or(1.0, |s| s.scale);
-        (loss * (scale / self.config.accumulate as f64)).backward();
-        Ok(value)
+        let autocast = self.precision != Precision::Fp32;
+        backward_batch(
+            &self.net,
+            batch,
+            autocast,
+            scale / self.config.accumulate as f64,
+        )
+        .map_err(|loss| TrainError::NonFiniteLoss {
+            epoch: epoch + 1,
+            batch: index,
+            loss,
+        })
     }
 
-    /// Unscales (fp16), clips and applies the accumulated gradients. An fp16 step whose
-    /// gradients overflowed is skipped, as PyTorch's GradScaler does.
     fn update(&mut self, lr: f64) {
-        let overflow = match &self.state.scaler {
-            Some(scaler) => scaler.unscale(&self.sgd.grads()),
-            None => false,
-        };
-        if let Some(scaler) = &mut self.state.scaler {
-            scaler.update(overflow);
-        }
-        if !overflow {
-            if let Some(max_norm) = self.config.grad_clip {
-                self.sgd.clip_grad_norm(max_norm);
-            }
-            self.sgd.step(lr);
-        }
-        self.sgd.zero_grad();
+        let scaler = self.state.scaler.as_mut();
+        self.sgd.apply_gradients(scaler, self.config.grad_clip, lr);
         self.state.step += 1;
     }
 
