@@ -14,22 +14,23 @@
 # dataset) and run TRAINER=BUNDLE/avaprep-train scripts/gpu-check.sh BUNDLE/data; the trainer then
 # loads the node's own torch 2.11 libraries.
 set -euo pipefail
+# Relative paths are the caller's; the script then works from the repository root.
+data=$(realpath -m "${1:-$(dirname "$0")/../data/demo}")
+trainer=$(realpath -m "${TRAINER:-$(dirname "$0")/../target/release/avaprep-train}")
 cd "$(dirname "$0")/.."
-data=${1:-data/demo}
-trainer=${TRAINER:-target/release/avaprep-train}
 [ -f "$data/work/videos.json" ] || { echo "gpu-check: $data has no extracted dataset (run scripts/demo.sh first)" >&2; exit 1; }
 if [ -x .venv/bin/python ]; then
   eval "$(scripts/setup.sh)"
 else
   # A GPU node with its own torch 2.11 in the default python3.
-  torch_dir=$(python3 -c 'import os, torch; print(os.path.dirname(torch.__file__))')
+  torch_dir=$(python3 -c 'import os, torch; assert torch.__version__.startswith("2.11."), f"torch {torch.__version__}, where the trainer links 2.11"; print(os.path.dirname(torch.__file__))')
   export LIBTORCH=$torch_dir LIBTORCH_CXX11_ABI=1 AVAPREP_TORCH_LIB=$torch_dir/lib
 fi
 export LD_LIBRARY_PATH=$AVAPREP_TORCH_LIB${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ -z "${TRAINER:-}" ] && command -v cargo >/dev/null 2>&1; then
   cargo build --release --locked -p avaprep-train
 fi
-[ -x "$trainer" ] || { echo "gpu-check: $trainer is missing (build it with scripts/setup.sh's environment: cargo build --release -p avaprep-train)" >&2; exit 1; }
+[ -x "$trainer" ] || { echo "gpu-check: $trainer is missing (build it with scripts/setup.sh's environment: cargo build --release -p avaprep-train, or make a bundle with scripts/bench/gpu-bundle.sh)" >&2; exit 1; }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 # Runs the trainer with a peak-memory monitor beside it; prints wall time, peak memory and the

@@ -32,6 +32,8 @@ echo "logs: $work"
 minutes() { printf '%d min %d s' $(($1 / 60)) $(($1 % 60)); }
 
 status=0
+# An interrupted run leaves no clone behind either.
+trap 'for command in "${commands[@]}"; do rm -rf "${work:?}/$command"; done' EXIT
 for command in "${commands[@]}"; do
   clone="$work/$command/avaprep"
   mkdir -p "$work/$command/tmp"

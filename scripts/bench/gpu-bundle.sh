@@ -19,20 +19,31 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DATA=${1:?usage: scripts/bench/gpu-bundle.sh DATA_DIR OUT}
 OUT=${2:?usage: scripts/bench/gpu-bundle.sh DATA_DIR OUT}
+OUT=${OUT%/}
 LIMIT_MIB=64
 [ -f "$DATA/work/videos.json" ] || { echo "gpu-bundle: $DATA has no extracted dataset (run scripts/demo.sh first)" >&2; exit 1; }
 [ ! -e "$OUT" ] || { echo "gpu-bundle: $OUT exists; give a new folder" >&2; exit 1; }
+# What the trainer reads of a data directory. Links are followed: a replicated dataset's frames
+# are links to another's, which would not travel.
+data_parts=("$DATA/work/videos.json" "$DATA/annotations" "$DATA/frame_index" "$DATA/frames")
+data_mib=$(du -smcL "${data_parts[@]}" | tail -1 | cut -f1)
+if [ "$data_mib" -gt $((LIMIT_MIB - 16)) ]; then
+  echo "gpu-bundle: what the trainer reads of $DATA takes $data_mib MiB: with the trainer and" \
+    "the packages, over the $LIMIT_MIB MiB that can be copied (the demo's take 46 MiB)" >&2
+  exit 1
+fi
 TRAINER=${TRAINER:-$ROOT/target/release/avaprep-train}
 if [ -z "${NO_BUILD:-}" ]; then
   (cd "$ROOT" && eval "$(scripts/setup.sh)" >/dev/null && cargo build --release --locked --quiet -p avaprep-train)
 fi
 
-staging="$OUT.partial"
-rm -rf "$staging"
+# Built beside OUT and renamed at the end, so a folder named OUT is always a whole bundle.
+staging=$(mktemp -d "$(dirname "$OUT")/.gpu-bundle.XXXXXX")
+trap 'rm -rf "$staging"' EXIT
 mkdir -p "$staging/data/work"
 strip -o "$staging/avaprep-train" "$TRAINER"
-cp "$DATA/work/videos.json" "$staging/data/work/"
-cp -r "$DATA/annotations" "$DATA/frame_index" "$DATA/frames" "$staging/data/"
+cp -L "${data_parts[0]}" "$staging/data/work/"
+cp -rL "${data_parts[@]:1}" "$staging/data/"
 
 "$ROOT/.venv/bin/python" "$ROOT/scripts/bench/reference_packages.py" bundle "$staging/python"
 

@@ -13,13 +13,15 @@
 # Then avaprep's loader alone with every core (`bench loader`), the GPU's utilisation and memory
 # while each side trains (nvidia-smi, every 200 ms), the largest batch in BATCHES whose training
 # stays under 8 GB (an RTX 2080 / 2070 class card; the recipe reaches its batch of 64 by gradient
-# accumulation), and
+# accumulation, and updates once every 8 batches where both sides here update every batch), and
 # one AVA epoch (AVA_CLIPS train clips) and the ava-r50 recipe's 20 epochs projected at avaprep's
 # clips/s. It prints each figure, the medians over ROUNDS and the ratios avaprep / PyTorch.
 #
 #   scripts/bench/gpu-train.sh DATA_DIR   (env: PRESET=ava-r50 STEPS=300 WARMUP=20 ROUNDS=2
 #                                          PRECISIONS="bf16 fp32" BATCHES="8 12 16 24 32"
-#                                          AVA_CLIPS=210455 SETS="" COPIES=1; DEVICE=cpu to
+#                                          AVA_CLIPS=210455 SETS="" COPIES=1
+#                                          TRAINER=target/release/avaprep-train
+#                                          PY=.venv/bin/python NO_BUILD=; DEVICE=cpu to
 #                                          force the CPU)
 #
 # DATA_DIR holds extracted frames and their index; for a figure worth quoting, at least 2,000 train
@@ -29,8 +31,8 @@
 # demo's 46 MB of 480p frames). On a GPU machine without Rust or FFmpeg, run it from the folder
 # scripts/bench/gpu-bundle.sh makes (NO_BUILD=1 TRAINER=... PY=python3 PYTHONPATH=...).
 # Without a GPU (or with DEVICE=cpu) it runs on the CPU in fp32 only, with no memory or
-# utilisation figures: `PRESET=synthetic-tiny STEPS=2 WARMUP=2 ROUNDS=1` on a small dataset is the test
-# suite's check that both sides build the same model, loss and optimizer.
+# utilisation figures: `PRESET=synthetic-tiny STEPS=2 WARMUP=2 ROUNDS=1` on a small dataset is
+# the test suite's check that both sides build the same model, loss and optimizer.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 DATA=${1:?usage: scripts/bench/gpu-train.sh DATA_DIR}
@@ -49,14 +51,22 @@ if [[ " ${SETS:-} " == *" batch_size="* ]]; then
 fi
 TRAINER=${TRAINER:-$ROOT/target/release/avaprep-train}
 PY=${PY:-$ROOT/.venv/bin/python}
-if ! "$PY" -c 'import pytorchvideo, safetensors, torchvision' 2>/dev/null; then
-  echo "gpu-train: $PY lacks the PyTorch side's packages (pytorchvideo, safetensors, torchvision);" \
-    "scripts/bench/gpu-bundle.sh makes a folder of them to put on PYTHONPATH" >&2
+# Before any GPU time is spent: the PyTorch side imports (what it imports, not only the packages'
+# names: pytorchvideo's own __init__ imports nothing), and its torch is the one the trainer is
+# built against. Then one libtorch for both sides: the trainer loads that Python's torch libraries
+# (the library path the build recorded is the build machine's).
+torch_lib=$("$PY" -c '
+import os, sys
+sys.path.insert(0, os.path.join(sys.argv[1], "scripts"))
+import torch, torchvision, safetensors.torch
+from pytorchvideo.models.slowfast import create_slowfast_with_roi_head
+import export_checkpoint
+assert torch.__version__.startswith("2.11."), f"torch {torch.__version__}, where the trainer links 2.11"
+print(os.path.join(os.path.dirname(torch.__file__), "lib"))' "$ROOT") || {
+  echo "gpu-train: $PY cannot run the PyTorch side (above); scripts/bench/gpu-bundle.sh makes a" \
+    "folder of the packages it needs beyond torch and torchvision, to put on PYTHONPATH" >&2
   exit 1
-fi
-# One libtorch for both sides: the trainer loads the torch libraries of the Python that runs the
-# PyTorch side (on a GPU machine, its own CUDA build; the trainer's recorded path is this one's).
-torch_lib=$("$PY" -c 'import os, torch; print(os.path.join(os.path.dirname(torch.__file__), "lib"))')
+}
 export LD_LIBRARY_PATH=$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 if [ -z "${NO_BUILD:-}" ]; then
   (cd "$ROOT" && eval "$(scripts/setup.sh)" >/dev/null && cargo build --release --locked --quiet -p avaprep-train)

@@ -117,13 +117,22 @@ fn python_with_torch_only(scratch: &Path) -> PathBuf {
     assert_ran(&linked);
     let python = scratch.join("python-with-torch-only");
     let script = format!(
-        "#!/bin/sh\nPYTHONPATH={}${{PYTHONPATH:+:$PYTHONPATH}} exec {} -S \"$@\"\n",
+        "#!/bin/sh\nPYTHONPATH='{}'${{PYTHONPATH:+:$PYTHONPATH}} exec '{}' -S \"$@\"\n",
         site.display(),
         venv_python.display()
     );
     std::fs::write(&python, script).unwrap();
     std::fs::set_permissions(&python, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    for (module, found) in [("torchvision", true), ("pytorchvideo", false)] {
+    // What the bundle must bring is not there (the stand-in and the bundle's exclusions come from
+    // the same list of torch's requirements, so it is checked here by name).
+    let modules = [
+        ("torchvision", true),
+        ("pytorchvideo", false),
+        ("fvcore", false),
+        ("safetensors", false),
+        ("tqdm", false),
+    ];
+    for (module, found) in modules {
         let imported = Command::new(&python)
             .args(["-c", &format!("import {module}")])
             .output()

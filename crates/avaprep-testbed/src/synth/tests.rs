@@ -5,10 +5,6 @@ use std::sync::OnceLock;
 
 use super::*;
 
-fn temp_dir(tag: &str) -> PathBuf {
-    crate::scratch::process_folder(&format!("synth-{tag}")).unwrap()
-}
-
 fn quiet_libav() {
     ffmpeg_next::init().unwrap();
     ffmpeg_next::log::set_level(ffmpeg_next::log::Level::Error);
@@ -22,7 +18,7 @@ fn quick() -> &'static (SynthConfig, SynthReport) {
     QUICK.get_or_init(|| {
         quiet_libav();
         let config = SynthConfig {
-            out: temp_dir("quick"),
+            out: crate::scratch::process_folder("synth-quick").unwrap(),
             videos: QUICK_VIDEOS,
             seed: 7,
             profile: Profile::Quick,
@@ -47,8 +43,9 @@ fn quick_generates() {
 #[test]
 fn ava_times_two_videos() {
     quiet_libav();
+    let folder = tempfile::tempdir().unwrap();
     let config = SynthConfig {
-        out: temp_dir("ava-times"),
+        out: folder.path().to_path_buf(),
         videos: 2,
         seed: 3,
         profile: Profile::AvaTimes,
@@ -125,9 +122,10 @@ fn check_seek(path: &std::path::Path, spec: &plan::VideoSpec, target: f64) {
 #[test]
 fn same_seed_same_bytes_other_seed_other_bytes() {
     quiet_libav();
-    let run = |tag: &str, seed: u64| {
+    let run = |seed: u64| {
+        let folder = tempfile::tempdir().unwrap();
         let config = SynthConfig {
-            out: temp_dir(tag),
+            out: folder.path().to_path_buf(),
             videos: 4,
             seed,
             profile: Profile::Quick,
@@ -138,10 +136,9 @@ fn same_seed_same_bytes_other_seed_other_bytes() {
             "synth quick, 4 videos (seed {seed}): {:.2} s",
             report.elapsed_s
         );
-        let _ = std::fs::remove_dir_all(&config.out);
         report.files
     };
-    let (a, b, c) = (run("det-a", 11), run("det-b", 11), run("det-c", 12));
+    let (a, b, c) = (run(11), run(11), run(12));
     let hashes = |f: &[MirrorFile]| -> Vec<(String, String)> {
         f.iter()
             .map(|m| (m.path.clone(), m.sha256.clone()))

@@ -16,7 +16,7 @@ use super::device::resolve_device;
 use super::loader::{Augment, Batch, Loader, LoaderSpec, train_batches};
 use super::net::{Net, targets};
 use super::optim::Sgd;
-use super::session::{backward_batch, batch_loss};
+use super::session::{NotFinite, backward_batch, batch_loss};
 use avaprep::trainer_settings::{ModelPreset, Precision, TrainConfig};
 
 #[derive(Debug, Clone, Serialize)]
@@ -203,16 +203,15 @@ struct Stepper {
 }
 
 impl Stepper {
-    /// One step of the trainer's (an update every batch, bf16 and fp32 needing no loss scale)
-    /// on the batch at `(epoch, batch)`, as the error names it.
-    fn step(&mut self, (batch, epoch, index): (Batch, usize, usize)) -> Result<f64, TrainError> {
-        let loss = backward_batch(&self.net, &batch, self.autocast, 1.0).map_err(|loss| {
-            TrainError::NonFiniteLoss {
-                epoch,
-                batch: index,
+    /// One step of the trainer's (an update every batch, bf16 and fp32 needing no loss scale).
+    fn step(&mut self, drawn: &Drawn) -> Result<f64, TrainError> {
+        let loss = backward_batch(&self.net, &drawn.batch, self.autocast, 1.0).map_err(
+            |NotFinite(loss)| TrainError::NonFiniteLoss {
+                epoch: drawn.epoch,
+                batch: drawn.index,
                 loss,
-            }
-        })?;
+            },
+        )?;
         self.sgd.apply_gradients(None, self.grad_clip, self.lr);
         Ok(loss)
     }
@@ -251,21 +250,21 @@ pub fn train_throughput(run: ThroughputRun) -> Result<TrainThroughput, TrainErro
     };
     let (first, second) = (batches.next()?, batches.next()?);
     if let Some(folder) = run.dump {
-        dump_first_steps(folder, config, &stepper, [&first.0, &second.0])?;
+        dump_first_steps(folder, config, &stepper, [&first.batch, &second.batch])?;
     }
-    let first_losses = [stepper.step(first)?, stepper.step(second)?];
+    let first_losses = [stepper.step(&first)?, stepper.step(&second)?];
     for _ in 2..run.warmup {
-        stepper.step(batches.next()?)?;
+        stepper.step(&batches.next()?)?;
     }
     synchronize(device);
     let started = Instant::now();
     let (mut waited, mut clips_trained) = (0.0, 0);
     for _ in 0..run.steps {
         let asked = Instant::now();
-        let batch = batches.next()?;
+        let drawn = batches.next()?;
         waited += asked.elapsed().as_secs_f64();
-        clips_trained += batch.0.shape[0] as usize;
-        stepper.step(batch)?;
+        clips_trained += drawn.batch.shape[0] as usize;
+        stepper.step(&drawn)?;
     }
     synchronize(device);
     let seconds = started.elapsed().as_secs_f64();
@@ -338,6 +337,15 @@ fn dump_first_steps(
 }
 
 /// The training split's batches, epoch after epoch, as the trainer draws them.
+/// A batch and where it stands, as a training run's messages name it.
+struct Drawn {
+    batch: Batch,
+    /// From 1.
+    epoch: usize,
+    /// In its epoch, from 0.
+    index: usize,
+}
+
 struct EndlessBatches {
     clips: std::sync::Arc<Vec<super::dataset::ClipSample>>,
     config: TrainConfig,
@@ -365,13 +373,15 @@ impl EndlessBatches {
         }
     }
 
-    /// The next batch, with its epoch (from 1) and its index in the epoch, as a training run's
-    /// messages name them.
-    fn next(&mut self) -> Result<(Batch, usize, usize), TrainError> {
+    fn next(&mut self) -> Result<Drawn, TrainError> {
         loop {
             if let Some(batch) = self.loader.next() {
                 self.given += 1;
-                return Ok((batch?, self.epoch + 1, self.given - 1));
+                return Ok(Drawn {
+                    batch: batch?,
+                    epoch: self.epoch + 1,
+                    index: self.given - 1,
+                });
             }
             self.epoch += 1;
             self.given = 0;

@@ -76,12 +76,13 @@ impl Sgd {
     /// Scales the gradients so their global L2 norm is at most `max_norm`, as
     /// `torch.nn.utils.clip_grad_norm_` does: on their device, never reading the norm back (a
     /// read would make the host wait for the GPU once a step).
-    pub fn clip_grad_norm(&self, max_norm: f64) {
+    fn clip_grad_norm(&self, max_norm: f64) {
         let grads = self.grads();
         let Some(norm) = global_norm(&grads) else {
             return;
         };
-        let factor = ((norm + 1e-6).reciprocal() * max_norm).clamp_max(1.0);
+        let max_norm = Tensor::from(max_norm as f32).to_device(norm.device());
+        let factor = (max_norm / (norm + 1e-6)).clamp_max(1.0);
         tch::no_grad(|| {
             for mut g in grads {
                 let _ = g.f_mul_(&factor);
@@ -166,7 +167,7 @@ impl Sgd {
 }
 
 /// L2 norm over all tensors, in f32 on their device (a scalar tensor there); None for none.
-pub fn global_norm(tensors: &[Tensor]) -> Option<Tensor> {
+fn global_norm(tensors: &[Tensor]) -> Option<Tensor> {
     if tensors.is_empty() {
         return None;
     }
@@ -289,6 +290,36 @@ mod tests {
             (grad[0] - 0.6).abs() < 1e-4 && (grad[1] - 0.8).abs() < 1e-4,
             "{grad:?}"
         );
+    }
+
+    /// The fp16 update, which only a GPU trains: an overflowed step leaves the weights, zeroes
+    /// the gradients and halves the scale; a clean one unscales, then clips, then steps.
+    #[test]
+    fn scaled_updates_skip_overflows_and_unscale_before_clipping() {
+        let vs = nn::VarStore::new(Device::Cpu);
+        let w = vs.root().var("w", &[2], nn::Init::Const(1.0));
+        let mut sgd = Sgd::new(&vs, 0.0, 0.0);
+        let mut scaler = LossScaler::default();
+        let scale = scaler.scale;
+        (&w * Tensor::from_slice(&[f32::INFINITY, 1.0]))
+            .sum(Kind::Float)
+            .backward();
+        sgd.apply_gradients(Some(&mut scaler), Some(1.0), 0.5);
+        assert_eq!(Vec::<f32>::try_from(&w).unwrap(), vec![1.0, 1.0]);
+        assert_eq!(Vec::<f32>::try_from(&w.grad()).unwrap(), vec![0.0, 0.0]);
+        assert_eq!(scaler.scale, scale / 2.0);
+        // Gradients (3, 4) x scale: unscaled to norm 5, clipped to norm 1, a step of 0.5.
+        let scale = scaler.scale as f32;
+        (&w * Tensor::from_slice(&[3.0 * scale, 4.0 * scale]))
+            .sum(Kind::Float)
+            .backward();
+        sgd.apply_gradients(Some(&mut scaler), Some(1.0), 0.5);
+        let weights = Vec::<f32>::try_from(&w).unwrap();
+        let expected = [1.0 - 0.5 * 0.6, 1.0 - 0.5 * 0.8];
+        for (weight, expected) in weights.iter().zip(expected) {
+            assert!((weight - expected).abs() < 1e-5, "{weights:?}");
+        }
+        assert_eq!(scaler.growth_tracker, 1);
     }
 
     #[test]

@@ -161,21 +161,24 @@ pub(crate) fn batch_loss(net: &Net, batch: &Batch, autocast: bool) -> Tensor {
 /// A batch's part of a training step: forward, the loss read back (the run logs it and stops on
 /// one that is not finite), and backward of it times `gradient_scale` (the fp16 loss scale over
 /// the accumulation count). The throughput benchmark times this same step. A loss that is not
-/// finite comes back as `Err`, with no backward done.
+/// finite comes back as the error, with no backward done.
 pub(crate) fn backward_batch(
     net: &Net,
     batch: &Batch,
     autocast: bool,
     gradient_scale: f64,
-) -> Result<f64, f64> {
+) -> Result<f64, NotFinite> {
     let loss = batch_loss(net, batch, autocast);
     let value = loss.double_value(&[]);
     if !value.is_finite() {
-        return Err(value);
+        return Err(NotFinite(value));
     }
     (loss * gradient_scale).backward();
     Ok(value)
 }
+
+/// A training loss that is infinite or NaN: the caller names the batch it came from.
+pub(crate) struct NotFinite(pub f64);
 
 fn write_json(run_dir: &Path, name: &str, value: &impl serde::Serialize) -> Result<(), TrainError> {
     let path = run_dir.join(name);
@@ -326,7 +329,7 @@ impl Session<'_> {
             autocast,
             scale / self.config.accumulate as f64,
         )
-        .map_err(|loss| TrainError::NonFiniteLoss {
+        .map_err(|NotFinite(loss)| TrainError::NonFiniteLoss {
             epoch: epoch + 1,
             batch: index,
             loss,
