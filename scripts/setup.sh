@@ -2,8 +2,9 @@
 # Installs what a fresh machine lacks to build and test avaprep. Idempotent: each step checks first.
 #   - Debian packages: FFmpeg 5.1 development libraries (ffmpeg-next), clang (bindgen), DejaVu Sans
 #     (embedded at build: the text of the report and the training curves), the ffmpeg CLI (tests and
-#     benchmarks only), util-linux (unshare, for the no-space test), curl and GNU time (benchmarks);
-#     with --browser also Chromium (the report's browser tests).
+#     benchmarks only), util-linux (unshare, for the no-space test), curl and GNU time (benchmarks),
+#     binutils (strip, for the GPU bundle and its test); with --browser also Chromium (the report's
+#     browser tests).
 #   - .venv/ in the repository: torch==2.11.0 (the libtorch that tch 0.24 links) and the Python packages
 #     that tests use as references (pytorchvideo, torchvision, PySlowFast, mmaction2 1.2.0 with
 #     mmengine and mmcv-lite, which needs no compiled ops, tensorboard's event reader).
@@ -17,6 +18,7 @@ debian_packages=(
   pkg-config clang libclang-dev
   libavcodec-dev libavformat-dev libavutil-dev libswscale-dev libavfilter-dev libavdevice-dev libswresample-dev
   fonts-dejavu-core ffmpeg util-linux curl time
+  binutils
 )
 if [ "${1:-}" = "--browser" ]; then
   debian_packages+=(chromium)

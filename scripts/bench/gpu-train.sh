@@ -51,6 +51,10 @@ if [[ " ${SETS:-} " == *" batch_size="* ]]; then
 fi
 TRAINER=${TRAINER:-$ROOT/target/release/avaprep-train}
 PY=${PY:-$ROOT/.venv/bin/python}
+# The setup makes .venv (the default PY) on a fresh machine.
+if [ -z "${NO_BUILD:-}" ]; then
+  (cd "$ROOT" && eval "$(scripts/setup.sh)" >/dev/null && cargo build --release --locked --quiet -p avaprep-train)
+fi
 # Before any GPU time is spent: the PyTorch side imports (what it imports, not only the packages'
 # names: pytorchvideo's own __init__ imports nothing), and its torch is the one the trainer is
 # built against. Then one libtorch for both sides: the trainer loads that Python's torch libraries
@@ -68,9 +72,6 @@ print(os.path.join(os.path.dirname(torch.__file__), "lib"))' "$ROOT") || {
   exit 1
 }
 export LD_LIBRARY_PATH=$torch_lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-if [ -z "${NO_BUILD:-}" ]; then
-  (cd "$ROOT" && eval "$(scripts/setup.sh)" >/dev/null && cargo build --release --locked --quiet -p avaprep-train)
-fi
 if [ "${DEVICE:-}" != cpu ] && command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   DEVICE=cuda PRECISIONS=${PRECISIONS:-bf16 fp32}
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader

@@ -103,8 +103,7 @@ pub fn train_step_times(
     for step in 0..warmup + steps {
         let started = Instant::now();
         batch_loss(&net, &batch, false).backward();
-        sgd.step(0.01);
-        sgd.zero_grad();
+        sgd.apply_gradients(None, None, 0.01);
         if step >= warmup {
             times.push(started.elapsed().as_secs_f64());
         }
