@@ -418,7 +418,7 @@ mod tests {
         let mut sgd = Sgd::new(&vs, 0.9, 0.0);
         let w = vs.variables()["w"].shallow_clone();
         (&w * 2.0).sum(Kind::Float).backward();
-        sgd.step(0.1);
+        sgd.apply_gradients(None, None, 0.1);
         let mut state = TrainState::new(EarlyStopping::new(3, 0.0), None);
         state.step = 1;
         save(dir.path(), &mut state, &vs, &SlowFastConfig::tiny(2), &sgd).unwrap();
