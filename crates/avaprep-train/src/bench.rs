@@ -85,13 +85,14 @@ pub fn run(global: &GlobalArgs, command: &BenchCommand, printer: &Printer) -> an
             let measured = loader_throughput(&global.data_dir, &config, *passes)?;
             printer.record("bench_loader", &measured);
             printer.result(&format!(
-                "{} clips of {} frames at {} px in {:.2} s: {:.1} clips/s on {} threads",
+                "{} clips of {} frames at {} px in {:.2} s: {:.1} clips/s on {} threads, to {}",
                 measured.clips,
                 measured.frames_per_clip,
                 measured.crop,
                 measured.seconds,
                 measured.clips_per_second,
-                measured.threads
+                measured.threads,
+                measured.device
             ));
         }
         BenchCommand::Train {

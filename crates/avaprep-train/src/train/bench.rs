@@ -7,13 +7,14 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use tch::Device;
+use tch::{Device, Tensor};
 
 use super::TrainError;
 use super::checkpoint::{write_tensors, write_weights};
 use super::dataset::Dataset;
 use super::device::resolve_device;
-use super::loader::{Augment, Batch, Loader, LoaderSpec, train_batches};
+use super::loader::{Augment, Batch, Loader, LoaderSpec, normalise, train_batches};
+use super::model::upload;
 use super::net::{Net, targets};
 use super::optim::Sgd;
 use super::session::{NotFinite, backward_batch, batch_loss};
@@ -27,10 +28,12 @@ pub struct LoaderThroughput {
     pub frames_per_clip: i64,
     pub crop: u32,
     pub threads: usize,
+    pub device: String,
 }
 
 /// Loads `passes` epochs of the training split with the training augmentation, as the trainer
-/// does but with no model consuming the batches.
+/// does but with no model consuming the batches: each batch up to the network's input, copied to
+/// the settings' device and normalised there, as a training step takes it.
 pub fn loader_throughput(
     data_dir: &Path,
     config: &TrainConfig,
@@ -40,13 +43,18 @@ pub fn loader_throughput(
     let (clips, _, _) = data.clips(config, &config.train_split, true)?;
     let clips = std::sync::Arc::new(clips);
     let spec = LoaderSpec::of(config, data.classes.len());
+    let (device, _) = resolve_device(config)?;
     let started = Instant::now();
     let mut loaded = 0;
     for epoch in 0..passes {
         for batch in epoch_loader(&clips, config, spec, epoch) {
-            loaded += batch?.shape[0] as usize;
+            let batch = batch?;
+            let bytes = upload(&Tensor::from_slice(&batch.clips).view(batch.shape), device);
+            let _ = normalise(&bytes, &batch.sizes);
+            loaded += batch.shape[0] as usize;
         }
     }
+    synchronize(device);
     let seconds = started.elapsed().as_secs_f64();
     Ok(LoaderThroughput {
         clips: loaded,
@@ -55,6 +63,7 @@ pub fn loader_throughput(
         frames_per_clip: config.clip_frames,
         crop: config.crop_size,
         threads: config.threads,
+        device: format!("{device:?}"),
     })
 }
 
@@ -150,8 +159,9 @@ fn random_batch(shape: StepShape, classes: usize) -> Batch {
         .map(|_| f32::from(u8::from(rng.random_bool(0.1))))
         .collect();
     Batch {
-        clips: (0..values).map(|_| rng.random_range(-1.0..1.0)).collect(),
+        clips: (0..values).map(|_| rng.random()).collect(),
         shape: [batch, 3, frames, size, size],
+        sizes: vec![(size, size); batch as usize],
         boxes,
         targets,
         owners,

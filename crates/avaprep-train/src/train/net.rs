@@ -3,7 +3,7 @@
 use tch::{Device, Kind, Tensor, nn};
 
 use super::loader::Batch;
-use super::model::{SlowFast, SlowFastConfig};
+use super::model::{SlowFast, SlowFastConfig, upload};
 use avaprep::trainer_settings::TrainConfig;
 
 /// The network and the variables it lives in.
@@ -43,15 +43,15 @@ impl Net {
         .to_kind(Kind::Float)
     }
 
-    /// What the network takes of a batch, on `device`: the Slow and Fast pathways' clips and the
-    /// boxes `[K, 5]`.
+    /// What the network takes of a batch: the Slow and Fast pathways' clips on `device` and the
+    /// boxes `[K, 5]` on the host, where RoIAlign works out its geometry without waiting for the
+    /// device.
     pub fn inputs(&self, batch: &Batch, device: Device) -> (Tensor, Tensor, Tensor) {
-        let clips = Tensor::from_slice(&batch.clips)
-            .view(batch.shape)
-            .to_device(device);
+        let bytes = upload(&Tensor::from_slice(&batch.clips).view(batch.shape), device);
+        let clips = super::loader::normalise(&bytes, &batch.sizes);
         let (slow, fast) = super::model::pack_pathways(&clips, self.config.alpha);
         let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
-        let boxes = Tensor::from_slice(&flat).view([-1, 5]).to_device(device);
+        let boxes = Tensor::from_slice(&flat).view([-1, 5]);
         (slow, fast, boxes)
     }
 }

@@ -154,9 +154,9 @@ impl Sgd {
     /// `torch.nn.utils.clip_grad_norm_` does: on their device, never reading the norm back (a
     /// read would make the host wait for the GPU once a step).
     fn clip_grad_norm(&mut self, max_norm: f64) {
-        let norm = self.grads.norm();
-        let max_norm = Tensor::from(max_norm as f32).to_device(norm.device());
-        let factor = (max_norm / (norm + 1e-6)).clamp_max(1.0);
+        // `max_norm / (norm + 1e-6)` as PyTorch's float-by-tensor division computes it, with no
+        // scalar tensor to copy to the device.
+        let factor = ((self.grads.norm() + 1e-6).reciprocal() * max_norm).clamp_max(1.0);
         tch::no_grad(|| {
             let _ = self.grads.f_mul_(&factor);
         });

@@ -14,6 +14,7 @@ use super::device::resolve_device;
 use super::early_stop::{EarlyStopping, Verdict};
 use super::loader::{Augment, Batch, Loader, LoaderSpec, mix_seed, train_batches};
 use super::metrics::{CurveNotes, Metrics, Record};
+use super::model::upload;
 use super::net::Net;
 use super::optim::{LossScaler, Sgd};
 use super::predict::{infer, write_detections};
@@ -154,7 +155,7 @@ fn restore(
 /// The training loss of a batch: mean BCE with logits over boxes x classes.
 pub(crate) fn batch_loss(net: &Net, batch: &Batch, autocast: bool) -> Tensor {
     let logits = net.forward(batch, true, autocast);
-    let targets = super::net::targets(batch).to_device(logits.device());
+    let targets = upload(&super::net::targets(batch), logits.device());
     logits.binary_cross_entropy_with_logits::<Tensor>(&targets, None, None, tch::Reduction::Mean)
 }
 

@@ -128,11 +128,18 @@ pub fn slow_frame_indices(num_frames: i64, alpha: i64) -> Vec<i64> {
     Vec::<i64>::try_from(&index).expect("int64 indices")
 }
 
+/// A copy of host tensor `t` on `device`, queued behind the work already queued there: a
+/// blocking copy to a GPU first waits for all of it, leaving the GPU idle until the host catches
+/// up. The host data may go at once: the driver stages it. No copy on the CPU.
+pub fn upload(t: &Tensor, device: Device) -> Tensor {
+    t.to_device_(device, t.kind(), true, false)
+}
+
 /// Splits a Fast clip (`[C, T, H, W]` or `[B, C, T, H, W]`) into the `(slow, fast)` pair.
 pub fn pack_pathways(fast_clip: &Tensor, alpha: i64) -> (Tensor, Tensor) {
     let time_dim = fast_clip.dim() as i64 - 3;
     let indices = slow_frame_indices(fast_clip.size()[time_dim as usize], alpha);
-    let indices = Tensor::from_slice(&indices).to_device(fast_clip.device());
+    let indices = upload(&Tensor::from_slice(&indices), fast_clip.device());
     (
         fast_clip.index_select(time_dim, &indices),
         fast_clip.shallow_clone(),

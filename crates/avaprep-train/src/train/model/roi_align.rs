@@ -49,7 +49,7 @@ pub fn roi_align(input: &Tensor, boxes: &Tensor, spec: RoiAlignSpec) -> Tensor {
         Kind::Float
     };
     let boxes = boxes.detach().to_kind(coord_kind);
-    let to_input = |t: Tensor| t.to_device(input.device()).to_kind(input.kind());
+    let to_input = |t: Tensor| super::upload(&t.to_kind(input.kind()), input.device());
     let weights_y = to_input(axis_weights(
         &boxes.select(1, 2),
         &boxes.select(1, 4),
@@ -68,7 +68,7 @@ pub fn roi_align(input: &Tensor, boxes: &Tensor, spec: RoiAlignSpec) -> Tensor {
     let mut pooled = Vec::new();
     let mut order = Vec::new();
     for (image, members) in boxes_by_image(&boxes, n) {
-        let members = Tensor::from_slice(&members).to_device(input.device());
+        let members = super::upload(&Tensor::from_slice(&members), input.device());
         let wy = weights_y.index_select(0, &members);
         let wx = weights_x.index_select(0, &members);
         pooled.push(pool_image(&input.get(image), &wy, &wx));
