@@ -7,15 +7,14 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
-use tch::{Device, Tensor};
+use tch::Device;
 
 use super::TrainError;
 use super::checkpoint::{write_tensors, write_weights};
 use super::dataset::Dataset;
 use super::device::resolve_device;
-use super::loader::{Augment, Batch, Loader, LoaderSpec, normalise, train_batches};
-use super::model::upload;
-use super::net::{Net, targets};
+use super::loader::{Augment, Batch, Loader, LoaderSpec, Pixels, train_batches};
+use super::net::{Net, clips_on, targets};
 use super::optim::Sgd;
 use super::session::{NotFinite, backward_batch, batch_loss};
 use avaprep::trainer_settings::{ModelPreset, Precision, TrainConfig};
@@ -42,15 +41,14 @@ pub fn loader_throughput(
     let data = Dataset::open(data_dir)?;
     let (clips, _, _) = data.clips(config, &config.train_split, true)?;
     let clips = std::sync::Arc::new(clips);
-    let spec = LoaderSpec::of(config, data.classes.len());
     let (device, _) = resolve_device(config)?;
+    let spec = LoaderSpec::of(config, data.classes.len(), device);
     let started = Instant::now();
     let mut loaded = 0;
     for epoch in 0..passes {
         for batch in epoch_loader(&clips, config, spec, epoch) {
             let batch = batch?;
-            let bytes = upload(&Tensor::from_slice(&batch.clips).view(batch.shape), device);
-            let _ = normalise(&bytes, &batch.sizes);
+            let _ = clips_on(&batch, device);
             loaded += batch.shape[0] as usize;
         }
     }
@@ -159,7 +157,7 @@ fn random_batch(shape: StepShape, classes: usize) -> Batch {
         .map(|_| f32::from(u8::from(rng.random_bool(0.1))))
         .collect();
     Batch {
-        clips: (0..values).map(|_| rng.random()).collect(),
+        clips: Pixels::Normalised((0..values).map(|_| rng.random_range(-1.0..1.0)).collect()),
         shape: [batch, 3, frames, size, size],
         sizes: vec![(size, size); batch as usize],
         boxes,
@@ -245,7 +243,7 @@ pub fn train_throughput(run: ThroughputRun) -> Result<TrainThroughput, TrainErro
     let data = Dataset::open(run.data_dir)?;
     let (clips, _, _) = data.clips(config, config.train_split.as_str(), true)?;
     let train_clips = clips.len();
-    let spec = LoaderSpec::of(config, data.classes.len());
+    let spec = LoaderSpec::of(config, data.classes.len(), device);
     let mut batches = EndlessBatches::new(std::sync::Arc::new(clips), config, spec);
     tch::manual_seed(config.seed as i64);
     let net = Net::new(config, data.classes.len(), device);

@@ -1,7 +1,7 @@
-//! The parallel clip loader: JPEG decode, SIMD resize and crop and flip on a rayon pool,
-//! batches produced by one thread into a bounded channel ahead of the training step. Clips stay
-//! bytes until they reach the network's device, where [`normalise`] makes them its input: a
-//! quarter of the bytes to copy to a GPU that f32 would be.
+//! The parallel clip loader: JPEG decode, SIMD resize and crop, flip and (for a network on the
+//! CPU) normalisation on a rayon pool, batches produced by one thread into a bounded channel
+//! ahead of the training step. For a GPU, clips stay bytes until they reach it, where
+//! [`normalise`] makes them the network's input: a quarter of what f32 would be to copy.
 //!
 //! Deterministic for a seed: the order of an epoch and every clip's augmentation are functions
 //! of (seed, epoch, clip), never of which thread ran first, so the same batches arrive in the
@@ -20,7 +20,7 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use rand_chacha::ChaCha8Rng;
 use rayon::prelude::*;
-use tch::{Kind, Tensor};
+use tch::{Device, Kind, Tensor};
 use zune_jpeg::JpegDecoder;
 use zune_jpeg::zune_core::bytestream::ZCursor;
 use zune_jpeg::zune_core::colorspace::ColorSpace;
@@ -38,8 +38,8 @@ const STD: f32 = 0.225;
 /// A batch ready to become tensors.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Batch {
-    /// `[B, 3, T, H, W]` RGB bytes; evaluation batches are padded to the largest frame.
-    pub clips: Vec<u8>,
+    /// `[B, 3, T, H, W]`; evaluation batches are padded to the largest frame.
+    pub clips: Pixels,
     pub shape: [i64; 5],
     /// Each clip's own `(width, height)`: what lies beyond is padding.
     pub sizes: Vec<(i64, i64)>,
@@ -49,6 +49,34 @@ pub struct Batch {
     pub targets: Vec<f32>,
     /// For each box: the sample it belongs to and its position among that sample's boxes.
     pub owners: Vec<(usize, usize)>,
+}
+
+/// A batch's pixels, as [`PixelFormat`] asks.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Pixels {
+    /// PySlowFast's normalisation, the padding zero (the mean colour).
+    Normalised(Vec<f32>),
+    /// RGB bytes, for [`normalise`].
+    Bytes(Vec<u8>),
+}
+
+/// Where clips are normalised: by the loader's threads alongside the training step, for a
+/// network on the CPU; by the GPU, which takes a quarter of the bytes to copy and normalises
+/// them in a fraction of a millisecond.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PixelFormat {
+    Normalised,
+    Bytes,
+}
+
+impl PixelFormat {
+    pub fn for_device(device: Device) -> Self {
+        if device == Device::Cpu {
+            Self::Normalised
+        } else {
+            Self::Bytes
+        }
+    }
 }
 
 /// How clips are transformed.
@@ -72,16 +100,19 @@ pub struct LoaderSpec {
     pub threads: usize,
     /// Batches waiting in the channel.
     pub prefetch: usize,
+    pub pixels: PixelFormat,
 }
 
 impl LoaderSpec {
-    /// The loader a training configuration asks for, for `num_classes` targets.
-    pub fn of(config: &TrainConfig, num_classes: usize) -> Self {
+    /// The loader a training configuration asks for, for `num_classes` targets and a network
+    /// on `device`.
+    pub fn of(config: &TrainConfig, num_classes: usize, device: Device) -> Self {
         Self {
             crop: config.crop_size,
             num_classes,
             threads: config.threads,
             prefetch: config.prefetch,
+            pixels: PixelFormat::for_device(device),
         }
     }
 }
@@ -186,7 +217,8 @@ impl Drop for Loader {
 }
 
 /// Decodes and assembles one batch (runs inside the loader's pool): every frame of every clip
-/// is decoded and resampled in parallel, then each clip is laid out in its place in the batch.
+/// is decoded and resampled in parallel, then each clip is laid out in its place in the batch,
+/// normalised there if the spec asks.
 pub fn load_batch(
     samples: &[ClipSample],
     members: &[usize],
@@ -208,14 +240,15 @@ pub fn load_batch(
         .collect::<Result<_, DataError>>()?;
     let width = geometries.iter().map(|g| g.output().0).max().unwrap_or(0);
     let height = geometries.iter().map(|g| g.output().1).max().unwrap_or(0);
-    let clip_len = 3 * frames * (width * height) as usize;
-    // Zeroed memory comes from the system already zero: the padding costs nothing here.
-    let mut clips = vec![0u8; members.len() * clip_len];
-    clips
-        .par_chunks_mut(clip_len)
-        .zip(pixels.par_chunks(frames))
-        .zip(geometries.par_iter())
-        .for_each(|((out, rgb), geometry)| write_clip(out, rgb, geometry, (width, height)));
+    let padded = (width, height);
+    let clips = match spec.pixels {
+        PixelFormat::Normalised => {
+            let table = normalised();
+            let map = |v: u8| table[usize::from(v)];
+            Pixels::Normalised(lay_out_clips(&pixels, &geometries, padded, &map))
+        }
+        PixelFormat::Bytes => Pixels::Bytes(lay_out_clips(&pixels, &geometries, padded, &|v| v)),
+    };
     let mut batch = Batch {
         clips,
         shape: [
@@ -260,6 +293,33 @@ fn geometry_of(sample: &ClipSample, index: usize, augment: Augment, crop: u32) -
     }
 }
 
+/// `(v / 255 - MEAN) / STD` for every byte value.
+fn normalised() -> &'static [f32; 256] {
+    static TABLE: std::sync::OnceLock<[f32; 256]> = std::sync::OnceLock::new();
+    TABLE.get_or_init(|| std::array::from_fn(|v| (v as f32 / 255.0 - MEAN) / STD))
+}
+
+/// The clips of a batch, each of `frames.len() / geometries.len()` frames, laid out as
+/// `[B, 3, T, H, W]` for the batch's `padded` size `(W, H)`, each pixel value through `map`.
+/// The padding is `T::default()`, zero.
+fn lay_out_clips<T: Copy + Default + Send + Sync>(
+    frames: &[Vec<u8>],
+    geometries: &[Geometry],
+    padded: (u32, u32),
+    map: &(dyn Fn(u8) -> T + Sync),
+) -> Vec<T> {
+    let frames_per_clip = frames.len() / geometries.len();
+    let clip_len = 3 * frames_per_clip * (padded.0 * padded.1) as usize;
+    // Zeroed memory comes from the system already zero: the padding costs nothing.
+    let mut clips = vec![T::default(); geometries.len() * clip_len];
+    clips
+        .par_chunks_mut(clip_len)
+        .zip(frames.par_chunks(frames_per_clip))
+        .zip(geometries.par_iter())
+        .for_each(|((out, rgb), geometry)| write_clip(out, rgb, geometry, padded, map));
+    clips
+}
+
 /// A batch's clips as the network takes them, on the device of `bytes` (`[B, 3, T, H, W]`):
 /// PySlowFast's `(v / 255 - MEAN) / STD` in f32, and each clip's padding beyond its own
 /// `(width, height)` in `sizes` zero, the mean colour.
@@ -283,7 +343,13 @@ pub fn normalise(bytes: &Tensor, sizes: &[(i64, i64)]) -> Tensor {
 
 /// Writes one clip's RGB frames (each the geometry's output size) into `out`, laid out as
 /// `[3, T, H, W]` for the batch's `padded` size `(W, H)`, mirrored when the geometry flips.
-fn write_clip(out: &mut [u8], frames: &[Vec<u8>], geometry: &Geometry, padded: (u32, u32)) {
+fn write_clip<T: Copy>(
+    out: &mut [T],
+    frames: &[Vec<u8>],
+    geometry: &Geometry,
+    padded: (u32, u32),
+    map: &(dyn Fn(u8) -> T + Sync),
+) {
     let (w, h) = geometry.output();
     let (w, h) = (w as usize, h as usize);
     let (pw, ph) = (padded.0 as usize, padded.1 as usize);
@@ -294,9 +360,9 @@ fn write_clip(out: &mut [u8], frames: &[Vec<u8>], geometry: &Geometry, padded: (
             let (r, g, b) = (at(0), at(1), at(2));
             for (x, pixel) in row.chunks_exact(3).enumerate() {
                 let dx = if geometry.flip { w - 1 - x } else { x };
-                out[r + dx] = pixel[0];
-                out[g + dx] = pixel[1];
-                out[b + dx] = pixel[2];
+                out[r + dx] = map(pixel[0]);
+                out[g + dx] = map(pixel[1]);
+                out[b + dx] = map(pixel[2]);
             }
         }
     }
@@ -416,14 +482,14 @@ mod tests {
             flip,
         };
         let mut out = vec![0; 3 * 2 * 6];
-        write_clip(&mut out, &frames, &geometry(false), (3, 2));
+        write_clip(&mut out, &frames, &geometry(false), (3, 2), &|v| v);
         // [channel][frame][row][column]: red of frame 0, then red of frame 1, ...
         assert_eq!(&out[..6], &[0, 20, 0, 0, 0, 0]);
         assert_eq!(&out[6..12], &[1, 4, 0, 0, 0, 0]);
         assert_eq!(&out[12..14], &[255, 30]);
         assert_eq!(&out[30..32], &[3, 6]);
         let mut mirrored = vec![0; 3 * 2 * 6];
-        write_clip(&mut mirrored, &frames, &geometry(true), (3, 2));
+        write_clip(&mut mirrored, &frames, &geometry(true), (3, 2), &|v| v);
         assert_eq!(&mirrored[..3], &[20, 0, 0]);
     }
 

@@ -2,7 +2,7 @@
 
 use tch::{Device, Kind, Tensor, nn};
 
-use super::loader::Batch;
+use super::loader::{Batch, Pixels, normalise};
 use super::model::{SlowFast, SlowFastConfig, upload};
 use avaprep::trainer_settings::TrainConfig;
 
@@ -47,12 +47,22 @@ impl Net {
     /// boxes `[K, 5]` on the host, where RoIAlign works out its geometry without waiting for the
     /// device.
     pub fn inputs(&self, batch: &Batch, device: Device) -> (Tensor, Tensor, Tensor) {
-        let bytes = upload(&Tensor::from_slice(&batch.clips).view(batch.shape), device);
-        let clips = super::loader::normalise(&bytes, &batch.sizes);
+        let clips = clips_on(batch, device);
         let (slow, fast) = super::model::pack_pathways(&clips, self.config.alpha);
         let flat: Vec<f32> = batch.boxes.iter().flatten().copied().collect();
         let boxes = Tensor::from_slice(&flat).view([-1, 5]);
         (slow, fast, boxes)
+    }
+}
+
+/// A batch's clips `[B, 3, T, H, W]` as the network takes them, on `device`.
+pub fn clips_on(batch: &Batch, device: Device) -> Tensor {
+    match &batch.clips {
+        Pixels::Normalised(values) => upload(&Tensor::from_slice(values).view(batch.shape), device),
+        Pixels::Bytes(bytes) => {
+            let bytes = upload(&Tensor::from_slice(bytes).view(batch.shape), device);
+            normalise(&bytes, &batch.sizes)
+        }
     }
 }
 

@@ -31,7 +31,7 @@ pub(crate) fn infer(
     classes: &Classes,
     autocast: bool,
 ) -> Result<Vec<Detection>, TrainError> {
-    let spec = LoaderSpec::of(config, classes.len());
+    let spec = LoaderSpec::of(config, classes.len(), net.vs.device());
     let scored: Vec<(usize, ActionId)> = classes
         .scored
         .ids()

@@ -505,7 +505,7 @@ impl Session<'_> {
     }
 
     fn loader_spec(&self) -> LoaderSpec {
-        LoaderSpec::of(self.config, self.data.classes.len())
+        LoaderSpec::of(self.config, self.data.classes.len(), self.net.vs.device())
     }
 
     fn scored_ids(&self) -> Vec<u16> {

@@ -10,7 +10,7 @@ use tch::Tensor;
 
 use super::checkpoint::{STATE_FILE, read_tensors};
 use super::dataset::Dataset;
-use super::loader::{Augment, Loader, LoaderSpec, load_batch, train_batches};
+use super::loader::{Augment, Loader, LoaderSpec, PixelFormat, load_batch, train_batches};
 use super::testing::synthetic_data;
 use super::*;
 use avaprep::trainer_settings::Precision;
@@ -61,6 +61,7 @@ fn loader_is_deterministic_for_any_thread_count_and_fast_enough() {
         num_classes: data.classes.len(),
         threads,
         prefetch: 2,
+        pixels: PixelFormat::Normalised,
     };
     let augment = Augment::Train {
         seed: 3,
@@ -106,6 +107,37 @@ fn loader_is_deterministic_for_any_thread_count_and_fast_enough() {
         started.elapsed().as_secs_f64()
     );
     assert_eq!(loaded, clips.len());
+}
+
+/// The clips a GPU run receives as bytes and normalises on its device are, to the bit, the ones
+/// the loader normalises for a CPU run (both normalised on the CPU here).
+#[test]
+fn clips_normalised_on_the_device_equal_the_loaders() {
+    let data = Dataset::open(data()).unwrap();
+    let (clips, _, _) = data.clips(&config(), "train", true).unwrap();
+    let members: Vec<usize> = (0..4).collect();
+    let train = Augment::Train {
+        seed: 3,
+        epoch: 1,
+        hflip: true,
+    };
+    for augment in [train, Augment::Eval] {
+        let load = |pixels| {
+            let spec = LoaderSpec {
+                crop: 112,
+                num_classes: data.classes.len(),
+                threads: 1,
+                prefetch: 1,
+                pixels,
+            };
+            load_batch(&clips, &members, augment, &spec).unwrap()
+        };
+        let (normalised, bytes) = (load(PixelFormat::Normalised), load(PixelFormat::Bytes));
+        assert!(matches!(bytes.clips, loader::Pixels::Bytes(_)));
+        assert_eq!(bytes.shape, normalised.shape);
+        let on_cpu = |batch| super::net::clips_on(batch, tch::Device::Cpu);
+        assert!(on_cpu(&bytes).equal(&on_cpu(&normalised)), "{augment:?}");
+    }
 }
 
 fn final_weights(run: &Path) -> Vec<(String, Tensor)> {
