@@ -85,7 +85,7 @@ pub fn run(global: &GlobalArgs, command: &BenchCommand, printer: &Printer) -> an
             let measured = loader_throughput(&global.data_dir, &config, *passes)?;
             printer.record("bench_loader", &measured);
             printer.result(&format!(
-                "{} clips of {} frames at {} px in {:.2} s: {:.1} clips/s on {} threads, to {}",
+                "{} clips of {} frames at {} px in {:.2} s: {:.1} clips/s on {} threads, for {}",
                 measured.clips,
                 measured.frames_per_clip,
                 measured.crop,

@@ -245,9 +245,9 @@ pub fn load_batch(
         PixelFormat::Normalised => {
             let table = normalised();
             let map = |v: u8| table[usize::from(v)];
-            Pixels::Normalised(lay_out_clips(&pixels, &geometries, padded, &map))
+            Pixels::Normalised(lay_out_clips(&pixels, &geometries, padded, map))
         }
-        PixelFormat::Bytes => Pixels::Bytes(lay_out_clips(&pixels, &geometries, padded, &|v| v)),
+        PixelFormat::Bytes => Pixels::Bytes(lay_out_clips(&pixels, &geometries, padded, |v| v)),
     };
     let mut batch = Batch {
         clips,
@@ -306,7 +306,7 @@ fn lay_out_clips<T: Copy + Default + Send + Sync>(
     frames: &[Vec<u8>],
     geometries: &[Geometry],
     padded: (u32, u32),
-    map: &(dyn Fn(u8) -> T + Sync),
+    map: impl Fn(u8) -> T + Sync,
 ) -> Vec<T> {
     let frames_per_clip = frames.len() / geometries.len();
     let clip_len = 3 * frames_per_clip * (padded.0 * padded.1) as usize;
@@ -316,13 +316,14 @@ fn lay_out_clips<T: Copy + Default + Send + Sync>(
         .par_chunks_mut(clip_len)
         .zip(frames.par_chunks(frames_per_clip))
         .zip(geometries.par_iter())
-        .for_each(|((out, rgb), geometry)| write_clip(out, rgb, geometry, padded, map));
+        .for_each(|((out, rgb), geometry)| write_clip(out, rgb, geometry, padded, &map));
     clips
 }
 
 /// A batch's clips as the network takes them, on the device of `bytes` (`[B, 3, T, H, W]`):
 /// PySlowFast's `(v / 255 - MEAN) / STD` in f32, and each clip's padding beyond its own
-/// `(width, height)` in `sizes` zero, the mean colour.
+/// `(width, height)` in `sizes` zero, the mean colour. On the CPU this is the loader's table to
+/// the bit; CUDA divides by a scalar as a product with its reciprocal, within an ulp of it.
 pub fn normalise(bytes: &Tensor, sizes: &[(i64, i64)]) -> Tensor {
     let mut clips = bytes.to_kind(Kind::Float);
     let _ = clips.f_div_scalar_(255.0);
@@ -348,7 +349,7 @@ fn write_clip<T: Copy>(
     frames: &[Vec<u8>],
     geometry: &Geometry,
     padded: (u32, u32),
-    map: &(dyn Fn(u8) -> T + Sync),
+    map: impl Fn(u8) -> T,
 ) {
     let (w, h) = geometry.output();
     let (w, h) = (w as usize, h as usize);
@@ -482,14 +483,14 @@ mod tests {
             flip,
         };
         let mut out = vec![0; 3 * 2 * 6];
-        write_clip(&mut out, &frames, &geometry(false), (3, 2), &|v| v);
+        write_clip(&mut out, &frames, &geometry(false), (3, 2), |v| v);
         // [channel][frame][row][column]: red of frame 0, then red of frame 1, ...
         assert_eq!(&out[..6], &[0, 20, 0, 0, 0, 0]);
         assert_eq!(&out[6..12], &[1, 4, 0, 0, 0, 0]);
         assert_eq!(&out[12..14], &[255, 30]);
         assert_eq!(&out[30..32], &[3, 6]);
         let mut mirrored = vec![0; 3 * 2 * 6];
-        write_clip(&mut mirrored, &frames, &geometry(true), (3, 2), &|v| v);
+        write_clip(&mut mirrored, &frames, &geometry(true), (3, 2), |v| v);
         assert_eq!(&mirrored[..3], &[20, 0, 0]);
     }
 
