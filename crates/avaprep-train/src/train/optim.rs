@@ -51,7 +51,7 @@ pub struct Sgd {
     momentum_factor: Tensor,
     decay_factor: Tensor,
     /// Elements per pass of the update: the whole buffer on a GPU (one kernel per operation);
-    /// on a CPU a piece whose five passes stay in cache.
+    /// on a CPU a piece small enough for the update's passes over it to stay in cache.
     chunk: i64,
 }
 
@@ -87,12 +87,12 @@ impl Sgd {
         );
         // Each tensor starts on a 256-byte boundary, as one allocated alone would: kernels
         // (oneDNN's, CUDA's vectorised ones) take slower paths on misaligned data.
-        let numel = |t: &Tensor| t.numel().next_multiple_of(64) as i64;
-        let total = named.iter().map(|(_, t)| numel(t)).sum();
+        let padded_len = |t: &Tensor| t.numel().next_multiple_of(64) as i64;
+        let total = named.iter().map(|(_, t)| padded_len(t)).sum();
         let decayed = named
             .iter()
             .filter(|(name, _)| !is_batch_norm(name))
-            .map(|(_, t)| numel(t))
+            .map(|(_, t)| padded_len(t))
             .sum();
         let params = Tensor::zeros([total], options);
         let grads = Tensor::zeros([total], options);
@@ -108,7 +108,7 @@ impl Sgd {
                     shape: tensor.size(),
                     tensor: tensor.shallow_clone(),
                 };
-                offset += numel(&tensor);
+                offset += padded_len(&tensor);
                 let mut place = slot.view(&params);
                 tch::no_grad(|| place.copy_(&tensor));
                 tensor.set_data(&place);
