@@ -316,10 +316,11 @@ fn dump_first_steps(
         tch::no_grad(|| net.forward(batches[0], true, stepper.autocast)).to_device(Device::Cpu);
     let mut tensors = vec![("logits".to_string(), logits)];
     for (index, batch) in batches.iter().enumerate() {
-        let (slow, fast, boxes) = net.inputs(batch, Device::Cpu);
+        // Made on the network's device, as its steps take them (a GPU normalises the clips).
+        let (slow, fast, boxes) = net.inputs(batch, net.vs.device());
         tensors.extend([
-            (format!("slow{index}"), slow),
-            (format!("fast{index}"), fast),
+            (format!("slow{index}"), slow.to_device(Device::Cpu)),
+            (format!("fast{index}"), fast.to_device(Device::Cpu)),
             (format!("boxes{index}"), boxes),
             (format!("targets{index}"), targets(batch)),
         ]);

@@ -29,6 +29,7 @@ use zune_jpeg::zune_core::options::DecoderOptions;
 use super::DataError;
 use super::augment::{Geometry, eval_geometry, eval_short_side, train_geometry};
 use super::dataset::ClipSample;
+use super::model::upload;
 use avaprep::trainer_settings::TrainConfig;
 
 /// PySlowFast's `DATA.MEAN` / `DATA.STD`, applied to RGB in [0, 1].
@@ -322,13 +323,16 @@ fn lay_out_clips<T: Copy + Default + Send + Sync>(
 
 /// A batch's clips as the network takes them, on the device of `bytes` (`[B, 3, T, H, W]`):
 /// PySlowFast's `(v / 255 - MEAN) / STD` in f32, and each clip's padding beyond its own
-/// `(width, height)` in `sizes` zero, the mean colour. On the CPU this is the loader's table to
-/// the bit; CUDA divides by a scalar as a product with its reciprocal, within an ulp of it.
+/// `(width, height)` in `sizes` zero, the mean colour: the loader's table, to the bit.
 pub fn normalise(bytes: &Tensor, sizes: &[(i64, i64)]) -> Tensor {
     let mut clips = bytes.to_kind(Kind::Float);
-    let _ = clips.f_div_scalar_(255.0);
+    // Divisors on the clips' device: CUDA turns a division by a host scalar into a product with
+    // its reciprocal, an ulp away from the formula.
+    let divisor = |value: f32| upload(&Tensor::from(value), clips.device());
+    let (by_255, by_std) = (divisor(255.0), divisor(STD));
+    let _ = clips.f_div_(&by_255);
     let _ = clips.f_sub_scalar_(f64::from(MEAN));
-    let _ = clips.f_div_scalar_(f64::from(STD));
+    let _ = clips.f_div_(&by_std);
     let (height, width) = (clips.size()[3], clips.size()[4]);
     for (index, &(w, h)) in sizes.iter().enumerate() {
         let clip = clips.get(index as i64);

@@ -128,9 +128,10 @@ pub fn slow_frame_indices(num_frames: i64, alpha: i64) -> Vec<i64> {
     Vec::<i64>::try_from(&index).expect("int64 indices")
 }
 
-/// A copy of host tensor `t` on `device`, queued behind the work already queued there: a
-/// blocking copy to a GPU first waits for all of it, leaving the GPU idle until the host catches
-/// up. The host data may go at once: the driver stages it. No copy on the CPU.
+/// A copy of host tensor `t` on `device`, queued behind the work already queued there where the
+/// driver can (from pageable memory it may still wait, for a large copy): a blocking copy to a
+/// GPU always first waits for all of it, leaving the GPU idle until the host catches up. The
+/// host data may go at once, as the driver has staged it by then. No copy on the CPU.
 pub fn upload(t: &Tensor, device: Device) -> Tensor {
     t.to_device_(device, t.kind(), true, false)
 }
