@@ -341,7 +341,6 @@ fn dump_first_steps(
     .map_err(|error| TrainError::io(&path, error))
 }
 
-/// The training split's batches, epoch after epoch, as the trainer draws them.
 /// A batch and where it stands, as a training run's messages name it.
 struct Drawn {
     batch: Batch,
@@ -351,6 +350,7 @@ struct Drawn {
     index: usize,
 }
 
+/// The training split's batches, epoch after epoch, as the trainer draws them.
 struct EndlessBatches {
     clips: std::sync::Arc<Vec<super::dataset::ClipSample>>,
     config: TrainConfig,

@@ -4,7 +4,7 @@
 //!
 //! The trainable tensors, their gradients and their momentum live end to end in three flat
 //! buffers, so an update is about ten tensor operations whatever the model: done tensor by
-//! tensor it was eight per tensor, some 2,600 kernel launches a step for R50, where PyTorch's
+//! tensor it was six to eight per tensor, about 2,500 kernel launches a step for R50, where PyTorch's
 //! SGD launches a few multi-tensor kernels on a GPU. tch has no multi-tensor operations.
 
 use serde::{Deserialize, Serialize};
@@ -45,11 +45,10 @@ pub struct Sgd {
     /// Zero before the first step, which makes that step's buffer the gradient, as PyTorch's is.
     buffer: Tensor,
     decayed: i64,
-    momentum: f64,
-    weight_decay: f64,
-    /// The two as tensors on the buffers' device, for the fused `addcmul_`.
-    momentum_factor: Tensor,
-    decay_factor: Tensor,
+    /// The factors as tensors on the buffers' device, for the fused `addcmul_`; no weight decay
+    /// when it is 0.
+    momentum: Tensor,
+    weight_decay: Option<Tensor>,
     /// Elements per pass of the update: the whole buffer on a GPU (one kernel per operation);
     /// on a CPU a piece small enough for the update's passes over it to stay in cache.
     chunk: i64,
@@ -124,10 +123,8 @@ impl Sgd {
             params,
             grads,
             decayed,
-            momentum,
-            weight_decay,
-            momentum_factor: factor(momentum),
-            decay_factor: factor(weight_decay),
+            momentum: factor(momentum),
+            weight_decay: (weight_decay != 0.0).then(|| factor(weight_decay)),
             chunk: if options.1.is_cuda() {
                 total.max(1)
             } else {
@@ -190,9 +187,8 @@ impl Sgd {
     /// the update; they are zeroed before the next backward pass anyway).
     fn update(&mut self, lr: f64) {
         let total = self.params.size()[0];
-        let decays = self.weight_decay != 0.0;
         tch::no_grad(|| {
-            for (start, end, decayed) in [(0, self.decayed, decays), (self.decayed, total, false)] {
+            for (start, end, decayed) in [(0, self.decayed, true), (self.decayed, total, false)] {
                 for at in (start..end).step_by(self.chunk as usize) {
                     let len = self.chunk.min(end - at);
                     self.update_piece(at, len, decayed, lr);
@@ -205,13 +201,13 @@ impl Sgd {
         let mut params = self.params.narrow(0, at, len);
         let mut grads = self.grads.narrow(0, at, len);
         let mut buffer = self.buffer.narrow(0, at, len);
-        if decayed {
-            let _ = grads.f_addcmul_(&params, &self.decay_factor);
+        if let Some(weight_decay) = self.weight_decay.as_ref().filter(|_| decayed) {
+            let _ = grads.f_addcmul_(&params, weight_decay);
         }
-        let _ = buffer.f_mul_scalar_(self.momentum);
+        let _ = buffer.f_mul_(&self.momentum);
         let _ = buffer.f_add_(&grads);
         // Nesterov: step along the gradient plus the momentum-extrapolated buffer.
-        let _ = grads.f_addcmul_(&buffer, &self.momentum_factor);
+        let _ = grads.f_addcmul_(&buffer, &self.momentum);
         let _ = grads.f_mul_scalar_(-lr);
         let _ = params.f_add_(&grads);
     }
