@@ -12,15 +12,16 @@ pub struct KeyframesArgs {
     /// The folder of your videos (`<name>.mp4`, `.mkv` or `.webm`).
     #[arg(long)]
     pub videos: PathBuf,
-    /// The folder to write: images/<video>/<second>.jpg, images.zip (the images for a CVAT task)
-    /// and annotations.xml (the task's labels and pre-drawn boxes, CVAT for images 1.1).
+    /// The folder to write: images/<video>/<second>.jpg, images.zip (the images for a CVAT task),
+    /// annotations.xml (the task's labels and pre-drawn boxes, CVAT for images 1.1) and
+    /// via_project.json (the same boxes on the videos, a VIA 3 video annotator project).
     #[arg(long)]
     pub out: PathBuf,
     /// The actions to label, comma-separated: one checkbox each on every person box.
     #[arg(long, value_delimiter = ',', required = true)]
     pub actions: Vec<String>,
     /// A person detector's boxes (AVA's detection CSV on the videos' own seconds), drawn in the
-    /// task so people label actions only.
+    /// task and the project so people label actions only.
     #[arg(long)]
     pub detections: Option<PathBuf>,
     /// Seconds between keyframes: AVA labels one a second. Import with the same.
@@ -71,9 +72,16 @@ fn summary_text(args: &KeyframesArgs, summary: &KeyframeSummary) -> String {
         seconds => format!(" --keyframe-interval {seconds}"),
     };
     lines.push(format!(
-        "CVAT: create a task from {} (its labels: import {} as CVAT for images 1.1), tick the actions, export it as CVAT for images 1.1, then:\nnext: avaprep import EXPORT.zip --videos {} --out DATASET --action-from checkboxes{interval}",
+        "CVAT: create a task from {} (its labels: import {} as CVAT for images 1.1), tick the actions, export it as CVAT for images 1.1 (that .zip is EXPORT)",
         summary.archive.display(),
         summary.task.display(),
+    ));
+    lines.push(format!(
+        "or VIA 3: open {} in VIA's video annotator, choose each video when asked, tick the actions, save the project (that .json is EXPORT)",
+        summary.via_project.display(),
+    ));
+    lines.push(format!(
+        "next: avaprep import EXPORT --videos {} --out DATASET --action-from checkboxes{interval}",
         args.videos.display()
     ));
     lines.join("\n")

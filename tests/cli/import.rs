@@ -502,11 +502,11 @@ pub(crate) fn own_clock_detections(folder: &Path) -> PathBuf {
 
 /// `avaprep keyframes` on the miniature's videos with its detector's boxes: an image at each
 /// keyframe second, the source frame nearest it (its burned-in code) at the height asked, the
-/// same images in the archive for CVAT, and a CVAT task drawing every detector box with a
-/// checkbox per action. Ticked as a person would and imported, the task gives those boxes with
-/// those actions.
+/// same images in the archive for CVAT, a CVAT task drawing every detector box with a checkbox
+/// per action, and a VIA 3 project drawing them on the videos. Ticked as a person would and
+/// imported, the task and the project each give those boxes with those actions.
 #[test]
-fn keyframe_images_and_a_cvat_task_go_out_and_come_back_through_import() {
+fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_import() {
     let work = tempfile::tempdir().unwrap();
     let detections = own_clock_detections(work.path());
     let out = work.path().join("keyframes");
@@ -619,6 +619,48 @@ fn keyframe_images_and_a_cvat_task_go_out_and_come_back_through_import() {
         &dataset,
         &["--action-from", "checkboxes", "--val", &val],
     );
+    assert_boxes_are_the_detectors_with_walk(&dataset, &detections);
+
+    // The VIA project: every video's file, the same boxes, no action ticked yet.
+    let mut project = json(&out.join("via_project.json"));
+    let stems: std::collections::BTreeSet<&str> = project["file"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|file| file["fname"].as_str().unwrap().rsplit_once('.').unwrap().0)
+        .collect();
+    let keyframed: std::collections::BTreeSet<&str> = images
+        .iter()
+        .map(|name| name.split('/').next().unwrap())
+        .collect();
+    assert_eq!(stems, keyframed);
+    assert_eq!(project["attribute"]["1"]["type"], 2, "a checkbox");
+    assert_eq!(
+        project["attribute"]["1"]["options"],
+        serde_json::json!({"0": "stand", "1": "walk"})
+    );
+    let metadata = project["metadata"].as_object_mut().unwrap();
+    assert_eq!(metadata.len() as u64, summary["boxes"].as_u64().unwrap());
+    // A person ticks `walk` on every box in VIA and saves the project.
+    for region in metadata.values_mut() {
+        assert_eq!(region["av"], serde_json::json!({}));
+        region["av"] = serde_json::json!({"1": "1"});
+    }
+    let export = work.path().join("labelled_via.json");
+    fs::write(&export, project.to_string()).unwrap();
+    let dataset = work.path().join("dataset_via");
+    imported(
+        &export,
+        &videos(),
+        &dataset,
+        &["--action-from", "checkboxes", "--val", &val],
+    );
+    assert_boxes_are_the_detectors_with_walk(&dataset, &detections);
+}
+
+/// Each box of the import in `dataset` is one of `detections`' boxes at its video and second
+/// (within the rounding of an export's pixels), each once, with `walk` (action 1) alone.
+fn assert_boxes_are_the_detectors_with_walk(dataset: &Path, detections: &Path) {
     let imported = json(&dataset.join("import.json"));
     let shift = |video: &str| imported["file_starts"][video].as_i64().unwrap();
     let mut truth: Vec<(String, i64, Vec<f64>)> = ["train", "val"]
@@ -640,7 +682,7 @@ fn keyframe_images_and_a_cvat_task_go_out_and_come_back_through_import() {
                 .collect::<Vec<_>>()
         })
         .collect();
-    let mut drawn: Vec<(String, i64, Vec<f64>)> = fs::read_to_string(&detections)
+    let mut drawn: Vec<(String, i64, Vec<f64>)> = fs::read_to_string(detections)
         .unwrap()
         .lines()
         .map(|line| {
@@ -1068,4 +1110,77 @@ fn an_import_pipeline_is_checked_before_any_video_is_read() {
         "{}",
         stderr(&until)
     );
+}
+
+/// A phone video stores its frames on their side and a display rotation; players, VIA and
+/// extraction show it upright, and VIA's pixel coordinates (its project states no frame size)
+/// are in that upright frame. Its boxes are normalised by the upright size, as an unrotated
+/// video's are by its own: the same box comes out the same.
+#[test]
+fn a_rotated_phone_video_s_via_boxes_are_read_in_its_upright_frame() {
+    let clips = tempfile::tempdir().unwrap();
+    let ffmpeg = |args: &[&str]| {
+        let status = std::process::Command::new("ffmpeg")
+            .args(["-y", "-loglevel", "error"])
+            .args(args)
+            .status()
+            .unwrap();
+        assert!(status.success(), "ffmpeg {args:?}");
+    };
+    let landscape = clips.path().join("landscape.mp4");
+    let landscape = landscape.to_str().unwrap();
+    ffmpeg(&[
+        "-f",
+        "lavfi",
+        "-i",
+        "testsrc=size=160x96:rate=30:duration=4",
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        landscape,
+    ]);
+    let phone = clips.path().join("IMG_0042.mp4");
+    ffmpeg(&[
+        "-i",
+        landscape,
+        "-c",
+        "copy",
+        "-metadata:s:v:0",
+        "rotate=90",
+        phone.to_str().unwrap(),
+    ]);
+    // The same box, a quarter of each side in from the edges, in each video's shown frame:
+    // 96x160 upright for the phone's coded 160x96.
+    let project = serde_json::json!({
+        "project": {"pname": "phone", "vid_list": ["1", "2"]},
+        "attribute": {"1": {"aname": "action", "anchor_id": "FILE1_Z1_XY1", "type": 4,
+                            "options": {"0": "wave"}, "default_option_id": ""}},
+        "file": {"1": {"fid": "1", "fname": "IMG_0042.mp4", "type": 4, "loc": 1, "src": ""},
+                 "2": {"fid": "2", "fname": "landscape.mp4", "type": 4, "loc": 1, "src": ""}},
+        "view": {"1": {"fid_list": ["1"]}, "2": {"fid_list": ["2"]}},
+        "metadata": {
+            "1_a": {"vid": "1", "flg": 0, "z": [1.0], "xy": [2, 24, 40, 48, 80], "av": {"1": "0"}},
+            "2_a": {"vid": "2", "flg": 0, "z": [1.0], "xy": [2, 40, 24, 80, 48], "av": {"1": "0"}}
+        }
+    });
+    let export = clips.path().join("via_project.json");
+    fs::write(&export, project.to_string()).unwrap();
+    let own = tempfile::tempdir().unwrap();
+    imported(
+        &export,
+        clips.path(),
+        own.path(),
+        &["--val", "landscape", "--action-from", "label"],
+    );
+    for split in ["train", "val"] {
+        let truth =
+            fs::read_to_string(own.path().join(format!("annotations/ava_{split}_v2.2.csv")))
+                .unwrap();
+        let corners: Vec<String> = truth
+            .lines()
+            .map(|line| line.split(',').collect::<Vec<_>>()[2..6].join(","))
+            .collect();
+        assert_eq!(corners, ["0.250,0.250,0.750,0.750"], "{split}: {truth}");
+    }
 }

@@ -82,7 +82,11 @@ const WRITES: &[(&str, &[&str])] = &[
     ),
     (
         "avaprep keyframes --videos clips --out tolabel --actions fall,fight,wave --detections boxes.csv",
-        &["tolabel/images.zip", "tolabel/annotations.xml"],
+        &[
+            "tolabel/images.zip",
+            "tolabel/annotations.xml",
+            "tolabel/via_project.json",
+        ],
     ),
     (
         "avaprep import exports/*.xml --videos clips --out own --action-from checkboxes",

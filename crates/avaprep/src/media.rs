@@ -6,6 +6,9 @@ use ffmpeg_next as ffmpeg;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct MediaInfo {
+    /// The frame's width and height as players show it: upright, after the display rotation
+    /// that extraction applies too (a phone video's coded 1920x1080 may be a 1080x1920 picture),
+    /// so an annotation tool's pixel coordinates are in this size.
     pub width: u32,
     pub height: u32,
     pub codec: String,
@@ -84,9 +87,14 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
     } else {
         input.duration().max(0) as f64 / f64::from(ffmpeg::ffi::AV_TIME_BASE)
     };
+    let (width, height) = if crate::extract::Rotation::of_stream(&stream).swaps_sides() {
+        (decoder.height(), decoder.width())
+    } else {
+        (decoder.width(), decoder.height())
+    };
     Ok(MediaInfo {
-        width: decoder.width(),
-        height: decoder.height(),
+        width,
+        height,
         codec: decoder
             .codec()
             .map_or_else(|| "unknown".to_string(), |codec| codec.name().to_string()),

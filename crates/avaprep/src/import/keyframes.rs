@@ -3,7 +3,9 @@
 //! chosen and scaled as extraction chooses and scales the frames training reads) and a CVAT for
 //! images 1.1 task over them: the label `person` with a checkbox per action, and a person
 //! detector's boxes already drawn, so people tick actions and fix boxes instead of drawing them.
-//! The task's export goes back through `avaprep import --action-from checkboxes`.
+//! Beside it, a VIA 3 video annotator project over the videos themselves, with the same boxes at
+//! each keyframe's instant. Either tool's export goes back through
+//! `avaprep import --action-from checkboxes`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -22,6 +24,8 @@ use crate::progress::Reporter;
 pub const TASK_FILE: &str = "annotations.xml";
 /// The images as CVAT takes them for a task: `<video>/<second>.jpg` at the archive's top.
 pub const IMAGES_ARCHIVE: &str = "images.zip";
+/// The VIA 3 project over the videos.
+pub const VIA_PROJECT: &str = "via_project.json";
 const IMAGES: &str = "images";
 /// The progress bar's name.
 const STAGE: &str = "keyframes";
@@ -56,18 +60,27 @@ pub struct KeyframeSummary {
     pub skipped_videos: Vec<String>,
     pub task: PathBuf,
     pub archive: PathBuf,
+    pub via_project: PathBuf,
 }
 
-/// One keyframe image written: where and its size.
+/// One keyframe image written: where, its size, and when its frame is shown in the video.
 struct KeyframeImage {
     name: String,
     video: VideoId,
     second: u32,
     size: (u32, u32),
+    shown_at: f64,
 }
 
-/// Writes `out/images/<video>/<second>.jpg`, `out/images.zip` (the same, for CVAT) and
-/// `out/annotations.xml`. A video that cannot be read is named in the summary and the others are
+/// A video whose keyframes were written: its file and its upright frame size, the pixels a
+/// video annotator's coordinates are in.
+struct KeyframedVideo {
+    file: VideoFileName,
+    size: super::export::FrameSize,
+}
+
+/// Writes `out/images/<video>/<second>.jpg`, `out/images.zip` (the same, for CVAT),
+/// `out/annotations.xml` and `out/via_project.json`. A video that cannot be read is named in the summary and the others are
 /// written; a video's images are replaced only once its new ones are complete.
 pub fn export_keyframes(
     options: &KeyframeOptions,
@@ -84,6 +97,7 @@ pub fn export_keyframes(
     let detected = read_detections(options)?;
     let mut summary = KeyframeSummary::default();
     let mut images = Vec::new();
+    let mut keyframed = BTreeMap::new();
     reporter.stage_started(STAGE, videos.len(), 0);
     for (id, file) in &videos {
         let outcome = video_keyframes(options, *id, file);
@@ -93,9 +107,10 @@ pub fn export_keyframes(
             outcome.as_ref().err().map(String::as_str),
         );
         match outcome {
-            Ok(written) => {
+            Ok((size, written)) => {
                 summary.videos += 1;
                 images.extend(written);
+                keyframed.insert(*id, KeyframedVideo { file: *file, size });
             }
             Err(message) => summary.skipped_videos.push(format!("{id}: {message}")),
         }
@@ -117,13 +132,18 @@ pub fn export_keyframes(
     write_archive(&options.out, &images, &summary.archive)?;
     summary.task = options.out.join(TASK_FILE);
     let task = cvat_task(&options.actions, &images, &detected);
-    crate::fsutil::write_atomic(&summary.task, task.as_bytes()).map_err(|source| {
-        ImportError::Write {
-            path: summary.task.clone(),
-            source,
-        }
-    })?;
+    write_file(&summary.task, task.as_bytes())?;
+    summary.via_project = options.out.join(VIA_PROJECT);
+    let project = via_project(&options.actions, &keyframed, &images, &detected);
+    write_file(&summary.via_project, project.to_string().as_bytes())?;
     Ok(summary)
+}
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), ImportError> {
+    crate::fsutil::write_atomic(path, bytes).map_err(|source| ImportError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 /// A keyframe's image: one frame each `1 / fps` seconds, at the best JPEG quality.
@@ -180,12 +200,13 @@ fn read_detections(
     Ok(boxes)
 }
 
-/// A video's keyframe images, written into a staging folder and moved into place complete.
+/// A video's keyframe images, written into a staging folder and moved into place complete, and
+/// the video's upright frame size.
 fn video_keyframes(
     options: &KeyframeOptions,
     id: VideoId,
     file: &VideoFileName,
-) -> Result<Vec<KeyframeImage>, String> {
+) -> Result<(super::export::FrameSize, Vec<KeyframeImage>), String> {
     let path = options.videos.join(file.to_string());
     let facts = super::probe(&path)?;
     let seconds = super::resolve::keyframe_seconds(facts.last_instant(), options.keyframe_interval);
@@ -223,10 +244,11 @@ fn video_keyframes(
             video: id,
             second,
             size: (row.width, row.height),
+            shown_at: row.source_seconds,
         });
     }
     crate::fsutil::replace_dir(&staging, &folder).map_err(|e| failed(&e))?;
-    Ok(images)
+    Ok((facts.size, images))
 }
 
 /// The images at the archive's top, as CVAT names a task's images after their paths in it.
@@ -319,3 +341,106 @@ fn cvat_task(
     text.push_str("</annotations>\n");
     text
 }
+
+/// A VIA 3 video annotator project: each video a view of its own file (found on the user's disk
+/// when VIA opens it), each detector box a rectangle in the upright video's pixels at the instant
+/// of the frame its keyframe image shows, and one checkbox attribute whose options are the actions.
+fn via_project(
+    actions: &[String],
+    videos: &BTreeMap<VideoId, KeyframedVideo>,
+    images: &[KeyframeImage],
+    detected: &BTreeMap<(VideoId, u32), Vec<NormBox>>,
+) -> serde_json::Value {
+    use serde_json::{Map, Value, json};
+    let view_of: BTreeMap<VideoId, String> = videos
+        .keys()
+        .enumerate()
+        .map(|(index, id)| (*id, (index + 1).to_string()))
+        .collect();
+    let mut files = Map::new();
+    let mut views = Map::new();
+    for (id, video) in videos {
+        let view = &view_of[id];
+        files.insert(
+            view.clone(),
+            json!({"fid": view, "fname": video.file.to_string(), "type": VIA_VIDEO, "loc": VIA_LOCAL, "src": ""}),
+        );
+        views.insert(view.clone(), json!({"fid_list": [view]}));
+    }
+    let mut metadata = Map::new();
+    for image in images {
+        let (Some(view), Some(video)) = (view_of.get(&image.video), videos.get(&image.video))
+        else {
+            continue;
+        };
+        let (w, h) = (f64::from(video.size.width), f64::from(video.size.height));
+        let hundredths = |value: f64| (value * 100.0).round() / 100.0;
+        let pixels = |value: f32, side: f64| hundredths(f64::from(value) * side);
+        let boxes = detected
+            .get(&(image.video, image.second))
+            .into_iter()
+            .flatten();
+        for (index, b) in boxes.enumerate() {
+            let (x, y) = (pixels(b.x1(), w), pixels(b.y1(), h));
+            let width = hundredths(pixels(b.x2(), w) - x);
+            let height = hundredths(pixels(b.y2(), h) - y);
+            metadata.insert(
+                format!("{view}_{:06}_{index}", image.second),
+                json!({
+                    "vid": view,
+                    "flg": 0,
+                    "z": [(image.shown_at * 1e5).round() / 1e5],
+                    "xy": [VIA_RECTANGLE, x, y, width, height],
+                    "av": {},
+                }),
+            );
+        }
+    }
+    let options: Map<String, Value> = actions
+        .iter()
+        .enumerate()
+        .map(|(index, action)| (index.to_string(), Value::from(action.as_str())))
+        .collect();
+    json!({
+        "project": {
+            "pid": "__VIA_PROJECT_ID__",
+            "rev": "__VIA_PROJECT_REV_ID__",
+            "rev_timestamp": "__VIA_PROJECT_REV_TIMESTAMP__",
+            "pname": "keyframes",
+            "creator": "avaprep keyframes",
+            "created": 0,
+            "data_format_version": "3.1.1",
+            "vid_list": view_of.values().collect::<Vec<_>>(),
+        },
+        "config": {
+            "file": {"loc_prefix": {"1": "", "2": "", "3": "", "4": ""}},
+            "ui": {
+                "file_content_align": "center",
+                "file_metadata_editor_visible": true,
+                "spatial_metadata_editor_visible": true,
+                "spatial_region_label_attribute_id": VIA_ACTION_ATTRIBUTE,
+            },
+        },
+        "attribute": {
+            VIA_ACTION_ATTRIBUTE: {
+                "aname": "action",
+                "anchor_id": "FILE1_Z1_XY1",
+                "type": VIA_CHECKBOX,
+                "desc": "what the person does (tick every action)",
+                "options": options,
+                "default_option_id": "",
+            },
+        },
+        "file": files,
+        "view": views,
+        "metadata": metadata,
+    })
+}
+
+/// VIA 3's codes (`_via_file.js`, `_via_attribute.js`, `_via_metadata.js`).
+const VIA_VIDEO: u32 = 4;
+/// A file on the user's disk, chosen in VIA when it opens the project.
+const VIA_LOCAL: u32 = 1;
+const VIA_CHECKBOX: u32 = 2;
+const VIA_RECTANGLE: u32 = 2;
+const VIA_ACTION_ATTRIBUTE: &str = "1";
