@@ -11,7 +11,7 @@ use std::process::Output;
 use avaprep_testbed::serve::{self, ServeConfig};
 
 use crate::lists::reference_report;
-use crate::support::{avaprep, mirror, stderr, stdout};
+use crate::support::{LOSSLESS_H264, avaprep, ffmpeg, mirror, stderr, stdout};
 
 fn exports() -> PathBuf {
     mirror().join("exports")
@@ -609,17 +609,20 @@ fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_im
         "<attribute name=\"walk\">false</attribute>",
         "<attribute name=\"walk\">true</attribute>",
     );
-    let export = work.path().join("labelled.xml");
-    fs::write(&export, ticked).unwrap();
-    let dataset = work.path().join("dataset");
-    let val = val_videos().join(",");
-    imported(
-        &export,
-        &videos(),
-        &dataset,
-        &["--action-from", "checkboxes", "--val", &val],
-    );
-    assert_boxes_are_the_detectors_with_walk(&dataset, &detections);
+    let import_ticked = |name: &str, ticked: String| {
+        let export = work.path().join(name);
+        fs::write(&export, ticked).unwrap();
+        let dataset = work.path().join(format!("{name}.dataset"));
+        let val = val_videos().join(",");
+        imported(
+            &export,
+            &videos(),
+            &dataset,
+            &["--action-from", "checkboxes", "--val", &val],
+        );
+        assert_boxes_are_the_detectors_with_walk(&dataset, &detections);
+    };
+    import_ticked("labelled.xml", ticked);
 
     // The VIA project: every video's file, the same boxes, no action ticked yet.
     let mut project = json(&out.join("via_project.json"));
@@ -646,16 +649,7 @@ fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_im
         assert_eq!(region["av"], serde_json::json!({}));
         region["av"] = serde_json::json!({"1": "1"});
     }
-    let export = work.path().join("labelled_via.json");
-    fs::write(&export, project.to_string()).unwrap();
-    let dataset = work.path().join("dataset_via");
-    imported(
-        &export,
-        &videos(),
-        &dataset,
-        &["--action-from", "checkboxes", "--val", &val],
-    );
-    assert_boxes_are_the_detectors_with_walk(&dataset, &detections);
+    import_ticked("labelled_via.json", project.to_string());
 }
 
 /// Each box of the import in `dataset` is one of `detections`' boxes at its video and second
@@ -756,17 +750,10 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
     let lengths = [("clip12", 12), ("cam3_2024-05-01_1200", 20)];
     for (name, seconds) in lengths {
         // Lossless and without B-frames: the frames keep their burned-in codes exactly.
-        let status = std::process::Command::new("ffmpeg")
-            .args(["-y", "-loglevel", "error", "-i"])
-            .arg(&source)
-            .args(["-t", &seconds.to_string()])
-            .args([
-                "-c:v", "libx264", "-qp", "0", "-bf", "0", "-pix_fmt", "yuv420p", "-an",
-            ])
-            .arg(clips.path().join(format!("{name}.mp4")))
-            .status()
-            .unwrap();
-        assert!(status.success(), "cutting {name}");
+        let out = clips.path().join(format!("{name}.mp4"));
+        let length = seconds.to_string();
+        let cut = ["-i", source.to_str().unwrap(), "-t", &length];
+        ffmpeg(&[&cut[..], &LOSSLESS_H264, &["-an", out.to_str().unwrap()]].concat());
     }
     let labels = clips.path().join("labels.csv");
     fs::write(
@@ -925,13 +912,8 @@ fn a_long_video_is_cut_into_parts_on_clocks_of_their_own() {
     let source = thirty_fps_video();
     let clips = tempfile::tempdir().unwrap();
     let cut = |name: &str, args: &[&str]| {
-        let status = std::process::Command::new("ffmpeg")
-            .args(["-y", "-loglevel", "error"])
-            .args(args)
-            .arg(clips.path().join(format!("{name}.mp4")))
-            .status()
-            .unwrap();
-        assert!(status.success(), "making {name}");
+        let out = clips.path().join(format!("{name}.mp4"));
+        ffmpeg(&[args, &[out.to_str().unwrap()]].concat());
     };
     let source = source.to_str().unwrap();
     cut(
@@ -1119,14 +1101,6 @@ fn an_import_pipeline_is_checked_before_any_video_is_read() {
 #[test]
 fn a_rotated_phone_video_s_via_boxes_are_read_in_its_upright_frame() {
     let clips = tempfile::tempdir().unwrap();
-    let ffmpeg = |args: &[&str]| {
-        let status = std::process::Command::new("ffmpeg")
-            .args(["-y", "-loglevel", "error"])
-            .args(args)
-            .status()
-            .unwrap();
-        assert!(status.success(), "ffmpeg {args:?}");
-    };
     let landscape = clips.path().join("landscape.mp4");
     let landscape = landscape.to_str().unwrap();
     ffmpeg(&[

@@ -186,17 +186,10 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
             .join(video["file_name"].as_str().unwrap());
         // Lossless, no B-frames: the cut's pixels are the source's, its first frame at time 0.
         let lossless = [
-            "-c:v",
-            "libx264",
-            "-qp",
-            "0",
-            "-bf",
-            "0",
-            "-pix_fmt",
-            "yuv420p",
-            "-fps_mode",
-            "passthrough",
-        ];
+            &crate::support::LOSSLESS_H264[..],
+            &["-fps_mode", "passthrough"],
+        ]
+        .concat();
         let out = clips.path().join(format!("{id}.mp4"));
         cut_video(&source, FILE_START, &lossless, &out);
         cut.push(id.to_string());

@@ -80,23 +80,26 @@ pub fn mirror() -> &'static Path {
     })
 }
 
+/// ffmpeg's options for H.264 that keeps every pixel and has no B-frames: a cut's frames are its
+/// source's, with their burned-in codes.
+pub const LOSSLESS_H264: [&str; 8] = [
+    "-c:v", "libx264", "-qp", "0", "-bf", "0", "-pix_fmt", "yuv420p",
+];
+
+/// The ffmpeg CLI with `args`, quiet and overwriting, which must succeed.
+pub fn ffmpeg(args: &[&str]) {
+    let status = Command::new("ffmpeg")
+        .args(["-y", "-loglevel", "error"])
+        .args(args)
+        .status()
+        .unwrap();
+    assert!(status.success(), "ffmpeg {args:?}");
+}
+
 /// `source` from `seconds` on, encoded with `encoding` (ffmpeg's video options) into `out`, whose
 /// time 0 is that instant: a pre-cut clip such as PySlowFast's `videos_15min/`.
 pub fn cut_video(source: &Path, seconds: f64, encoding: &[&str], out: &Path) {
-    let status = Command::new("ffmpeg")
-        .args([
-            "-y",
-            "-loglevel",
-            "error",
-            "-ss",
-            &seconds.to_string(),
-            "-i",
-        ])
-        .arg(source)
-        .args(encoding)
-        .arg("-an")
-        .arg(out)
-        .status()
-        .unwrap();
-    assert!(status.success(), "ffmpeg cutting {}", source.display());
+    let start = seconds.to_string();
+    let (source, out) = (source.to_str().unwrap(), out.to_str().unwrap());
+    ffmpeg(&[&["-ss", &start, "-i", source], encoding, &["-an", out]].concat());
 }
