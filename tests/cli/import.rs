@@ -638,6 +638,16 @@ fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_im
         .collect();
     assert_eq!(stems, keyframed);
     assert_eq!(project["attribute"]["1"]["type"], 2, "a checkbox");
+    assert_eq!(project["attribute"]["1"]["anchor_id"], "FILE1_Z1_XY1");
+    let views: Vec<&String> = project["view"].as_object().unwrap().keys().collect();
+    let mut listed: Vec<&str> = project["project"]["vid_list"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|view| view.as_str().unwrap())
+        .collect();
+    listed.sort();
+    assert_eq!(listed, views);
     assert_eq!(
         project["attribute"]["1"]["options"],
         serde_json::json!({"0": "stand", "1": "walk"})
@@ -647,6 +657,8 @@ fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_im
     // A person ticks `walk` on every box in VIA and saves the project.
     for region in metadata.values_mut() {
         assert_eq!(region["av"], serde_json::json!({}));
+        assert_eq!(region["z"].as_array().unwrap().len(), 1, "{region}");
+        assert_eq!(region["xy"][0], 2, "a rectangle: {region}");
         region["av"] = serde_json::json!({"1": "1"});
     }
     import_ticked("labelled_via.json", project.to_string());
@@ -1124,6 +1136,22 @@ fn a_rotated_phone_video_s_via_boxes_are_read_in_its_upright_frame() {
         "rotate=90",
         phone.to_str().unwrap(),
     ]);
+    let rotation = std::process::Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0"])
+        .args([
+            "-show_entries",
+            "stream_side_data=rotation",
+            "-of",
+            "csv=p=0",
+        ])
+        .arg(&phone)
+        .output()
+        .unwrap();
+    let rotation = String::from_utf8_lossy(&rotation.stdout);
+    assert!(
+        ["90", "-90"].contains(&rotation.trim()),
+        "this ffmpeg wrote no quarter turn: {rotation:?}"
+    );
     // The same box, a quarter of each side in from the edges, in each video's shown frame:
     // 96x160 upright for the phone's coded 160x96.
     let project = serde_json::json!({

@@ -42,7 +42,7 @@ pub struct KeyframeOptions {
     /// The images' height; 0 keeps the videos' own.
     pub height: u32,
     /// A person detector's boxes (AVA's detection CSV on the videos' own seconds), drawn in the
-    /// task.
+    /// task and the project.
     pub detections: Option<PathBuf>,
 }
 
@@ -51,7 +51,7 @@ pub struct KeyframeOptions {
 pub struct KeyframeSummary {
     pub videos: usize,
     pub images: usize,
-    /// Detector boxes drawn in the task.
+    /// Detector boxes drawn in the task (and the project).
     pub boxes: usize,
     /// Detector boxes at a second that is no keyframe of its video, or of a video not in the
     /// folder: not drawn.
@@ -80,8 +80,9 @@ struct KeyframedVideo {
 }
 
 /// Writes `out/images/<video>/<second>.jpg`, `out/images.zip` (the same, for CVAT),
-/// `out/annotations.xml` and `out/via_project.json`. A video that cannot be read is named in the summary and the others are
-/// written; a video's images are replaced only once its new ones are complete.
+/// `out/annotations.xml` and `out/via_project.json`. A video that cannot be read is named in the
+/// summary and the others are written; a video's images are replaced only once its new ones are
+/// complete.
 pub fn export_keyframes(
     options: &KeyframeOptions,
     reporter: &dyn Reporter,
@@ -134,7 +135,7 @@ pub fn export_keyframes(
     let task = cvat_task(&options.actions, &images, &detected);
     write_file(&summary.task, task.as_bytes())?;
     summary.via_project = options.out.join(VIA_PROJECT);
-    let project = via_project(&options.actions, &keyframed, &images, &detected);
+    let project = via_project(options, &keyframed, &images, &detected);
     write_file(&summary.via_project, project.to_string().as_bytes())?;
     Ok(summary)
 }
@@ -342,11 +343,11 @@ fn cvat_task(
     text
 }
 
-/// A VIA 3 video annotator project: each video a view of its own file (found on the user's disk
-/// when VIA opens it), each detector box a rectangle in the upright video's pixels at the instant
-/// of the frame its keyframe image shows, and one checkbox attribute whose options are the actions.
+/// A VIA 3 video annotator project: each video a view of its own file (VIA asks the user to
+/// choose it), each detector box a rectangle in the upright video's pixels at the instant of the
+/// frame its keyframe image shows, and one checkbox attribute whose options are the actions.
 fn via_project(
-    actions: &[String],
+    options: &KeyframeOptions,
     videos: &BTreeMap<VideoId, KeyframedVideo>,
     images: &[KeyframeImage],
     detected: &BTreeMap<(VideoId, u32), Vec<NormBox>>,
@@ -385,18 +386,19 @@ fn via_project(
             let width = hundredths(pixels(b.x2(), w) - x);
             let height = hundredths(pixels(b.y2(), h) - y);
             metadata.insert(
-                format!("{view}_{:06}_{index}", image.second),
+                format!("{view}_{:06}_{index:03}", image.second),
                 json!({
                     "vid": view,
                     "flg": 0,
-                    "z": [(image.shown_at * 1e5).round() / 1e5],
+                    "z": [region_instant(image.shown_at, image.second, options.keyframe_interval)],
                     "xy": [VIA_RECTANGLE, x, y, width, height],
                     "av": {},
                 }),
             );
         }
     }
-    let options: Map<String, Value> = actions
+    let action_options: Map<String, Value> = options
+        .actions
         .iter()
         .enumerate()
         .map(|(index, action)| (index.to_string(), Value::from(action.as_str())))
@@ -418,7 +420,9 @@ fn via_project(
                 "file_content_align": "center",
                 "file_metadata_editor_visible": true,
                 "spatial_metadata_editor_visible": true,
-                "spatial_region_label_attribute_id": VIA_ACTION_ATTRIBUTE,
+                // No label drawn on the boxes: VIA draws a checkbox's label only with one
+                // option ticked, and fails on the frame's other boxes with none or several.
+                "spatial_region_label_attribute_id": "",
             },
         },
         "attribute": {
@@ -427,7 +431,7 @@ fn via_project(
                 "anchor_id": "FILE1_Z1_XY1",
                 "type": VIA_CHECKBOX,
                 "desc": "what the person does (tick every action)",
-                "options": options,
+                "options": action_options,
                 "default_option_id": "",
             },
         },
@@ -437,6 +441,18 @@ fn via_project(
     })
 }
 
+/// When a keyframe's box is drawn in the video: at the frame its image shows, where VIA shows
+/// regions, unless that frame is nearer another keyframe (a gap in the video), which import would
+/// then take it for; there, at the keyframe's own second.
+fn region_instant(shown_at: f64, second: u32, interval: u32) -> f64 {
+    let at = if (shown_at - f64::from(second)).abs() < f64::from(interval) / 2.0 {
+        shown_at
+    } else {
+        f64::from(second)
+    };
+    (at * 1e5).round() / 1e5
+}
+
 /// VIA 3's codes (`_via_file.js`, `_via_attribute.js`, `_via_metadata.js`).
 const VIA_VIDEO: u32 = 4;
 /// A file on the user's disk, chosen in VIA when it opens the project.
@@ -444,3 +460,18 @@ const VIA_LOCAL: u32 = 1;
 const VIA_CHECKBOX: u32 = 2;
 const VIA_RECTANGLE: u32 = 2;
 const VIA_ACTION_ATTRIBUTE: &str = "1";
+
+#[cfg(test)]
+mod tests {
+    use super::region_instant;
+
+    #[test]
+    fn a_region_is_drawn_at_its_frame_unless_that_frame_is_nearer_another_keyframe() {
+        assert_eq!(region_instant(2.966_666_7, 3, 1), 2.96667);
+        assert_eq!(region_instant(3.0, 3, 1), 3.0);
+        // The first frame 0.7 s in (a late stream): keyframe 0's image shows it, and import
+        // would put a box at 0.7 on keyframe 1.
+        assert_eq!(region_instant(0.7, 0, 1), 0.0);
+        assert_eq!(region_instant(0.7, 0, 2), 0.7);
+    }
+}
