@@ -1106,12 +1106,13 @@ fn an_import_pipeline_is_checked_before_any_video_is_read() {
     );
 }
 
-/// A phone video stores its frames on their side and a display rotation; players, VIA and
-/// extraction show it upright, and VIA's pixel coordinates (its project states no frame size)
-/// are in that upright frame. Its boxes are normalised by the upright size, as an unrotated
-/// video's are by its own: the same box comes out the same.
+/// A phone video stores its frames on their side with a display rotation, and a cut clip may
+/// start at 1.5 s on its file's timeline. VIA stores what the browser shows: pixels of the upright
+/// picture and times on the `<video>` element's timeline, which Chromium (asked here) starts at the
+/// file's own first timestamp. Such a project's boxes land where an unrotated clip from 0 puts the
+/// same box: the same corners, at the same keyframe.
 #[test]
-fn a_rotated_phone_video_s_via_boxes_are_read_in_its_upright_frame() {
+fn via_boxes_are_read_as_chromium_shows_the_video() {
     let clips = tempfile::tempdir().unwrap();
     let landscape = clips.path().join("landscape.mp4");
     let landscape = landscape.to_str().unwrap();
@@ -1128,6 +1129,8 @@ fn a_rotated_phone_video_s_via_boxes_are_read_in_its_upright_frame() {
     ]);
     let phone = clips.path().join("IMG_0042.mp4");
     ffmpeg(&[
+        "-itsoffset",
+        "1.5",
         "-i",
         landscape,
         "-c",
@@ -1136,24 +1139,37 @@ fn a_rotated_phone_video_s_via_boxes_are_read_in_its_upright_frame() {
         "rotate=90",
         phone.to_str().unwrap(),
     ]);
-    let rotation = std::process::Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0"])
-        .args([
-            "-show_entries",
-            "stream_side_data=rotation",
-            "-of",
-            "csv=p=0",
-        ])
-        .arg(&phone)
-        .output()
-        .unwrap();
-    let rotation = String::from_utf8_lossy(&rotation.stdout);
-    assert!(
-        ["90", "-90"].contains(&rotation.trim()),
-        "this ffmpeg wrote no quarter turn: {rotation:?}"
+    let shown = |video: &Path| -> (f64, f64, f64) {
+        let output =
+            std::process::Command::new(crate::support::repo_root().join(".venv/bin/python"))
+                .arg(crate::support::repo_root().join("tests/support/video_clock.py"))
+                .arg(video)
+                .output()
+                .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        let seen: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        let number = |key: &str| seen[key].as_f64().unwrap();
+        (
+            number("first_frame_time"),
+            number("width"),
+            number("height"),
+        )
+    };
+    let (landscape_start, width, height) = shown(Path::new(landscape));
+    assert_eq!((landscape_start, width, height), (0.0, 160.0, 96.0));
+    let (phone_start, phone_width, phone_height) = shown(&phone);
+    assert_eq!(
+        (phone_width, phone_height),
+        (96.0, 160.0),
+        "Chromium shows the phone video upright (did this ffmpeg write the rotation?)"
     );
-    // The same box, a quarter of each side in from the edges, in each video's shown frame:
-    // 96x160 upright for the phone's coded 160x96.
+    assert!(
+        (phone_start - 1.5).abs() < 0.01,
+        "Chromium starts the phone video at {phone_start} s"
+    );
+    // The same box, a quarter of each side in from the edges, at each video's second 1 as the
+    // browser shows them.
+    let quarter_box = |w: f64, h: f64| serde_json::json!([2, w / 4.0, h / 4.0, w / 2.0, h / 2.0]);
     let project = serde_json::json!({
         "project": {"pname": "phone", "vid_list": ["1", "2"]},
         "attribute": {"1": {"aname": "action", "anchor_id": "FILE1_Z1_XY1", "type": 4,
@@ -1162,8 +1178,10 @@ fn a_rotated_phone_video_s_via_boxes_are_read_in_its_upright_frame() {
                  "2": {"fid": "2", "fname": "landscape.mp4", "type": 4, "loc": 1, "src": ""}},
         "view": {"1": {"fid_list": ["1"]}, "2": {"fid_list": ["2"]}},
         "metadata": {
-            "1_a": {"vid": "1", "flg": 0, "z": [1.0], "xy": [2, 24, 40, 48, 80], "av": {"1": "0"}},
-            "2_a": {"vid": "2", "flg": 0, "z": [1.0], "xy": [2, 40, 24, 80, 48], "av": {"1": "0"}}
+            "1_a": {"vid": "1", "flg": 0, "z": [phone_start + 1.0],
+                    "xy": quarter_box(phone_width, phone_height), "av": {"1": "0"}},
+            "2_a": {"vid": "2", "flg": 0, "z": [landscape_start + 1.0],
+                    "xy": quarter_box(width, height), "av": {"1": "0"}}
         }
     });
     let export = clips.path().join("via_project.json");
@@ -1175,14 +1193,15 @@ fn a_rotated_phone_video_s_via_boxes_are_read_in_its_upright_frame() {
         own.path(),
         &["--val", "landscape", "--action-from", "label"],
     );
-    for split in ["train", "val"] {
+    for (split, video) in [("train", "IMG_0042"), ("val", "landscape")] {
         let truth =
             fs::read_to_string(own.path().join(format!("annotations/ava_{split}_v2.2.csv")))
                 .unwrap();
-        let corners: Vec<String> = truth
-            .lines()
-            .map(|line| line.split(',').collect::<Vec<_>>()[2..6].join(","))
-            .collect();
-        assert_eq!(corners, ["0.250,0.250,0.750,0.750"], "{split}: {truth}");
+        // Both at their second 1, the earliest keyframe annotated: dataset second 902.
+        assert_eq!(
+            truth,
+            format!("{video},0902,0.250,0.250,0.750,0.750,1,1\n"),
+            "{split}"
+        );
     }
 }

@@ -103,11 +103,23 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
     })
 }
 
-/// The presentation time of every frame of the best video stream, in seconds from the clock
-/// extraction uses (the container's start), in presentation order: frame `n` of an annotation
-/// tool (which counts decoded frames) is shown at `times[n]`. Reads packets only, decodes
-/// nothing; packets an edit list discards are no frames.
-pub fn frame_times(path: &Path) -> Result<Vec<f64>, MediaError> {
+/// When a video's frames are shown, on two clocks.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FrameTimes {
+    /// Each frame's time in seconds from the clock extraction uses (the container's start), in
+    /// presentation order: frame `n` of an annotation tool (which counts decoded frames) is shown
+    /// at `times[n]`.
+    pub times: Vec<f64>,
+    /// Where that clock's 0 lies on a browser's media timeline, in seconds: Chromium's
+    /// `currentTime` is the file's own timestamps (1.5 at the first frame of a file that starts
+    /// at 1.5 s), never below 0. A browser-based tool's times (VIA's) less this are on `times`'
+    /// clock.
+    pub player_start: f64,
+}
+
+/// When each frame of the best video stream is shown. Reads packets only, decodes nothing;
+/// packets an edit list discards are no frames.
+pub fn frame_times(path: &Path) -> Result<FrameTimes, MediaError> {
     let (mut input, index) = open_video(path)?;
     let (stream_start, rational) = {
         let stream = input.stream(index).expect("the stream just found");
@@ -123,8 +135,11 @@ pub fn frame_times(path: &Path) -> Result<Vec<f64>, MediaError> {
         .collect();
     stamps.sort_unstable();
     let time_base = f64::from(rational);
-    Ok(stamps
-        .into_iter()
-        .map(|stamp| (stamp - origin) as f64 * time_base)
-        .collect())
+    Ok(FrameTimes {
+        times: stamps
+            .into_iter()
+            .map(|stamp| (stamp - origin) as f64 * time_base)
+            .collect(),
+        player_start: (origin as f64 * time_base).max(0.0),
+    })
 }

@@ -2,7 +2,7 @@
 //! a user's would be: CVAT for video 1.1 (one task a video: a track a person, every frame
 //! written out, interpolated between the annotator's keyframes at the keyframe seconds), CVAT
 //! for images 1.1 (a keyframe image a second) and a VIA 3 project (a region a person and
-//! keyframe). Actions are checkbox attributes named by the action (VIA: options of one `action`
+//! keyframe, at the keyframe's instant on a browser's timeline). Actions are checkbox attributes named by the action (VIA: options of one `action`
 //! attribute); persons are the ground truth's (a `person` attribute; CVAT's track `id` counts
 //! from 0, the persons from 1).
 
@@ -246,6 +246,9 @@ fn via3(videos: &[&VideoSpec]) -> serde_json::Value {
             json!({"fid": fid, "fname": video.file_name(), "type": 4, "loc": 1, "src": ""}),
         );
         views.insert(fid.clone(), json!({"fid_list": [fid]}));
+        // VIA stores the `<video>` element's times: a browser's media timeline shows the file's
+        // own timestamps, from its container start.
+        let player_start = (video.start_ticks as f64 / TICKS as f64).max(0.0);
         for t in keyframes(video) {
             for b in gt_boxes(video, t) {
                 let [x1, y1, x2, y2] = pixels(video, &b);
@@ -261,7 +264,7 @@ fn via3(videos: &[&VideoSpec]) -> serde_json::Value {
                     json!({
                         "vid": fid,
                         "flg": 0,
-                        "z": [f64::from(t)],
+                        "z": [player_start + f64::from(t)],
                         "xy": [2, x1, y1, x2 - x1, y2 - y1],
                         "av": {"1": ticked.join(","), "2": b.person_id.to_string()},
                     }),

@@ -67,6 +67,9 @@ pub enum At {
     Frame(u64),
     /// Seconds from the video's start.
     Seconds(f64),
+    /// Seconds on a browser's media timeline, where a browser-based tool (VIA) stores times: the
+    /// file's own timestamps (see [`crate::media::FrameTimes::player_start`]).
+    PlayerSeconds(f64),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -72,11 +72,12 @@ struct KeyframeImage {
     shown_at: f64,
 }
 
-/// A video whose keyframes were written: its file and its upright frame size, the pixels a
-/// video annotator's coordinates are in.
+/// A video whose keyframes were written: its file, its upright frame size (the pixels a video
+/// annotator's coordinates are in) and where a browser's media timeline puts its first instant.
 struct KeyframedVideo {
     file: VideoFileName,
     size: super::export::FrameSize,
+    player_start: f64,
 }
 
 /// Writes `out/images/<video>/<second>.jpg`, `out/images.zip` (the same, for CVAT),
@@ -108,10 +109,18 @@ pub fn export_keyframes(
             outcome.as_ref().err().map(String::as_str),
         );
         match outcome {
-            Ok((size, written)) => {
+            Ok((facts, written)) => {
                 summary.videos += 1;
                 images.extend(written);
-                keyframed.insert(*id, KeyframedVideo { file: *file, size });
+                let (file, size, player_start) = (*file, facts.size, facts.player_start);
+                keyframed.insert(
+                    *id,
+                    KeyframedVideo {
+                        file,
+                        size,
+                        player_start,
+                    },
+                );
             }
             Err(message) => summary.skipped_videos.push(format!("{id}: {message}")),
         }
@@ -201,13 +210,13 @@ fn read_detections(
     Ok(boxes)
 }
 
-/// A video's keyframe images, written into a staging folder and moved into place complete, and
-/// the video's upright frame size.
+/// What libav says of a video, and its keyframe images, written into a staging folder and moved
+/// into place complete.
 fn video_keyframes(
     options: &KeyframeOptions,
     id: VideoId,
     file: &VideoFileName,
-) -> Result<(super::export::FrameSize, Vec<KeyframeImage>), String> {
+) -> Result<(super::resolve::VideoFacts, Vec<KeyframeImage>), String> {
     let path = options.videos.join(file.to_string());
     let facts = super::probe(&path)?;
     let seconds = super::resolve::keyframe_seconds(facts.last_instant(), options.keyframe_interval);
@@ -249,7 +258,7 @@ fn video_keyframes(
         });
     }
     crate::fsutil::replace_dir(&staging, &folder).map_err(|e| failed(&e))?;
-    Ok((facts.size, images))
+    Ok((facts, images))
 }
 
 /// The images at the archive's top, as CVAT names a task's images after their paths in it.
@@ -345,7 +354,8 @@ fn cvat_task(
 
 /// A VIA 3 video annotator project: each video a view of its own file (VIA asks the user to
 /// choose it), each detector box a rectangle in the upright video's pixels at the instant of the
-/// frame its keyframe image shows, and one checkbox attribute whose options are the actions.
+/// frame its keyframe image shows (on the browser's timeline, where VIA shows regions), and one
+/// checkbox attribute whose options are the actions.
 fn via_project(
     options: &KeyframeOptions,
     videos: &BTreeMap<VideoId, KeyframedVideo>,
@@ -390,7 +400,7 @@ fn via_project(
                 json!({
                     "vid": view,
                     "flg": 0,
-                    "z": [region_instant(image.shown_at, image.second, options.keyframe_interval)],
+                    "z": [region_instant(image, options.keyframe_interval, video.player_start)],
                     "xy": [VIA_RECTANGLE, x, y, width, height],
                     "av": {},
                 }),
@@ -441,16 +451,18 @@ fn via_project(
     })
 }
 
-/// When a keyframe's box is drawn in the video: at the frame its image shows, where VIA shows
-/// regions, unless that frame is nearer another keyframe (a gap in the video), which import would
-/// then take it for; there, at the keyframe's own second.
-fn region_instant(shown_at: f64, second: u32, interval: u32) -> f64 {
-    let at = if (shown_at - f64::from(second)).abs() < f64::from(interval) / 2.0 {
-        shown_at
+/// When a keyframe's box is drawn in the video, on the browser's timeline (which starts the
+/// video at `player_start`): at the frame its image shows, where VIA shows regions, unless that
+/// frame is nearer another keyframe (a gap in the video), which import would then take it for;
+/// there, at the keyframe's own second.
+fn region_instant(image: &KeyframeImage, interval: u32, player_start: f64) -> f64 {
+    let second = f64::from(image.second);
+    let at = if (image.shown_at - second).abs() < f64::from(interval) / 2.0 {
+        image.shown_at
     } else {
-        f64::from(second)
+        second
     };
-    (at * 1e5).round() / 1e5
+    ((player_start + at) * 1e5).round() / 1e5
 }
 
 /// VIA 3's codes (`_via_file.js`, `_via_attribute.js`, `_via_metadata.js`).
@@ -463,15 +475,25 @@ const VIA_ACTION_ATTRIBUTE: &str = "1";
 
 #[cfg(test)]
 mod tests {
-    use super::region_instant;
+    use super::{KeyframeImage, region_instant};
+    use crate::annotations::VideoId;
 
     #[test]
     fn a_region_is_drawn_at_its_frame_unless_that_frame_is_nearer_another_keyframe() {
-        assert_eq!(region_instant(2.966_666_7, 3, 1), 2.96667);
-        assert_eq!(region_instant(3.0, 3, 1), 3.0);
+        let image = |second: u32, shown_at: f64| KeyframeImage {
+            name: String::new(),
+            video: "clip".parse::<VideoId>().unwrap(),
+            second,
+            size: (0, 0),
+            shown_at,
+        };
+        assert_eq!(region_instant(&image(3, 2.966_666_7), 1, 0.0), 2.96667);
+        assert_eq!(region_instant(&image(3, 3.0), 1, 0.0), 3.0);
+        // On the timeline of a browser that starts the file at 1.5 s.
+        assert_eq!(region_instant(&image(3, 2.966_666_7), 1, 1.5), 4.46667);
         // The first frame 0.7 s in (a late stream): keyframe 0's image shows it, and import
         // would put a box at 0.7 on keyframe 1.
-        assert_eq!(region_instant(0.7, 0, 1), 0.0);
-        assert_eq!(region_instant(0.7, 0, 2), 0.7);
+        assert_eq!(region_instant(&image(0, 0.7), 1, 0.0), 0.0);
+        assert_eq!(region_instant(&image(0, 0.7), 2, 0.0), 0.7);
     }
 }

@@ -471,7 +471,8 @@ fn videos_in_folder(folder: &Path) -> Result<BTreeMap<VideoId, VideoFileName>, I
 
 fn probe(path: &Path) -> Result<VideoFacts, String> {
     let info = crate::media::probe(path).map_err(|error| error.to_string())?;
-    let frame_times = crate::media::frame_times(path).map_err(|error| error.to_string())?;
+    let shown = crate::media::frame_times(path).map_err(|error| error.to_string())?;
+    let frame_times = shown.times;
     let (Some(&first), Some(&last)) = (frame_times.first(), frame_times.last()) else {
         return Err(format!("{}: libav finds no frames in it", path.display()));
     };
@@ -483,6 +484,7 @@ fn probe(path: &Path) -> Result<VideoFacts, String> {
     };
     Ok(VideoFacts {
         frame_times,
+        player_start: shown.player_start,
         duration: last + period,
         size: export::FrameSize {
             width: info.width,

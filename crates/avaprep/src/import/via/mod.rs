@@ -5,7 +5,8 @@
 //! `"attribute"` maps an id to `{aname, anchor_id, type, options}` (type 1 text, 2 checkbox,
 //! 3 radio, 4 select, 5 image; `options` maps option ids to names); `"file"` maps an id to
 //! `{fid, fname, ...}`; `"view"` maps a view id to `{fid_list}`; `"project"."vid_list"` orders
-//! the views; `"metadata"` maps an id to `{vid, z, xy, av}`: `z` the times in seconds, `xy` a
+//! the views; `"metadata"` maps an id to `{vid, z, xy, av}`: `z` the times in seconds on the browser's media timeline (the
+//! file's own timestamps, as the `<video>` element's `currentTime` reads them), `xy` a
 //! region (`[2, x, y, w, h]` a rectangle, in the video's pixels; other shape ids: 1 point,
 //! 3 circle, 4 ellipse, 5 line, 6 polyline, 7 polygon, 8 extreme rectangle, 9 extreme circle),
 //! `av` attribute id to value (option ids, comma-separated for checkboxes, or the text).
@@ -556,7 +557,7 @@ fn tracks(items: Vec<Item>) -> Result<Vec<Track>, ExportError> {
                 person,
             } => {
                 let shape = Shape {
-                    at: At::Seconds(second),
+                    at: At::PlayerSeconds(second),
                     rect,
                     outside: false,
                     actions: item.actions,
@@ -622,7 +623,7 @@ fn add_to_person(
 
 fn whole_frame(second: f64, outside: bool, actions: Vec<String>) -> Shape {
     Shape {
-        at: At::Seconds(second),
+        at: At::PlayerSeconds(second),
         rect: Rect::WholeFrame,
         outside,
         actions,
@@ -631,7 +632,7 @@ fn whole_frame(second: f64, outside: bool, actions: Vec<String>) -> Shape {
 
 fn seconds(shape: &Shape) -> f64 {
     match shape.at {
-        At::Seconds(second) => second,
+        At::Seconds(second) | At::PlayerSeconds(second) => second,
         At::Frame(frame) => frame as f64,
     }
 }

@@ -61,7 +61,10 @@ fn boxes_and_a_temporal_segment_of_two_videos() {
     );
     let named = &clip25.tracks[0];
     assert_eq!(named.origin.place, "metadata \"1_zQ3x9aLk\"");
-    assert_eq!(times(named), [At::Seconds(0.5), At::Seconds(1.5)]);
+    assert_eq!(
+        times(named),
+        [At::PlayerSeconds(0.5), At::PlayerSeconds(1.5)]
+    );
     assert_eq!(actions_of(named), [vec!["stand"], vec!["talk", "wave"]]);
     assert_eq!(
         named.shapes[0].rect,
@@ -80,7 +83,10 @@ fn boxes_and_a_temporal_segment_of_two_videos() {
     };
     assert_eq!(segment.person, 1);
     assert_eq!(segment.motion, Motion::Held);
-    assert_eq!(times(segment), [At::Seconds(2.5), At::Seconds(6.0)]);
+    assert_eq!(
+        times(segment),
+        [At::PlayerSeconds(2.5), At::PlayerSeconds(6.0)]
+    );
     assert!(
         segment
             .shapes
@@ -118,7 +124,7 @@ fn label_reads_the_one_attribute_that_is_not_the_person() {
     let export = read_text(&text, &ActionSource::Label).unwrap();
     let track = &export.videos[0].tracks[0];
     assert_eq!(track.person, 7);
-    assert_eq!(times(track), [At::Seconds(4.25)]);
+    assert_eq!(times(track), [At::PlayerSeconds(4.25)]);
     assert_eq!(actions_of(track), [vec!["fight"]]);
     assert_eq!(track.shapes[0].rect, Rect::Pixels([10.0, 20.0, 40.0, 60.0]));
 }
