@@ -96,6 +96,20 @@ class Browser:
             self.buffer += chunk
         raise TimeoutError("no answer from Chromium within %d s" % TIMEOUT_S)
 
+    def open(self, page, domains):
+        """Opens the file PAGE in a new tab, with the DevTools DOMAINS enabled, once it has loaded."""
+        target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)
+        attached = self.send(
+            "Target.attachToTarget",
+            {"targetId": target["result"]["targetId"], "flatten": True},
+            session=False,
+        )
+        self.session = attached["result"]["sessionId"]
+        for domain in domains:
+            self.send(f"{domain}.enable")
+        self.send("Page.navigate", {"url": "file://" + os.path.abspath(page)})
+        self.wait(lambda m: m.get("method") == "Page.loadEventFired")
+
     def close(self):
         try:
             self.send("Browser.close", session=False)
@@ -127,17 +141,7 @@ def errors_of(events):
 def check(page, screenshot):
     browser = Browser()
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"}, session=False)
-        attached = browser.send(
-            "Target.attachToTarget",
-            {"targetId": target["result"]["targetId"], "flatten": True},
-            session=False,
-        )
-        browser.session = attached["result"]["sessionId"]
-        for domain in ("Page", "Runtime", "Log"):
-            browser.send(f"{domain}.enable")
-        browser.send("Page.navigate", {"url": "file://" + os.path.abspath(page)})
-        browser.wait(lambda m: m.get("method") == "Page.loadEventFired")
+        browser.open(page, ("Page", "Runtime", "Log"))
         images = json.loads(
             browser.send("Runtime.evaluate", {"expression": IMAGES_JS, "returnByValue": True})["result"]["result"]["value"]
         )

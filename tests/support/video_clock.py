@@ -34,16 +34,7 @@ def first_frame(video):
         page.write("<!doctype html><html><body></body></html>")
     browser = Browser()
     try:
-        target = browser.send("Target.createTarget", {"url": "about:blank"}, session=False)
-        attached = browser.send(
-            "Target.attachToTarget",
-            {"targetId": target["result"]["targetId"], "flatten": True},
-            session=False,
-        )
-        browser.session = attached["result"]["sessionId"]
-        browser.send("Page.enable")
-        browser.send("Page.navigate", {"url": "file://" + page.name})
-        browser.wait(lambda m: m.get("method") == "Page.loadEventFired")
+        browser.open(page.name, ("Page",))
         expression = FIRST_FRAME_JS % json.dumps(os.path.basename(video))
         answer = browser.send(
             "Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True}
