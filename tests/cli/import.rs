@@ -1106,11 +1106,12 @@ fn an_import_pipeline_is_checked_before_any_video_is_read() {
     );
 }
 
-/// A phone video stores its frames on their side with a display rotation, and a cut clip may
-/// start at 1.5 s on its file's timeline. VIA stores what the browser shows: pixels of the upright
-/// picture and times on the `<video>` element's timeline, which Chromium (asked here) starts at the
-/// file's own first timestamp. Such a project's boxes land where an unrotated clip from 0 puts the
-/// same box: the same corners, at the same keyframe.
+/// A phone video stores its frames on their side with a display rotation, a cut clip may start
+/// at 1.5 s on its file's timeline, and old footage may have pixels twice as wide as tall. VIA
+/// stores what the browser shows: pixels of the upright picture with square pixels, and times on
+/// the `<video>` element's timeline, which Chromium (asked here) starts at the file's own first
+/// timestamp. Such a project's boxes land where a plain clip from 0 puts the same box: the same
+/// corners, at the same keyframe.
 #[test]
 fn via_boxes_are_read_as_chromium_shows_the_video() {
     let clips = tempfile::tempdir().unwrap();
@@ -1138,6 +1139,18 @@ fn via_boxes_are_read_as_chromium_shows_the_video() {
         "-metadata:s:v:0",
         "rotate=90",
         phone.to_str().unwrap(),
+    ]);
+    let wide = clips.path().join("wide_pixels.mp4");
+    ffmpeg(&[
+        "-i",
+        landscape,
+        "-c:v",
+        "libx264",
+        "-pix_fmt",
+        "yuv420p",
+        "-vf",
+        "setsar=2/1",
+        wide.to_str().unwrap(),
     ]);
     let shown = |video: &Path| -> (f64, f64, f64) {
         let output =
@@ -1167,21 +1180,26 @@ fn via_boxes_are_read_as_chromium_shows_the_video() {
         (phone_start - 1.5).abs() < 0.01,
         "Chromium starts the phone video at {phone_start} s"
     );
+    let (wide_start, wide_width, wide_height) = shown(&wide);
+    assert_eq!((wide_start, wide_width, wide_height), (0.0, 320.0, 96.0));
     // The same box, a quarter of each side in from the edges, at each video's second 1 as the
     // browser shows them.
     let quarter_box = |w: f64, h: f64| serde_json::json!([2, w / 4.0, h / 4.0, w / 2.0, h / 2.0]);
     let project = serde_json::json!({
-        "project": {"pname": "phone", "vid_list": ["1", "2"]},
+        "project": {"pname": "phone", "vid_list": ["1", "2", "3"]},
         "attribute": {"1": {"aname": "action", "anchor_id": "FILE1_Z1_XY1", "type": 4,
                             "options": {"0": "wave"}, "default_option_id": ""}},
         "file": {"1": {"fid": "1", "fname": "IMG_0042.mp4", "type": 4, "loc": 1, "src": ""},
-                 "2": {"fid": "2", "fname": "landscape.mp4", "type": 4, "loc": 1, "src": ""}},
-        "view": {"1": {"fid_list": ["1"]}, "2": {"fid_list": ["2"]}},
+                 "2": {"fid": "2", "fname": "landscape.mp4", "type": 4, "loc": 1, "src": ""},
+                 "3": {"fid": "3", "fname": "wide_pixels.mp4", "type": 4, "loc": 1, "src": ""}},
+        "view": {"1": {"fid_list": ["1"]}, "2": {"fid_list": ["2"]}, "3": {"fid_list": ["3"]}},
         "metadata": {
             "1_a": {"vid": "1", "flg": 0, "z": [phone_start + 1.0],
                     "xy": quarter_box(phone_width, phone_height), "av": {"1": "0"}},
             "2_a": {"vid": "2", "flg": 0, "z": [landscape_start + 1.0],
-                    "xy": quarter_box(width, height), "av": {"1": "0"}}
+                    "xy": quarter_box(width, height), "av": {"1": "0"}},
+            "3_a": {"vid": "3", "flg": 0, "z": [wide_start + 1.0],
+                    "xy": quarter_box(wide_width, wide_height), "av": {"1": "0"}}
         }
     });
     let export = clips.path().join("via_project.json");
@@ -1193,15 +1211,17 @@ fn via_boxes_are_read_as_chromium_shows_the_video() {
         own.path(),
         &["--val", "landscape", "--action-from", "label"],
     );
-    for (split, video) in [("train", "IMG_0042"), ("val", "landscape")] {
-        let truth =
+    let truth: String = ["train", "val"]
+        .iter()
+        .map(|split| {
             fs::read_to_string(own.path().join(format!("annotations/ava_{split}_v2.2.csv")))
-                .unwrap();
-        // Both at their second 1, the earliest keyframe annotated: dataset second 902.
-        assert_eq!(
-            truth,
-            format!("{video},0902,0.250,0.250,0.750,0.750,1,1\n"),
-            "{split}"
-        );
-    }
+                .unwrap()
+        })
+        .collect();
+    // Each at its second 1, the earliest keyframe annotated: dataset second 902.
+    let expected: String = ["IMG_0042", "wide_pixels", "landscape"]
+        .iter()
+        .map(|video| format!("{video},0902,0.250,0.250,0.750,0.750,1,1\n"))
+        .collect();
+    assert_eq!(truth, expected);
 }

@@ -6,9 +6,10 @@ use ffmpeg_next as ffmpeg;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct MediaInfo {
-    /// The frame's width and height as players show it: upright, after the display rotation
-    /// that extraction applies too (a phone video's coded 1920x1080 may be a 1080x1920 picture),
-    /// so an annotation tool's pixel coordinates are in this size.
+    /// The frame's width and height as a browser shows it (`videoWidth`, `videoHeight`), so a
+    /// browser-based annotation tool's pixel coordinates are in this size: non-square pixels
+    /// made square, then upright after the display rotation that extraction applies too (a
+    /// phone video's coded 1920x1080 may be a 1080x1920 picture).
     pub width: u32,
     pub height: u32,
     pub codec: String,
@@ -87,11 +88,11 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
     } else {
         input.duration().max(0) as f64 / f64::from(ffmpeg::ffi::AV_TIME_BASE)
     };
-    let (width, height) = if crate::extract::Rotation::of_stream(&stream).swaps_sides() {
-        (decoder.height(), decoder.width())
-    } else {
-        (decoder.width(), decoder.height())
-    };
+    let (width, height) = shown_size(
+        (decoder.width(), decoder.height()),
+        decoder.aspect_ratio(),
+        crate::extract::Rotation::of_stream(&stream),
+    );
     Ok(MediaInfo {
         width,
         height,
@@ -101,6 +102,34 @@ pub fn probe(path: &Path) -> Result<MediaInfo, MediaError> {
         start_seconds,
         duration_seconds,
     })
+}
+
+/// Chromium's rule: pixels wider than tall widen the picture, pixels taller than wide make it
+/// taller; a quarter turn then swaps the sides.
+fn shown_size(
+    (width, height): (u32, u32),
+    pixel_aspect: ffmpeg::Rational,
+    rotation: crate::extract::Rotation,
+) -> (u32, u32) {
+    let (across, down) = (
+        i64::from(pixel_aspect.numerator()),
+        i64::from(pixel_aspect.denominator()),
+    );
+    let scaled = |side: u32, by: i64, over: i64| {
+        u32::try_from((i64::from(side) * by + over / 2) / over).unwrap_or(side)
+    };
+    // 0/1 where the file states no pixel shape.
+    let (width, height) = if across <= 0 || down <= 0 {
+        (width, height)
+    } else if across > down {
+        (scaled(width, across, down), height)
+    } else {
+        (width, scaled(height, down, across))
+    };
+    match rotation.swaps_sides() {
+        true => (height, width),
+        false => (width, height),
+    }
 }
 
 /// When a video's frames are shown, on two clocks.
@@ -142,4 +171,35 @@ pub fn frame_times(path: &Path) -> Result<FrameTimes, MediaError> {
             .collect(),
         player_start: (origin as f64 * time_base).max(0.0),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shown_size;
+    use crate::extract::Rotation;
+    use ffmpeg_next::Rational;
+
+    /// What Chromium reported for 160x96 H.264 clips (`videoWidth` x `videoHeight`).
+    #[test]
+    fn the_shown_size_is_chromium_s() {
+        let square = Rational::new(1, 1);
+        assert_eq!(shown_size((160, 96), square, Rotation::None), (160, 96));
+        assert_eq!(
+            shown_size((160, 96), Rational::new(0, 1), Rotation::None),
+            (160, 96)
+        );
+        assert_eq!(
+            shown_size((160, 96), Rational::new(2, 1), Rotation::None),
+            (320, 96)
+        );
+        assert_eq!(
+            shown_size((160, 96), Rational::new(1, 2), Rotation::None),
+            (160, 192)
+        );
+        assert_eq!(
+            shown_size((160, 96), square, Rotation::Clockwise),
+            (96, 160)
+        );
+        assert_eq!(shown_size((160, 96), square, Rotation::HalfTurn), (160, 96));
+    }
 }
