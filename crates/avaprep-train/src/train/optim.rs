@@ -4,8 +4,8 @@
 //!
 //! The trainable tensors, their gradients and their momentum live end to end in three flat
 //! buffers, so an update is about ten tensor operations whatever the model: done tensor by
-//! tensor it was six to eight per tensor, about 2,500 kernel launches a step for R50, where PyTorch's
-//! SGD launches a few multi-tensor kernels on a GPU. tch has no multi-tensor operations.
+//! tensor it was six to eight per tensor, about 2,500 kernel launches a step for R50, where
+//! PyTorch's SGD launches a few multi-tensor kernels on a GPU. tch has no multi-tensor operations.
 
 use serde::{Deserialize, Serialize};
 use tch::{Device, Kind, Tensor, nn};

@@ -72,12 +72,11 @@ struct KeyframeImage {
     shown_at: f64,
 }
 
-/// A video whose keyframes were written: its file, its upright frame size (the pixels a video
-/// annotator's coordinates are in) and where a browser's media timeline puts its first instant.
+/// A video whose keyframes were written: its file, and what libav says of it (the shown frame
+/// size that a video annotator's pixels are in, and where a browser's timeline starts it).
 struct KeyframedVideo {
     file: VideoFileName,
-    size: super::export::FrameSize,
-    player_start: f64,
+    facts: super::resolve::VideoFacts,
 }
 
 /// Writes `out/images/<video>/<second>.jpg`, `out/images.zip` (the same, for CVAT),
@@ -112,15 +111,8 @@ pub fn export_keyframes(
             Ok((facts, written)) => {
                 summary.videos += 1;
                 images.extend(written);
-                let (file, size, player_start) = (*file, facts.size, facts.player_start);
-                keyframed.insert(
-                    *id,
-                    KeyframedVideo {
-                        file,
-                        size,
-                        player_start,
-                    },
-                );
+                let file = *file;
+                keyframed.insert(*id, KeyframedVideo { file, facts });
             }
             Err(message) => summary.skipped_videos.push(format!("{id}: {message}")),
         }
@@ -384,7 +376,8 @@ fn via_project(
         else {
             continue;
         };
-        let (w, h) = (f64::from(video.size.width), f64::from(video.size.height));
+        let size = video.facts.size;
+        let (w, h) = (f64::from(size.width), f64::from(size.height));
         let hundredths = |value: f64| (value * 100.0).round() / 100.0;
         let pixels = |value: f32, side: f64| hundredths(f64::from(value) * side);
         let boxes = detected
@@ -400,7 +393,7 @@ fn via_project(
                 json!({
                     "vid": view,
                     "flg": 0,
-                    "z": [region_instant(image, options.keyframe_interval, video.player_start)],
+                    "z": [region_instant(image, options.keyframe_interval, video.facts.player_start)],
                     "xy": [VIA_RECTANGLE, x, y, width, height],
                     "av": {},
                 }),
