@@ -4,7 +4,7 @@
 #     (embedded at build: the text of the report and the training curves), the ffmpeg CLI (tests and
 #     benchmarks only), util-linux (unshare, for the no-space test), curl and GNU time (benchmarks),
 #     binutils (strip, for the GPU bundle and its test); with --browser also Chromium (the report's
-#     browser tests).
+#     browser tests) and Firefox ESR (how VIA's times and pixels are in each browser).
 #   - .venv/ in the repository: torch==2.11.0 (the libtorch that tch 0.24 links) and the Python packages
 #     that tests use as references (pytorchvideo, torchvision, PySlowFast, mmaction2 1.2.0 with
 #     mmengine and mmcv-lite, which needs no compiled ops, tensorboard's event reader).
@@ -21,7 +21,7 @@ debian_packages=(
   binutils
 )
 if [ "${1:-}" = "--browser" ]; then
-  debian_packages+=(chromium)
+  debian_packages+=(chromium firefox-esr)
 fi
 missing=()
 for package in "${debian_packages[@]}"; do

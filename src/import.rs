@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use avaprep::import::{ActionSource, ImportError, ImportSummary, import};
+use avaprep::import::{ActionSource, Browser, ImportError, ImportSummary, import};
 use avaprep::stages::import::ImportParams;
 use avaprep_shell::{ExitStatus, Printer, UsageError};
 
@@ -46,6 +46,10 @@ pub struct ImportArgs {
     /// videos' own seconds).
     #[arg(long)]
     pub excluded: Option<PathBuf>,
+    /// The browser VIA projects were labelled in: `chromium` (also Chrome, Edge, Opera, Brave)
+    /// or `firefox`. They time a video that does not start at 0 s differently.
+    #[arg(long, default_value = "chromium", value_parser = str::parse::<Browser>)]
+    pub via_browser: Browser,
 }
 
 pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
@@ -58,6 +62,7 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
         val: args.val.clone(),
         detections: args.detections.clone(),
         excluded: args.excluded.clone(),
+        via_browser: args.via_browser,
         ..ImportParams::default()
     };
     let options = params.options(args.action_from.clone(), args.out.clone());
@@ -75,6 +80,10 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
     }
     for problem in &summary.skipped_videos {
         eprintln!("error: video {problem}; left out");
+    }
+    if let Some(note) = summary.browser_note(|browser| format!("--via-browser {}", browser.name()))
+    {
+        printer.note(&format!("note: {note}"));
     }
     printer.result(&summary_text(&summary));
     Ok(match summary.skipped_videos.is_empty() {

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
+use avaprep::import::Browser;
 use avaprep::import::keyframes::{KeyframeOptions, KeyframeSummary, export_keyframes};
 use avaprep_shell::{ExitStatus, Printer, UsageError};
 
@@ -30,6 +31,10 @@ pub struct KeyframesArgs {
     /// The images' height in pixels (0: the videos' own), as `extract --height`.
     #[arg(long, default_value_t = avaprep::extract::DEFAULT_HEIGHT)]
     pub height: u32,
+    /// The browser VIA will run in: `chromium` (also Chrome, Edge, Opera, Brave) or `firefox`.
+    /// They time a video that does not start at 0 s differently. Import with the same.
+    #[arg(long, default_value = "chromium", value_parser = str::parse::<Browser>)]
+    pub via_browser: Browser,
 }
 
 pub fn run(args: &KeyframesArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
@@ -40,6 +45,7 @@ pub fn run(args: &KeyframesArgs, printer: &Printer) -> anyhow::Result<ExitStatus
         keyframe_interval: args.keyframe_interval,
         height: args.height,
         detections: args.detections.clone(),
+        via_browser: args.via_browser,
     };
     let summary = export_keyframes(&options, printer).map_err(|error| match error.is_usage() {
         true => anyhow::Error::new(UsageError(error.to_string())),
@@ -76,12 +82,20 @@ fn summary_text(args: &KeyframesArgs, summary: &KeyframeSummary) -> String {
         summary.archive.display(),
         summary.task.display(),
     ));
+    let browser = args.via_browser;
     lines.push(format!(
-        "or VIA 3: open {} in VIA's video annotator, choose each video when asked, tick the actions, save the project (that .json is EXPORT)",
+        "or VIA 3 in {}: open {} in VIA's video annotator, choose each video when asked, tick the actions, save the project (that .json is EXPORT; for {}, run keyframes again with --via-browser {})",
+        browser.label(),
         summary.via_project.display(),
+        browser.other().label(),
+        browser.other().name(),
     ));
+    let via_browser = match browser {
+        Browser::Chromium => String::new(),
+        other => format!(" --via-browser {}", other.name()),
+    };
     lines.push(format!(
-        "next: avaprep import EXPORT --videos {} --out DATASET --action-from checkboxes{interval}",
+        "next: avaprep import EXPORT --videos {} --out DATASET --action-from checkboxes{interval}{via_browser}",
         args.videos.display()
     ));
     lines.join("\n")

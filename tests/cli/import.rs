@@ -503,8 +503,9 @@ pub(crate) fn own_clock_detections(folder: &Path) -> PathBuf {
 /// `avaprep keyframes` on the miniature's videos with its detector's boxes: an image at each
 /// keyframe second, the source frame nearest it (its burned-in code) at the height asked, the
 /// same images in the archive for CVAT, a CVAT task drawing every detector box with a checkbox
-/// per action, and a VIA 3 project drawing them on the videos. Ticked as a person would and
-/// imported, the task and the project each give those boxes with those actions.
+/// per action, and a VIA 3 project drawing them on the videos (for Chromium, and for Firefox
+/// with `--via-browser firefox`). Ticked as a person would and imported, the task and the
+/// projects each give those boxes with those actions.
 #[test]
 fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_import() {
     let work = tempfile::tempdir().unwrap();
@@ -540,11 +541,11 @@ fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_im
             .collect();
         seconds.sort();
         images.extend(seconds.iter().map(|name| format!("{id}/{name}")));
-        let exact = video["frame_rate"] == "30/1" && video["start_time_s"] == "0.0";
+        let exact = video["frame_rate"] == "30/1" && video["start_time_s"].as_f64() == Some(0.0);
         if !exact {
             continue;
         }
-        let duration: f64 = video["duration_s"].as_str().unwrap().parse().unwrap();
+        let duration = video["duration_s"].as_f64().unwrap();
         assert_eq!(seconds.len(), duration.ceil() as usize, "{id}: {seconds:?}");
         for (second, name) in seconds.iter().enumerate() {
             assert_eq!(name, &format!("{second:06}.jpg"));
@@ -609,7 +610,7 @@ fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_im
         "<attribute name=\"walk\">false</attribute>",
         "<attribute name=\"walk\">true</attribute>",
     );
-    let import_ticked = |name: &str, ticked: String| {
+    let import_ticked = |name: &str, ticked: String, browser: &str| {
         let export = work.path().join(name);
         fs::write(&export, ticked).unwrap();
         let dataset = work.path().join(format!("{name}.dataset"));
@@ -618,11 +619,18 @@ fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_im
             &export,
             &videos(),
             &dataset,
-            &["--action-from", "checkboxes", "--val", &val],
+            &[
+                "--action-from",
+                "checkboxes",
+                "--val",
+                &val,
+                "--via-browser",
+                browser,
+            ],
         );
         assert_boxes_are_the_detectors_with_walk(&dataset, &detections);
     };
-    import_ticked("labelled.xml", ticked);
+    import_ticked("labelled.xml", ticked, "chromium");
 
     // The VIA project: every video's file, the same boxes, no action ticked yet.
     let mut project = json(&out.join("via_project.json"));
@@ -661,7 +669,74 @@ fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_im
         assert_eq!(region["xy"][0], 2, "a rectangle: {region}");
         region["av"] = serde_json::json!({"1": "1"});
     }
-    import_ticked("labelled_via.json", project.to_string());
+    import_ticked("labelled_via.json", project.to_string(), "chromium");
+
+    // For VIA in Firefox, which starts every video at 0 on its timeline: each box earlier by
+    // its video's first timestamp (the miniature has videos starting at 1.4 s and 0.5 s).
+    let for_firefox = work.path().join("keyframes_firefox");
+    let output = avaprep(work.path())
+        .args(["keyframes", "--videos"])
+        .arg(videos())
+        .arg("--out")
+        .arg(&for_firefox)
+        .args([
+            "--actions",
+            "stand,walk",
+            "--height",
+            "48",
+            "--via-browser",
+            "firefox",
+        ])
+        .arg("--detections")
+        .arg(&detections)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let next = stdout(&output);
+    assert!(
+        next.contains("--action-from checkboxes --via-browser firefox"),
+        "the import to run next reads the project as Firefox's: {next}"
+    );
+    let mut firefox_project = json(&for_firefox.join("via_project.json"));
+    let starts: std::collections::BTreeMap<String, f64> = report()["videos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|video| {
+            let start = video["start_time_s"].as_f64().unwrap();
+            (video["id"].as_str().unwrap().to_string(), start)
+        })
+        .collect();
+    assert!(starts.values().any(|start| *start > 0.1), "{starts:?}");
+    let video_of_view = |project: &serde_json::Value, view: &str| -> String {
+        let file = project["view"][view]["fid_list"][0].as_str().unwrap();
+        let name = project["file"][file]["fname"].as_str().unwrap();
+        name.rsplit_once('.').unwrap().0.to_string()
+    };
+    let chromium_regions = project["metadata"].as_object().unwrap();
+    let firefox_view = firefox_project.clone();
+    let firefox_regions = firefox_project["metadata"].as_object_mut().unwrap();
+    assert_eq!(firefox_regions.len(), chromium_regions.len());
+    for (key, region) in firefox_regions.iter_mut() {
+        let video = video_of_view(&firefox_view, region["vid"].as_str().unwrap());
+        let chromium = &chromium_regions[key];
+        assert_eq!(
+            video_of_view(&project, chromium["vid"].as_str().unwrap()),
+            video
+        );
+        let earlier = chromium["z"][0].as_f64().unwrap() - region["z"][0].as_f64().unwrap();
+        assert!(
+            (earlier - starts[&video].max(0.0)).abs() < 1e-4,
+            "{key} of {video}: {earlier} s earlier in Firefox"
+        );
+        assert_eq!(region["xy"], chromium["xy"], "{key}");
+        region["av"] = serde_json::json!({"1": "1"});
+    }
+    import_ticked(
+        "labelled_via_firefox.json",
+        firefox_project.to_string(),
+        "firefox",
+    );
 }
 
 /// Each box of the import in `dataset` is one of `detections`' boxes at its video and second
@@ -1075,6 +1150,7 @@ fn an_import_pipeline_is_checked_before_any_video_is_read() {
     for (setting, named) in [
         ("import.keyframe_interval=0", "[import] keyframe_interval 0"),
         ("import.val_fraction=1.5", "[import] val_fraction 1.5"),
+        ("import.via_browser=\"safari\"", "via_browser"),
         ("train.settings.epochz=3", "epochz"),
     ] {
         let refused = run(&[setting]);
@@ -1107,13 +1183,16 @@ fn an_import_pipeline_is_checked_before_any_video_is_read() {
 }
 
 /// A phone video stores its frames on their side with a display rotation, a cut clip may start
-/// at 1.5 s on its file's timeline, and old footage may have pixels twice as wide as tall. VIA
-/// stores what the browser shows: pixels of the upright picture with square pixels, and times on
-/// the `<video>` element's timeline, which Chromium (asked here) starts at the file's own first
-/// timestamp. Such a project's boxes land where a plain clip from 0 puts the same box: the same
-/// corners, at the same keyframe.
+/// at 1.5 s on its file's timeline (in MP4 or Matroska), and old footage may have pixels twice as
+/// wide as tall. VIA stores what the browser shows: pixels of the upright picture with square
+/// pixels, and times on the `<video>` element's timeline, where Chromium puts a frame at its own
+/// timestamp and Firefox at its time from the first frame (each asked here, by seeking to where
+/// the clip's second 1, green after a red second 0, begins). A project labelled in either,
+/// imported with `--via-browser` naming it, puts each box where a plain clip from 0 puts the same
+/// box: the same corners, at the same keyframe; and the import names the videos whose boxes
+/// depended on the browser.
 #[test]
-fn via_boxes_are_read_as_chromium_shows_the_video() {
+fn via_boxes_are_read_as_each_browser_shows_the_video() {
     let clips = tempfile::tempdir().unwrap();
     let landscape = clips.path().join("landscape.mp4");
     let landscape = landscape.to_str().unwrap();
@@ -1121,25 +1200,29 @@ fn via_boxes_are_read_as_chromium_shows_the_video() {
         "-f",
         "lavfi",
         "-i",
-        "testsrc=size=160x96:rate=30:duration=4",
+        "color=red:size=160x96:rate=30:duration=1",
+        "-f",
+        "lavfi",
+        "-i",
+        "color=green:size=160x96:rate=30:duration=3",
+        "-filter_complex",
+        "[0][1]concat=n=2",
         "-c:v",
         "libx264",
         "-pix_fmt",
         "yuv420p",
         landscape,
     ]);
-    let phone = clips.path().join("IMG_0042.mp4");
-    ffmpeg(&[
-        "-itsoffset",
-        "1.5",
-        "-i",
-        landscape,
-        "-c",
-        "copy",
-        "-metadata:s:v:0",
-        "rotate=90",
-        phone.to_str().unwrap(),
-    ]);
+    let late = |name: &str, extra: &[&str]| {
+        let path = clips.path().join(name);
+        let mut args = vec!["-itsoffset", "1.5", "-i", landscape, "-c", "copy"];
+        args.extend(extra);
+        args.push(path.to_str().unwrap());
+        ffmpeg(&args);
+        path
+    };
+    let phone = late("IMG_0042.mp4", &["-metadata:s:v:0", "rotate=90"]);
+    let late_mkv = late("late.mkv", &[]);
     let wide = clips.path().join("wide_pixels.mp4");
     ffmpeg(&[
         "-i",
@@ -1152,64 +1235,130 @@ fn via_boxes_are_read_as_chromium_shows_the_video() {
         "setsar=2/1",
         wide.to_str().unwrap(),
     ]);
-    let shown = |video: &Path| -> (f64, f64, f64) {
+    let names = [
+        "landscape.mp4",
+        "IMG_0042.mp4",
+        "late.mkv",
+        "wide_pixels.mp4",
+    ];
+    let shown = |browser: &str| -> Vec<Shown> {
         let output =
             std::process::Command::new(crate::support::repo_root().join(".venv/bin/python"))
                 .arg(crate::support::repo_root().join("tests/support/video_clock.py"))
-                .arg(video)
+                .arg(browser)
+                .args([Path::new(landscape), &phone, &late_mkv, &wide])
                 .output()
                 .unwrap();
-        assert!(output.status.success(), "{}", stderr(&output));
-        let seen: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-        let number = |key: &str| seen[key].as_f64().unwrap();
-        (
-            number("first_frame_time"),
-            number("width"),
-            number("height"),
-        )
+        assert!(output.status.success(), "{browser}: {}", stderr(&output));
+        stdout(&output)
+            .lines()
+            .zip(names)
+            .map(|(line, name)| {
+                let seen: serde_json::Value = serde_json::from_str(line).unwrap();
+                assert_eq!(seen["video"], name, "{browser}");
+                let number = |key: &str| seen[key].as_f64().unwrap();
+                Shown {
+                    name,
+                    second_one_at: number("change_at"),
+                    size: (number("width"), number("height")),
+                }
+            })
+            .collect()
     };
-    let (landscape_start, width, height) = shown(Path::new(landscape));
-    assert_eq!((landscape_start, width, height), (0.0, 160.0, 96.0));
-    let (phone_start, phone_width, phone_height) = shown(&phone);
-    assert_eq!(
-        (phone_width, phone_height),
-        (96.0, 160.0),
-        "Chromium shows the phone video upright (did this ffmpeg write the rotation?)"
-    );
-    assert!(
-        (phone_start - 1.5).abs() < 0.01,
-        "Chromium starts the phone video at {phone_start} s"
-    );
-    let (wide_start, wide_width, wide_height) = shown(&wide);
-    assert_eq!((wide_start, wide_width, wide_height), (0.0, 320.0, 96.0));
-    // The same box, a quarter of each side in from the edges, at each video's second 1 as the
-    // browser shows them.
-    let quarter_box = |w: f64, h: f64| serde_json::json!([2, w / 4.0, h / 4.0, w / 2.0, h / 2.0]);
+    for (browser, late_second_one) in [("chromium", 2.5), ("firefox", 1.0)] {
+        let seen = shown(browser);
+        let [landscape_seen, phone_seen, mkv_seen, wide_seen] = &seen[..] else {
+            panic!("{browser}: one answer a video: {seen:?}");
+        };
+        assert_eq!(landscape_seen.size, (160.0, 96.0), "{browser}");
+        assert_eq!(
+            phone_seen.size,
+            (96.0, 160.0),
+            "{browser} shows the phone video upright (did this ffmpeg write the rotation?)"
+        );
+        assert_eq!(mkv_seen.size, (160.0, 96.0), "{browser}");
+        assert_eq!(wide_seen.size, (320.0, 96.0), "{browser}");
+        // Within a tenth of a second: Firefox runs a Matroska file with B-frames two frames
+        // behind (measured), far less than the 1.5 s the browsers differ by.
+        for (clip, expected) in [
+            (landscape_seen, 1.0),
+            (phone_seen, late_second_one),
+            (mkv_seen, late_second_one),
+            (wide_seen, 1.0),
+        ] {
+            assert!(
+                (clip.second_one_at - expected).abs() < 0.1,
+                "{browser} shows second 1 of {} from {} s, not {expected}",
+                clip.name,
+                clip.second_one_at
+            );
+        }
+        let output = import_one_box_a_video(clips.path(), browser, &seen);
+        let other = match browser {
+            "chromium" => "--via-browser firefox",
+            _ => "--via-browser chromium",
+        };
+        let note = stderr(&output);
+        assert!(
+            note.contains("(IMG_0042 at 1.500 s, late at 1.500 s)") && note.contains(other),
+            "{browser}: the note names the videos that start past 0 s and the other browser's flag: {note}"
+        );
+    }
+}
+
+/// What a browser showed of a clip: where its second 1 begins on the element's timeline, and
+/// the picture's size.
+#[derive(Debug)]
+struct Shown {
+    name: &'static str,
+    second_one_at: f64,
+    size: (f64, f64),
+}
+
+/// Imports a VIA project, labelled in `browser`, of the same box on each video where the
+/// browser showed its second 1 (a quarter of each side in from the edges of the picture as
+/// shown), and checks that each lands on the same corners at dataset second 902.
+fn import_one_box_a_video(clips: &Path, browser: &str, shown: &[Shown]) -> Output {
+    let mut files = serde_json::Map::new();
+    let mut views = serde_json::Map::new();
+    let mut metadata = serde_json::Map::new();
+    for (index, clip) in shown.iter().enumerate() {
+        let id = (index + 1).to_string();
+        let (w, h) = clip.size;
+        files.insert(
+            id.clone(),
+            serde_json::json!({"fid": id, "fname": clip.name, "type": 4, "loc": 1, "src": ""}),
+        );
+        views.insert(id.clone(), serde_json::json!({"fid_list": [id]}));
+        metadata.insert(
+            format!("{id}_a"),
+            serde_json::json!({"vid": id, "flg": 0, "z": [clip.second_one_at],
+                               "xy": [2, w / 4.0, h / 4.0, w / 2.0, h / 2.0], "av": {"1": "0"}}),
+        );
+    }
     let project = serde_json::json!({
-        "project": {"pname": "phone", "vid_list": ["1", "2", "3"]},
+        "project": {"pname": "phone", "vid_list": views.keys().collect::<Vec<_>>()},
         "attribute": {"1": {"aname": "action", "anchor_id": "FILE1_Z1_XY1", "type": 4,
                             "options": {"0": "wave"}, "default_option_id": ""}},
-        "file": {"1": {"fid": "1", "fname": "IMG_0042.mp4", "type": 4, "loc": 1, "src": ""},
-                 "2": {"fid": "2", "fname": "landscape.mp4", "type": 4, "loc": 1, "src": ""},
-                 "3": {"fid": "3", "fname": "wide_pixels.mp4", "type": 4, "loc": 1, "src": ""}},
-        "view": {"1": {"fid_list": ["1"]}, "2": {"fid_list": ["2"]}, "3": {"fid_list": ["3"]}},
-        "metadata": {
-            "1_a": {"vid": "1", "flg": 0, "z": [phone_start + 1.0],
-                    "xy": quarter_box(phone_width, phone_height), "av": {"1": "0"}},
-            "2_a": {"vid": "2", "flg": 0, "z": [landscape_start + 1.0],
-                    "xy": quarter_box(width, height), "av": {"1": "0"}},
-            "3_a": {"vid": "3", "flg": 0, "z": [wide_start + 1.0],
-                    "xy": quarter_box(wide_width, wide_height), "av": {"1": "0"}}
-        }
+        "file": files,
+        "view": views,
+        "metadata": metadata,
     });
-    let export = clips.path().join("via_project.json");
+    let export = clips.join(format!("via_project_{browser}.json"));
     fs::write(&export, project.to_string()).unwrap();
     let own = tempfile::tempdir().unwrap();
-    imported(
+    let output = imported(
         &export,
-        clips.path(),
+        clips,
         own.path(),
-        &["--val", "landscape", "--action-from", "label"],
+        &[
+            "--val",
+            "landscape",
+            "--action-from",
+            "label",
+            "--via-browser",
+            browser,
+        ],
     );
     let truth: String = ["train", "val"]
         .iter()
@@ -1219,9 +1368,10 @@ fn via_boxes_are_read_as_chromium_shows_the_video() {
         })
         .collect();
     // Each at its second 1, the earliest keyframe annotated: dataset second 902.
-    let expected: String = ["IMG_0042", "wide_pixels", "landscape"]
+    let expected: String = ["IMG_0042", "late", "wide_pixels", "landscape"]
         .iter()
         .map(|video| format!("{video},0902,0.250,0.250,0.750,0.750,1,1\n"))
         .collect();
-    assert_eq!(truth, expected);
+    assert_eq!(truth, expected, "labelled in {browser}");
+    output
 }

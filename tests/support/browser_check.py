@@ -98,6 +98,10 @@ class Browser:
 
     def open(self, page, domains):
         """Opens the file PAGE in a new tab, with the DevTools DOMAINS enabled, once it has loaded."""
+        self.open_url("file://" + os.path.abspath(page), domains)
+
+    def open_url(self, url, domains):
+        """Opens URL in a new tab, with the DevTools DOMAINS enabled, once it has loaded."""
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=False)
         attached = self.send(
             "Target.attachToTarget",
@@ -107,7 +111,7 @@ class Browser:
         self.session = attached["result"]["sessionId"]
         for domain in domains:
             self.send(f"{domain}.enable")
-        self.send("Page.navigate", {"url": "file://" + os.path.abspath(page)})
+        self.send("Page.navigate", {"url": url})
         self.wait(lambda m: m.get("method") == "Page.loadEventFired")
 
     def close(self):

@@ -1,53 +1,163 @@
-"""Opens a video file in headless Chromium, as a browser-based annotator (VIA) shows it.
+"""Opens video files in a headless browser, as a browser-based annotator (VIA) shows them.
 
-Usage: video_clock.py VIDEO
+Usage: video_clock.py chromium|firefox VIDEO...
 
-Loads the video into a <video> element of a page beside it and prints one JSON object once its
-first frame is ready: {"first_frame_time": the element's currentTime then (the instant on the
-media timeline that VIA stores as a region's time), "width", "height": videoWidth and
-videoHeight (the picture as shown, which VIA's pixel coordinates are in)}.
+Serves the videos' folder over HTTP on 127.0.0.1 (so the page may read the pictures back, and
+seek), loads each video into a <video> element and prints one JSON object a line: {"video",
+"change_at": the earliest instant on the element's timeline (its currentTime, the clock VIA
+stores region times on) that shows a picture other than the first frame's, found by seeking,
+"width", "height": videoWidth and videoHeight (the picture as shown, which VIA's pixel coordinates
+are in)}. A clip whose first second is one flat colour and whose next is another thus tells where
+the browser puts the file's second 1.
 """
 
+import functools
+import http.server
 import json
 import os
+import re
 import sys
-import tempfile
+import threading
 
 from browser_check import Browser
+from firefox import Firefox
 
-FIRST_FRAME_JS = """new Promise((resolve, reject) => {
+# Seeks by halves between 0 (the first frame's picture) and near the end (another), comparing the
+# picture's centre, until the change is known to a tenth of a millisecond. A picture counts once
+# two reads 20 ms apart agree: "seeked" may fire before the new frame is drawn.
+CHANGE_JS = """async (src) => {
   const video = document.createElement('video');
   video.muted = true;
   video.preload = 'auto';
-  video.addEventListener('loadeddata', () => resolve(JSON.stringify({
-    first_frame_time: video.currentTime, width: video.videoWidth, height: video.videoHeight})));
-  video.addEventListener('error', () => reject('cannot play: error ' + (video.error && video.error.code)));
-  video.src = %s;
+  const loaded = new Promise((resolve, reject) => {
+    video.addEventListener('loadeddata', resolve, {once: true});
+    video.addEventListener('error', () => reject('cannot play: error ' + (video.error && video.error.code)));
+  });
+  video.src = src;
   document.body.appendChild(video);
-})"""
+  await loaded;
+  const canvas = document.createElement('canvas');
+  canvas.width = canvas.height = 8;
+  const context = canvas.getContext('2d', {willReadFrequently: true});
+  const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+  const picture = async () => {
+    let last = null;
+    for (let tries = 0; tries < 100; tries++) {
+      await pause(20);
+      if (video.readyState < 2) continue;
+      context.clearRect(0, 0, 8, 8);
+      context.drawImage(video, 0, 0, 8, 8);
+      const now = Array.from(context.getImageData(4, 4, 1, 1).data);
+      if (now[3] === 255 && last && now.every((value, i) => value === last[i])) return now.slice(0, 3);
+      last = now;
+    }
+    throw src + ': no steady picture at ' + video.currentTime;
+  };
+  const seek = async (t) => {
+    await new Promise((resolve) => {
+      video.addEventListener('seeked', resolve, {once: true});
+      video.currentTime = t;
+    });
+    return picture();
+  };
+  const differs = (a, b) => a.some((value, i) => Math.abs(value - b[i]) > 64);
+  const first = await seek(0);
+  let before = 0, after = video.duration - 0.1;
+  if (!differs(await seek(after), first)) throw src + ': the picture never changes';
+  while (after - before > 1e-4) {
+    const middle = (before + after) / 2;
+    if (differs(await seek(middle), first)) after = middle; else before = middle;
+  }
+  return {change_at: after, width: video.videoWidth, height: video.videoHeight};
+}"""
+
+PAGE = b"<!doctype html><html><body></body></html>"
 
 
-def first_frame(video):
-    folder = os.path.dirname(os.path.abspath(video))
-    # A page in the video's folder: a file:// page may load the files beside it.
-    with tempfile.NamedTemporaryFile("w", suffix=".html", dir=folder, delete=False) as page:
-        page.write("<!doctype html><html><body></body></html>")
+class Files(http.server.SimpleHTTPRequestHandler):
+    """The folder's files, with byte ranges (browsers seek in a video by asking for them), and
+    an empty page at /."""
+
+    def do_GET(self):
+        if self.path == "/":
+            return self.reply(200, "text/html", PAGE)
+        path = self.translate_path(self.path)
+        if not os.path.isfile(path):
+            return self.send_error(404)
+        with open(path, "rb") as file:
+            body = file.read()
+        wanted = re.fullmatch(r"bytes=(\d+)-(\d*)", self.headers.get("Range", ""))
+        if not wanted:
+            return self.reply(200, self.guess_type(path), body)
+        first = int(wanted[1])
+        last = min(int(wanted[2]) if wanted[2] else len(body) - 1, len(body) - 1)
+        self.reply(206, self.guess_type(path), body[first : last + 1], f"bytes {first}-{last}/{len(body)}")
+
+    def reply(self, status, kind, body, content_range=None):
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Accept-Ranges", "bytes")
+        if content_range:
+            self.send_header("Content-Range", content_range)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args):
+        pass
+
+
+def chromium_changes(root, names):
     browser = Browser()
     try:
-        browser.open(page.name, ("Page",))
-        expression = FIRST_FRAME_JS % json.dumps(os.path.basename(video))
-        answer = browser.send(
-            "Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True}
-        )["result"]
-        if "exceptionDetails" in answer:
-            raise RuntimeError(f"{video}: {answer['exceptionDetails']}")
-        return json.loads(answer["result"]["value"])
+        browser.open_url(root, ("Page",))
+        for name in names:
+            expression = f"({CHANGE_JS})({json.dumps(name)}).then(JSON.stringify)"
+            answer = browser.send(
+                "Runtime.evaluate", {"expression": expression, "awaitPromise": True, "returnByValue": True}
+            )["result"]
+            if "exceptionDetails" in answer:
+                raise RuntimeError(f"{name}: {answer['exceptionDetails']}")
+            yield json.loads(answer["result"]["value"])
     finally:
         browser.close()
-        os.unlink(page.name)
+
+
+def firefox_changes(root, names):
+    browser = Firefox()
+    try:
+        browser.open_url(root)
+        script = f"const done = arguments[1]; ({CHANGE_JS})(arguments[0]).then(done, (e) => done({{error: String(e)}}));"
+        for name in names:
+            seen = browser.run_async(script, [name])
+            if "error" in seen:
+                raise RuntimeError(f"{name}: {seen['error']}")
+            yield seen
+    finally:
+        browser.close()
+
+
+BROWSERS = {"chromium": chromium_changes, "firefox": firefox_changes}
+
+
+def main(browser, videos):
+    folders = {os.path.dirname(os.path.abspath(video)) for video in videos}
+    if len(folders) != 1:
+        sys.exit("the videos must share one folder")
+    server = http.server.ThreadingHTTPServer(
+        ("127.0.0.1", 0), functools.partial(Files, directory=folders.pop())
+    )
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        root = f"http://127.0.0.1:{server.server_address[1]}/"
+        names = [os.path.basename(video) for video in videos]
+        for name, seen in zip(names, BROWSERS[browser](root, names)):
+            print(json.dumps({"video": name, **seen}), flush=True)
+    finally:
+        server.shutdown()
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) < 3 or sys.argv[1] not in BROWSERS:
         sys.exit(__doc__)
-    print(json.dumps(first_frame(sys.argv[1])))
+    main(sys.argv[1], sys.argv[2:])

@@ -139,11 +139,9 @@ pub struct FrameTimes {
     /// presentation order: frame `n` of an annotation tool (which counts decoded frames) is shown
     /// at `times[n]`.
     pub times: Vec<f64>,
-    /// Where that clock's 0 lies on a browser's media timeline, in seconds: Chromium's
-    /// `currentTime` is the file's own timestamps (1.5 at the first frame of a file that starts
-    /// at 1.5 s), never below 0. A browser-based tool's times (VIA's) less this are on `times`'
-    /// clock.
-    pub player_start: f64,
+    /// The file's own timestamp of that clock's 0, in seconds, taken as 0 where it is below 0:
+    /// where Chromium's media timeline puts it (see [`crate::import::export::Browser`]).
+    pub first_timestamp: f64,
 }
 
 /// When each frame of the best video stream is shown. Reads packets only, decodes nothing;
@@ -169,7 +167,7 @@ pub fn frame_times(path: &Path) -> Result<FrameTimes, MediaError> {
             .into_iter()
             .map(|stamp| (stamp - origin) as f64 * time_base)
             .collect(),
-        player_start: (origin as f64 * time_base).max(0.0),
+        first_timestamp: (origin as f64 * time_base).max(0.0),
     })
 }
 

@@ -67,9 +67,74 @@ pub enum At {
     Frame(u64),
     /// Seconds from the video's start.
     Seconds(f64),
-    /// Seconds on a browser's media timeline, where a browser-based tool (VIA) stores times: the
-    /// file's own timestamps (see [`crate::media::FrameTimes::player_start`]).
-    PlayerSeconds(f64),
+    /// Seconds on the media timeline of the browser a browser-based tool (VIA) ran in, where it
+    /// stores times.
+    PlayerSeconds(f64, Browser),
+}
+
+/// The browser a browser-based tool (VIA) ran in, which puts a video's frames on the media
+/// timeline that the tool's times are on. Measured by seeking (`tests/support/video_clock.py`;
+/// MP4 and Matroska in the tests, MOV and WebM too by hand): the two differ for a file whose first
+/// timestamp is not 0, by that timestamp. Firefox also runs a Matroska file with B-frames two
+/// frames behind, which moves no box to another keyframe and is not corrected.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Browser {
+    /// Chromium and the browsers built on it (Chrome, Edge, Opera, Brave): a frame is at its own
+    /// timestamp, so the first frame of a file that starts at 1.5 s is at 1.5.
+    #[default]
+    Chromium,
+    /// Firefox: a frame is at its seconds from the file's first frame.
+    Firefox,
+}
+
+impl Browser {
+    /// Where this browser's timeline puts the first frame of a file whose first timestamp is
+    /// `first_timestamp` seconds.
+    pub fn first_frame_instant(self, first_timestamp: f64) -> f64 {
+        match self {
+            Browser::Chromium => first_timestamp,
+            Browser::Firefox => 0.0,
+        }
+    }
+
+    /// As `--via-browser` spells it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Browser::Chromium => "chromium",
+            Browser::Firefox => "firefox",
+        }
+    }
+
+    /// As people know it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Browser::Chromium => "Chrome, Edge or Chromium",
+            Browser::Firefox => "Firefox",
+        }
+    }
+
+    pub fn other(self) -> Browser {
+        match self {
+            Browser::Chromium => Browser::Firefox,
+            Browser::Firefox => Browser::Chromium,
+        }
+    }
+}
+
+/// `chromium` or `firefox`, as `--via-browser` and `[import] via_browser` spell it.
+impl std::str::FromStr for Browser {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, String> {
+        match text {
+            "chromium" => Ok(Browser::Chromium),
+            "firefox" => Ok(Browser::Firefox),
+            _ => Err(format!(
+                "`{text}`: expected chromium (also Chrome, Edge, Opera, Brave) or firefox"
+            )),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -15,6 +15,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 use super::ImportError;
+use super::export::Browser;
 use crate::annotations::{NormBox, VideoFileName, VideoId};
 use crate::extract::{ExtractSpec, FrameFormat, extract_video};
 use crate::markup::escape;
@@ -44,6 +45,8 @@ pub struct KeyframeOptions {
     /// A person detector's boxes (AVA's detection CSV on the videos' own seconds), drawn in the
     /// task and the project.
     pub detections: Option<PathBuf>,
+    /// The browser the VIA project is for: it places the boxes on that browser's timeline.
+    pub via_browser: Browser,
 }
 
 /// What was written, printed as the summary and recorded with `--json`.
@@ -377,6 +380,9 @@ fn via_project(
             continue;
         };
         let size = video.facts.size;
+        let player_start = options
+            .via_browser
+            .first_frame_instant(video.facts.first_timestamp);
         let (w, h) = (f64::from(size.width), f64::from(size.height));
         let hundredths = |value: f64| (value * 100.0).round() / 100.0;
         let pixels = |value: f32, side: f64| hundredths(f64::from(value) * side);
@@ -393,7 +399,7 @@ fn via_project(
                 json!({
                     "vid": view,
                     "flg": 0,
-                    "z": [region_instant(image, options.keyframe_interval, video.facts.player_start)],
+                    "z": [region_instant(image, options.keyframe_interval, player_start)],
                     "xy": [VIA_RECTANGLE, x, y, width, height],
                     "av": {},
                 }),
@@ -444,8 +450,8 @@ fn via_project(
     })
 }
 
-/// When a keyframe's box is drawn in the video, on the browser's timeline (which starts the
-/// video at `player_start`): at the frame its image shows, where VIA shows regions, unless that
+/// When a keyframe's box is drawn in the video, on the browser's timeline (which puts the first
+/// frame at `player_start`): at the frame its image shows, where VIA shows regions, unless that
 /// frame is nearer another keyframe (a gap in the video), which import would then take it for;
 /// there, at the keyframe's own second.
 fn region_instant(image: &KeyframeImage, interval: u32, player_start: f64) -> f64 {

@@ -34,7 +34,7 @@ use crate::annotations::{
     read_predicted_boxes,
 };
 use crate::bad_setting::BadSetting;
-pub use export::{ActionSource, ExportError};
+pub use export::{ActionSource, Browser, ExportError};
 use export::{Export, ExportedVideo};
 use resolve::{KeyframeBox, SampleCounts, VideoFacts};
 
@@ -71,6 +71,8 @@ pub struct ImportOptions {
     /// Keyframes not to train on or score (AVA's excluded-timestamps CSV, `video,second` on the
     /// videos' own seconds); without it none are.
     pub excluded: Option<PathBuf>,
+    /// The browser VIA projects were labelled in, which says what their times are.
+    pub via_browser: Browser,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -126,6 +128,34 @@ pub struct ImportSummary {
     /// The files annotated over more than AVA's 897 keyframe seconds, and the parts each is cut
     /// into, each on a clock of its own.
     pub parts: BTreeMap<String, Vec<String>>,
+    /// The browser VIA projects' times were read as.
+    pub via_browser: Browser,
+    /// VIA-labelled videos whose first timestamp is past 0, with it in seconds: browsers time
+    /// these differently, so `via_browser` decided where their boxes are.
+    pub browser_timed_videos: BTreeMap<String, f64>,
+}
+
+impl ImportSummary {
+    /// What to tell of the videos whose boxes depend on the browser VIA ran in; `setting` spells
+    /// the flag or key that would choose another.
+    pub fn browser_note(&self, setting: impl Fn(Browser) -> String) -> Option<String> {
+        if self.browser_timed_videos.is_empty() {
+            return None;
+        }
+        let videos: Vec<String> = self
+            .browser_timed_videos
+            .iter()
+            .map(|(video, start)| format!("{video} at {start:.3} s"))
+            .collect();
+        let other = self.via_browser.other();
+        Some(format!(
+            "VIA times of videos that start past 0 s ({}) were read as labelled in {}; if the project was labelled in {}, import again with {}",
+            videos.join(", "),
+            self.via_browser.label(),
+            other.label(),
+            setting(other)
+        ))
+    }
 }
 
 /// A file's boxes at its keyframes, on its own clock.
@@ -244,7 +274,10 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
     check_options(options).map_err(ImportError::Setting)?;
     let exported = read_exports(options)?;
     let on_disk = videos_in_folder(&options.videos)?;
-    let mut summary = ImportSummary::default();
+    let mut summary = ImportSummary {
+        via_browser: options.via_browser,
+        ..ImportSummary::default()
+    };
     let mut counts = SampleCounts::default();
     let mut sampled = Vec::new();
     for video in &exported {
@@ -255,6 +288,11 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
         };
         match probe(&options.videos.join(file.to_string())) {
             Ok(facts) => {
+                if facts.first_timestamp > STARTS_AT_ZERO && on_browser_timeline(video) {
+                    summary
+                        .browser_timed_videos
+                        .insert(id.to_string(), facts.first_timestamp);
+                }
                 let keyframes =
                     resolve::keyframe_seconds(facts.last_instant(), options.keyframe_interval);
                 let boxes = resolve::sample(
@@ -303,6 +341,19 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
     summary.shapes_off_keyframe = counts.off_keyframe;
     write::write_dataset(options, &videos, &splits, &mut summary)?;
     Ok(summary)
+}
+
+/// A first timestamp under this (half a millisecond) is taken as 0: the browsers' times of the
+/// video then differ by far less than a frame.
+const STARTS_AT_ZERO: f64 = 0.0005;
+
+/// Whether an export's times of the video are a browser's (VIA's).
+fn on_browser_timeline(video: &ExportedVideo) -> bool {
+    video
+        .tracks
+        .iter()
+        .flat_map(|track| &track.shapes)
+        .any(|shape| matches!(shape.at, export::At::PlayerSeconds(..)))
 }
 
 /// A person detector's boxes on the videos' own seconds (AVA's detection CSV, any second).
@@ -386,7 +437,7 @@ pub fn check_options(options: &ImportOptions) -> Result<(), BadSetting> {
 fn read_exports(options: &ImportOptions) -> Result<Vec<ExportedVideo>, ImportError> {
     let mut videos: Vec<ExportedVideo> = Vec::new();
     for path in &options.exports {
-        let export = read_export(path, &options.actions)?;
+        let export = read_export(path, options)?;
         for video in export.videos {
             if let Some(first) = videos
                 .iter()
@@ -407,14 +458,15 @@ fn read_exports(options: &ImportOptions) -> Result<Vec<ExportedVideo>, ImportErr
     Ok(videos)
 }
 
-fn read_export(path: &Path, actions: &ActionSource) -> Result<Export, ImportError> {
+fn read_export(path: &Path, options: &ImportOptions) -> Result<Export, ImportError> {
+    let actions = &options.actions;
     let extension = path
         .extension()
         .and_then(|extension| extension.to_str())
         .map(str::to_ascii_lowercase);
     match extension.as_deref() {
         Some("xml" | "zip") => Ok(cvat::read_cvat(path, actions)?),
-        Some("json") => Ok(via::read_via3(path, actions)?),
+        Some("json") => Ok(via::read_via3(path, actions, options.via_browser)?),
         Some("csv") => Ok(whole_clip::read_whole_clip(path)?),
         _ => Err(ImportError::Usage(format!(
             "{}: not an export avaprep reads; it reads CVAT for video or images 1.1 (.xml, or CVAT's .zip), VIA 3 projects (.json) and whole-clip labels (.csv: video,start_frame,label)",
@@ -484,7 +536,7 @@ fn probe(path: &Path) -> Result<VideoFacts, String> {
     };
     Ok(VideoFacts {
         frame_times,
-        player_start: shown.player_start,
+        first_timestamp: shown.first_timestamp,
         duration: last + period,
         size: export::FrameSize {
             width: info.width,

@@ -9,8 +9,9 @@ pub struct VideoFacts {
     /// Each frame's time, seconds from the first, in presentation order: the frame numbers of
     /// an export count these frames.
     pub frame_times: Vec<f64>,
-    /// Where the first instant of `frame_times`' clock lies on a browser's media timeline.
-    pub player_start: f64,
+    /// The file's own timestamp of `frame_times`' 0, in seconds (0 where it is below 0), which
+    /// browsers' media timelines start at or not ([`super::export::Browser`]).
+    pub first_timestamp: f64,
     pub duration: f64,
     pub size: FrameSize,
 }
@@ -87,12 +88,14 @@ pub fn sample(
     let size = video.frame_size.unwrap_or(facts.size);
     let frame = |at: At| match at {
         At::Frame(frame) => Some(frame),
-        At::Seconds(_) | At::PlayerSeconds(_) => None,
+        At::Seconds(_) | At::PlayerSeconds(..) => None,
     };
     let seconds = |at: At| match at {
         At::Frame(_) => facts.frame_time(frame(at).unwrap_or(0)),
         At::Seconds(seconds) => seconds,
-        At::PlayerSeconds(seconds) => seconds - facts.player_start,
+        At::PlayerSeconds(seconds, browser) => {
+            seconds - browser.first_frame_instant(facts.first_timestamp)
+        }
     };
     let mut boxes = Vec::new();
     for track in &video.tracks {
@@ -291,7 +294,7 @@ mod tests {
     fn facts() -> VideoFacts {
         VideoFacts {
             frame_times: (0..40).map(|n| f64::from(n) / 10.0).collect(),
-            player_start: 0.0,
+            first_timestamp: 0.0,
             duration: 4.0,
             size: FrameSize {
                 width: 640,

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::StageId;
-use crate::import::{ActionSource, ImportOptions, ImportSummary, SplitRule, import};
+use crate::import::{ActionSource, Browser, ImportOptions, ImportSummary, SplitRule, import};
 use crate::layout::{DataLayout, IMPORT_DIR};
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::state::CountsMismatch;
@@ -36,6 +36,8 @@ pub struct ImportParams {
     pub val: Vec<String>,
     pub detections: Option<PathBuf>,
     pub excluded: Option<PathBuf>,
+    /// The browser VIA projects were labelled in: `chromium` or `firefox`.
+    pub via_browser: Browser,
 }
 
 /// As `avaprep import`'s flags default.
@@ -51,6 +53,7 @@ impl Default for ImportParams {
             val: Vec::new(),
             detections: None,
             excluded: None,
+            via_browser: Browser::Chromium,
         }
     }
 }
@@ -75,6 +78,7 @@ impl ImportParams {
             split,
             detections: self.detections.clone(),
             excluded: self.excluded.clone(),
+            via_browser: self.via_browser,
         }
     }
 }
@@ -191,6 +195,11 @@ impl Stage for ImportStage {
             context
                 .reporter
                 .stage_note(self.id().name(), &format!("left out: {problem}"));
+        }
+        if let Some(note) = summary
+            .browser_note(|browser| format!("via_browser = \"{}\" in [import]", browser.name()))
+        {
+            context.reporter.stage_note(self.id().name(), &note);
         }
         let layout = DataLayout::new(context.data_dir);
         let made = layout.relative(&context.data_dir.join(IMPORT_DIR));

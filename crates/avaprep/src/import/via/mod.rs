@@ -5,8 +5,8 @@
 //! `"attribute"` maps an id to `{aname, anchor_id, type, options}` (type 1 text, 2 checkbox,
 //! 3 radio, 4 select, 5 image; `options` maps option ids to names); `"file"` maps an id to
 //! `{fid, fname, ...}`; `"view"` maps a view id to `{fid_list}`; `"project"."vid_list"` orders
-//! the views; `"metadata"` maps an id to `{vid, z, xy, av}`: `z` the times in seconds on the browser's media timeline (the
-//! file's own timestamps, as the `<video>` element's `currentTime` reads them), `xy` a
+//! the views; `"metadata"` maps an id to `{vid, z, xy, av}`: `z` the times in seconds on the
+//! media timeline of the browser VIA ran in (the `<video>` element's `currentTime`), `xy` a
 //! region (`[2, x, y, w, h]` a rectangle, in the video's pixels; other shape ids: 1 point,
 //! 3 circle, 4 ellipse, 5 line, 6 polyline, 7 polygon, 8 extreme rectangle, 9 extreme circle),
 //! `av` attribute id to value (option ids, comma-separated for checkboxes, or the text).
@@ -23,7 +23,8 @@ use serde::de::{Deserializer, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::export::{
-    ActionSource, At, Export, ExportError, ExportedVideo, Motion, Origin, Rect, Shape, Track,
+    ActionSource, At, Browser, Export, ExportError, ExportedVideo, Motion, Origin, Rect, Shape,
+    Track,
 };
 
 /// Reads a VIA 3 project. `actions` says which attribute names the actions: the single one
@@ -31,8 +32,12 @@ use super::export::{
 /// one with that `aname`, or (`Checkboxes`) every checkbox attribute, each ticked option an
 /// action. Boxes take their person from a `person` (or `person_id`) attribute holding a
 /// positive whole number; other boxes and segments get numbers unused in their video, in the
-/// file's order from 1, each its own track.
-pub fn read_via3(path: &Path, actions: &ActionSource) -> Result<Export, ExportError> {
+/// file's order from 1, each its own track. Times are read as `browser`'s.
+pub fn read_via3(
+    path: &Path,
+    actions: &ActionSource,
+    browser: Browser,
+) -> Result<Export, ExportError> {
     let bytes = std::fs::read(path).map_err(|source| ExportError::Read {
         file: path.to_path_buf(),
         source,
@@ -50,7 +55,7 @@ pub fn read_via3(path: &Path, actions: &ActionSource) -> Result<Export, ExportEr
             items.push(item);
         }
     }
-    let videos = project.videos(items)?;
+    let videos = project.videos(items, browser)?;
     Ok(Export { videos })
 }
 
@@ -460,7 +465,11 @@ impl<'a> Project<'a> {
     }
 
     /// The videos, in the order of `vid_list` (then any other views), each with its tracks.
-    fn videos(&self, items: Vec<Item>) -> Result<Vec<ExportedVideo>, ExportError> {
+    fn videos(
+        &self,
+        items: Vec<Item>,
+        browser: Browser,
+    ) -> Result<Vec<ExportedVideo>, ExportError> {
         let mut by_view: BTreeMap<String, Vec<Item>> = BTreeMap::new();
         for item in items {
             if !self.views.contains_key(&item.vid) {
@@ -498,7 +507,7 @@ impl<'a> Project<'a> {
                     place: format!("view \"{vid}\""),
                 },
                 frame_size: None,
-                tracks: tracks(items)?,
+                tracks: tracks(items, browser)?,
             });
         }
         Ok(videos)
@@ -533,7 +542,7 @@ impl<'a> Project<'a> {
 /// The tracks of one video: a box with a person joins that person's `Instant` track; any other
 /// box, and each segment, is a track of its own, numbered with the first number no box's
 /// person attribute uses.
-fn tracks(items: Vec<Item>) -> Result<Vec<Track>, ExportError> {
+fn tracks(items: Vec<Item>, browser: Browser) -> Result<Vec<Track>, ExportError> {
     let named: BTreeSet<u32> = items
         .iter()
         .filter_map(|item| match item.kind {
@@ -557,7 +566,7 @@ fn tracks(items: Vec<Item>) -> Result<Vec<Track>, ExportError> {
                 person,
             } => {
                 let shape = Shape {
-                    at: At::PlayerSeconds(second),
+                    at: At::PlayerSeconds(second, browser),
                     rect,
                     outside: false,
                     actions: item.actions,
@@ -576,8 +585,8 @@ fn tracks(items: Vec<Item>) -> Result<Vec<Track>, ExportError> {
                 person: next(&item.origin)?,
                 motion: Motion::Held,
                 shapes: vec![
-                    whole_frame(start, false, item.actions),
-                    whole_frame(end, true, Vec::new()),
+                    whole_frame(At::PlayerSeconds(start, browser), false, item.actions),
+                    whole_frame(At::PlayerSeconds(end, browser), true, Vec::new()),
                 ],
                 origin: item.origin,
             }),
@@ -621,9 +630,9 @@ fn add_to_person(
     Ok(())
 }
 
-fn whole_frame(second: f64, outside: bool, actions: Vec<String>) -> Shape {
+fn whole_frame(at: At, outside: bool, actions: Vec<String>) -> Shape {
     Shape {
-        at: At::PlayerSeconds(second),
+        at,
         rect: Rect::WholeFrame,
         outside,
         actions,
@@ -632,7 +641,7 @@ fn whole_frame(second: f64, outside: bool, actions: Vec<String>) -> Shape {
 
 fn seconds(shape: &Shape) -> f64 {
     match shape.at {
-        At::Seconds(second) | At::PlayerSeconds(second) => second,
+        At::Seconds(second) | At::PlayerSeconds(second, _) => second,
         At::Frame(frame) => frame as f64,
     }
 }

@@ -4,7 +4,7 @@ use crate::import::testdata;
 fn read_text(text: &str, actions: &ActionSource) -> Result<Export, ExportError> {
     let file = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(file.path(), text).unwrap();
-    read_via3(file.path(), actions)
+    read_via3(file.path(), actions, Browser::Chromium)
 }
 
 /// A one-video project with an `action` checkbox, a `person` text attribute, and these
@@ -26,6 +26,10 @@ fn error_of(text: &str, actions: &ActionSource) -> String {
     read_text(text, actions).unwrap_err().to_string()
 }
 
+fn chromium(seconds: f64) -> At {
+    At::PlayerSeconds(seconds, Browser::Chromium)
+}
+
 fn times(track: &Track) -> Vec<At> {
     track.shapes.iter().map(|shape| shape.at).collect()
 }
@@ -41,7 +45,12 @@ fn actions_of(track: &Track) -> Vec<Vec<&str>> {
 #[test]
 fn boxes_and_a_temporal_segment_of_two_videos() {
     let path = testdata("via3_project.json");
-    let export = read_via3(&path, &ActionSource::Attribute("action".into())).unwrap();
+    let export = read_via3(
+        &path,
+        &ActionSource::Attribute("action".into()),
+        Browser::Chromium,
+    )
+    .unwrap();
     let [clip25, kitchen] = export.videos.as_slice() else {
         panic!("two videos: {:?}", export.videos);
     };
@@ -61,10 +70,7 @@ fn boxes_and_a_temporal_segment_of_two_videos() {
     );
     let named = &clip25.tracks[0];
     assert_eq!(named.origin.place, "metadata \"1_zQ3x9aLk\"");
-    assert_eq!(
-        times(named),
-        [At::PlayerSeconds(0.5), At::PlayerSeconds(1.5)]
-    );
+    assert_eq!(times(named), [chromium(0.5), chromium(1.5)]);
     assert_eq!(actions_of(named), [vec!["stand"], vec!["talk", "wave"]]);
     assert_eq!(
         named.shapes[0].rect,
@@ -83,10 +89,7 @@ fn boxes_and_a_temporal_segment_of_two_videos() {
     };
     assert_eq!(segment.person, 1);
     assert_eq!(segment.motion, Motion::Held);
-    assert_eq!(
-        times(segment),
-        [At::PlayerSeconds(2.5), At::PlayerSeconds(6.0)]
-    );
+    assert_eq!(times(segment), [chromium(2.5), chromium(6.0)]);
     assert!(
         segment
             .shapes
@@ -104,12 +107,17 @@ fn boxes_and_a_temporal_segment_of_two_videos() {
     // The segment's attribute is not the one chosen.
     assert_eq!(actions_of(segment), [Vec::<&str>::new(), vec![]]);
 
-    let by_activity = read_via3(&path, &ActionSource::Attribute("activity".into())).unwrap();
+    let by_activity = read_via3(
+        &path,
+        &ActionSource::Attribute("activity".into()),
+        Browser::Chromium,
+    )
+    .unwrap();
     assert_eq!(
         actions_of(&by_activity.videos[1].tracks[0]),
         [vec!["cooking"], vec![]]
     );
-    let by_checkboxes = read_via3(&path, &ActionSource::Checkboxes).unwrap();
+    let by_checkboxes = read_via3(&path, &ActionSource::Checkboxes, Browser::Chromium).unwrap();
     assert_eq!(
         actions_of(&by_checkboxes.videos[0].tracks[0]),
         [vec!["stand"], vec!["talk", "wave"]]
@@ -124,7 +132,7 @@ fn label_reads_the_one_attribute_that_is_not_the_person() {
     let export = read_text(&text, &ActionSource::Label).unwrap();
     let track = &export.videos[0].tracks[0];
     assert_eq!(track.person, 7);
-    assert_eq!(times(track), [At::PlayerSeconds(4.25)]);
+    assert_eq!(times(track), [chromium(4.25)]);
     assert_eq!(actions_of(track), [vec!["fight"]]);
     assert_eq!(track.shapes[0].rect, Rect::Pixels([10.0, 20.0, 40.0, 60.0]));
 }
