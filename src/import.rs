@@ -48,7 +48,7 @@ pub struct ImportArgs {
     pub excluded: Option<PathBuf>,
     /// The browser VIA projects were labelled in: `chromium` (also Chrome, Edge, Opera, Brave)
     /// or `firefox`. They time a video that does not start at 0 s differently.
-    #[arg(long, default_value = "chromium", value_parser = str::parse::<Browser>)]
+    #[arg(long, default_value = "chromium", value_parser = avaprep_shell::one_of::<Browser>(&Browser::NAMES))]
     pub via_browser: Browser,
 }
 

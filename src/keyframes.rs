@@ -33,7 +33,7 @@ pub struct KeyframesArgs {
     pub height: u32,
     /// The browser VIA will run in: `chromium` (also Chrome, Edge, Opera, Brave) or `firefox`.
     /// They time a video that does not start at 0 s differently. Import with the same.
-    #[arg(long, default_value = "chromium", value_parser = str::parse::<Browser>)]
+    #[arg(long, default_value = "chromium", value_parser = avaprep_shell::one_of::<Browser>(&Browser::NAMES))]
     pub via_browser: Browser,
 }
 

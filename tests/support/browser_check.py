@@ -12,6 +12,7 @@ screenshot. Prints one JSON object: {"images": [...], "broken": [...], "errors":
 import base64
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
@@ -90,6 +91,10 @@ class Browser:
                     if "error" in message:
                         raise RuntimeError(f"DevTools: {message['error']}")
                     return message
+            # Waits no longer than the deadline: a page that never answers fails, not hangs.
+            ready, _, _ = select.select([self.from_browser], [], [], max(0.0, deadline - time.monotonic()))
+            if not ready:
+                break
             chunk = os.read(self.from_browser, 1 << 16)
             if not chunk:
                 raise RuntimeError("Chromium closed the DevTools pipe")

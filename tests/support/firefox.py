@@ -29,14 +29,20 @@ class Firefox:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        self.connection = socket.create_connection(("127.0.0.1", self._port()), timeout=TIMEOUT_S)
+        self.connection = None
         self.buffer = b""
         self.next_id = 0
-        self._receive()  # Firefox's greeting: its protocol's name and version
-        self.send("WebDriver:NewSession", {"capabilities": {}})
-        self.send("WebDriver:SetTimeouts", {"script": TIMEOUT_S * 1000})
+        try:
+            self.connection = self._connect()
+            self._receive()  # Firefox's greeting: its protocol's name and version
+            self.send("WebDriver:NewSession", {})
+            self.send("WebDriver:SetTimeouts", {"script": TIMEOUT_S * 1000})
+        except BaseException:
+            self.close()
+            raise
 
-    def _port(self):
+    def _connect(self):
+        """Connects to the port Firefox writes into its profile once it listens."""
         written = os.path.join(self.profile, "MarionetteActivePort")
         deadline = time.monotonic() + TIMEOUT_S
         while time.monotonic() < deadline:
@@ -44,8 +50,10 @@ class Firefox:
                 raise RuntimeError(f"Firefox exited with {self.process.returncode} before listening")
             try:
                 with open(written) as file:
-                    return int(file.read().strip())
-            except (FileNotFoundError, ValueError):
+                    port = int(file.read().strip())
+                # Longer than a script may run, so a slow script answers before the socket gives up.
+                return socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT_S + 30)
+            except (FileNotFoundError, ValueError, ConnectionRefusedError):
                 time.sleep(0.1)
         raise TimeoutError("Firefox did not start Marionette within %d s" % TIMEOUT_S)
 
@@ -80,11 +88,12 @@ class Firefox:
         return self.send("WebDriver:ExecuteAsyncScript", {"script": script, "args": args})["value"]
 
     def close(self):
-        try:
-            self.send("Marionette:Quit", {"flags": ["eForceQuit"]})
-        except (RuntimeError, OSError):
-            pass
-        self.connection.close()
+        if self.connection:
+            try:
+                self.send("Marionette:Quit", {"flags": ["eForceQuit"]})
+            except (RuntimeError, OSError):
+                pass
+            self.connection.close()
         try:
             self.process.wait(timeout=10)
         except subprocess.TimeoutExpired:

@@ -24,7 +24,9 @@ from firefox import Firefox
 
 # Seeks by halves between 0 (the first frame's picture) and near the end (another), comparing the
 # picture's centre, until the change is known to a tenth of a millisecond. A picture counts once
-# two reads 20 ms apart agree: "seeked" may fire before the new frame is drawn.
+# two reads 20 ms apart agree: "seeked" may fire before the new frame is drawn. The two instants
+# found are read again after a longer wait, so a picture read too early fails the probe instead
+# of moving the answer.
 CHANGE_JS = """async (src) => {
   const video = document.createElement('video');
   video.muted = true;
@@ -53,11 +55,13 @@ CHANGE_JS = """async (src) => {
     }
     throw src + ': no steady picture at ' + video.currentTime;
   };
-  const seek = async (t) => {
-    await new Promise((resolve) => {
-      video.addEventListener('seeked', resolve, {once: true});
+  const seek = async (t, settle = 0) => {
+    await new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(src + ': no seek to ' + t + ' within 10 s'), 10000);
+      video.addEventListener('seeked', () => { clearTimeout(timer); resolve(); }, {once: true});
       video.currentTime = t;
     });
+    await pause(settle);
     return picture();
   };
   const differs = (a, b) => a.some((value, i) => Math.abs(value - b[i]) > 64);
@@ -68,6 +72,9 @@ CHANGE_JS = """async (src) => {
     const middle = (before + after) / 2;
     if (differs(await seek(middle), first)) after = middle; else before = middle;
   }
+  if (differs(await seek(before, 500), first) || !differs(await seek(after, 500), first)) {
+    throw src + ': the pictures at ' + before + ' and ' + after + ' s changed when read again';
+  }
   return {change_at: after, width: video.videoWidth, height: video.videoHeight};
 }"""
 
@@ -77,6 +84,8 @@ PAGE = b"<!doctype html><html><body></body></html>"
 class Files(http.server.SimpleHTTPRequestHandler):
     """The folder's files, with byte ranges (browsers seek in a video by asking for them), and
     an empty page at /."""
+
+    extensions_map = {".mp4": "video/mp4", ".mkv": "video/x-matroska", ".webm": "video/webm"}
 
     def do_GET(self):
         if self.path == "/":
@@ -90,6 +99,8 @@ class Files(http.server.SimpleHTTPRequestHandler):
         if not wanted:
             return self.reply(200, self.guess_type(path), body)
         first = int(wanted[1])
+        if first >= len(body):
+            return self.reply(416, self.guess_type(path), b"", f"bytes */{len(body)}")
         last = min(int(wanted[2]) if wanted[2] else len(body) - 1, len(body) - 1)
         self.reply(206, self.guess_type(path), body[first : last + 1], f"bytes {first}-{last}/{len(body)}")
 
@@ -105,6 +116,13 @@ class Files(http.server.SimpleHTTPRequestHandler):
 
     def log_message(self, *args):
         pass
+
+    def handle_one_request(self):
+        # A browser drops a range it no longer wants when it seeks elsewhere: not an error.
+        try:
+            super().handle_one_request()
+        except (BrokenPipeError, ConnectionResetError):
+            self.close_connection = True
 
 
 def chromium_changes(root, names):

@@ -139,9 +139,11 @@ pub struct FrameTimes {
     /// presentation order: frame `n` of an annotation tool (which counts decoded frames) is shown
     /// at `times[n]`.
     pub times: Vec<f64>,
-    /// The file's own timestamp of that clock's 0, in seconds, taken as 0 where it is below 0:
-    /// where Chromium's media timeline puts it (see [`crate::import::export::Browser`]).
+    /// The file's own timestamp of that clock's 0, in seconds, taken as 0 where it is below 0.
     pub first_timestamp: f64,
+    /// An MP4 or MOV file (ISO base media), which browsers' media timelines start differently
+    /// from Matroska and WebM (see [`crate::import::resolve::VideoFacts::player_start`]).
+    pub iso_media: bool,
 }
 
 /// When each frame of the best video stream is shown. Reads packets only, decodes nothing;
@@ -162,12 +164,14 @@ pub fn frame_times(path: &Path) -> Result<FrameTimes, MediaError> {
         .collect();
     stamps.sort_unstable();
     let time_base = f64::from(rational);
+    let iso_media = input.format().name().split(',').any(|name| name == "mp4");
     Ok(FrameTimes {
         times: stamps
             .into_iter()
             .map(|stamp| (stamp - origin) as f64 * time_base)
             .collect(),
         first_timestamp: (origin as f64 * time_base).max(0.0),
+        iso_media,
     })
 }
 

@@ -246,8 +246,8 @@ fn via3(videos: &[&VideoSpec]) -> serde_json::Value {
             json!({"fid": fid, "fname": video.file_name(), "type": 4, "loc": 1, "src": ""}),
         );
         views.insert(fid.clone(), json!({"fid_list": [fid]}));
-        // VIA stores the `<video>` element's times: a browser's media timeline shows the file's
-        // own timestamps, from its container start.
+        // VIA stores the `<video>` element's times: Chromium's media timeline (import's default)
+        // puts a frame at the file's own timestamp.
         let player_start = (video.start_ticks as f64 / TICKS as f64).max(0.0);
         for t in keyframes(video) {
             for b in gt_boxes(video, t) {

@@ -72,34 +72,24 @@ pub enum At {
     PlayerSeconds(f64, Browser),
 }
 
-/// The browser a browser-based tool (VIA) ran in, which puts a video's frames on the media
-/// timeline that the tool's times are on. Measured by seeking (`tests/support/video_clock.py`;
-/// MP4 and Matroska in the tests, MOV and WebM too by hand): the two differ for a file whose first
-/// timestamp is not 0, by that timestamp. Firefox also runs a Matroska file with B-frames two
-/// frames behind, which moves no box to another keyframe and is not corrected.
+/// The browser a browser-based tool (VIA) ran in. Browsers put a video's frames at different
+/// instants of the media timeline that the tool's times are on, for a file that does not start
+/// at 0 s ([`super::resolve::VideoFacts::player_start`]).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Browser {
-    /// Chromium and the browsers built on it (Chrome, Edge, Opera, Brave): a frame is at its own
-    /// timestamp, so the first frame of a file that starts at 1.5 s is at 1.5.
+    /// Chromium and the browsers built on it (Chrome, Edge, Opera, Brave).
     #[default]
     Chromium,
-    /// Firefox: a frame is at its seconds from the file's first frame.
     Firefox,
 }
 
 impl Browser {
-    /// Where this browser's timeline puts the first frame of a file whose first timestamp is
-    /// `first_timestamp` seconds.
-    pub fn first_frame_instant(self, first_timestamp: f64) -> f64 {
-        match self {
-            Browser::Chromium => first_timestamp,
-            Browser::Firefox => 0.0,
-        }
-    }
+    const ALL: [Browser; 2] = [Browser::Chromium, Browser::Firefox];
+    /// The names of `--via-browser` and the pipeline file's `via_browser`.
+    pub const NAMES: [&str; 2] = [Browser::Chromium.name(), Browser::Firefox.name()];
 
-    /// As `--via-browser` spells it.
-    pub fn name(self) -> &'static str {
+    pub const fn name(self) -> &'static str {
         match self {
             Browser::Chromium => "chromium",
             Browser::Firefox => "firefox",
@@ -114,6 +104,7 @@ impl Browser {
         }
     }
 
+    /// The one a project was labelled in when it was not this one.
     pub fn other(self) -> Browser {
         match self {
             Browser::Chromium => Browser::Firefox,
@@ -126,14 +117,16 @@ impl Browser {
 impl std::str::FromStr for Browser {
     type Err = String;
 
-    fn from_str(text: &str) -> Result<Self, String> {
-        match text {
-            "chromium" => Ok(Browser::Chromium),
-            "firefox" => Ok(Browser::Firefox),
-            _ => Err(format!(
-                "`{text}`: expected chromium (also Chrome, Edge, Opera, Brave) or firefox"
-            )),
-        }
+    fn from_str(name: &str) -> Result<Self, String> {
+        Self::ALL
+            .into_iter()
+            .find(|browser| browser.name() == name)
+            .ok_or_else(|| {
+                format!(
+                    "unknown browser {name:?}: one of {}",
+                    Self::NAMES.join(", ")
+                )
+            })
     }
 }
 

@@ -76,7 +76,7 @@ struct KeyframeImage {
 }
 
 /// A video whose keyframes were written: its file, and what libav says of it (the shown frame
-/// size that a video annotator's pixels are in, and where a browser's timeline starts it).
+/// size that a video annotator's pixels are in, and where its first timestamp is).
 struct KeyframedVideo {
     file: VideoFileName,
     facts: super::resolve::VideoFacts,
@@ -380,9 +380,7 @@ fn via_project(
             continue;
         };
         let size = video.facts.size;
-        let player_start = options
-            .via_browser
-            .first_frame_instant(video.facts.first_timestamp);
+        let player_start = video.facts.player_start(options.via_browser);
         let (w, h) = (f64::from(size.width), f64::from(size.height));
         let hundredths = |value: f64| (value * 100.0).round() / 100.0;
         let pixels = |value: f32, side: f64| hundredths(f64::from(value) * side);

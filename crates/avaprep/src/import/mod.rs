@@ -130,8 +130,9 @@ pub struct ImportSummary {
     pub parts: BTreeMap<String, Vec<String>>,
     /// The browser VIA projects' times were read as.
     pub via_browser: Browser,
-    /// VIA-labelled videos whose first timestamp is past 0, with it in seconds: browsers time
-    /// these differently, so `via_browser` decided where their boxes are.
+    /// VIA-labelled videos that browsers time differently, with by how many seconds (a file
+    /// that does not start at 0 s, or whose sound starts before its video): `via_browser`
+    /// decided where their boxes are.
     pub browser_timed_videos: BTreeMap<String, f64>,
 }
 
@@ -145,11 +146,11 @@ impl ImportSummary {
         let videos: Vec<String> = self
             .browser_timed_videos
             .iter()
-            .map(|(video, start)| format!("{video} at {start:.3} s"))
+            .map(|(video, gap)| format!("{video} by {gap:.3} s"))
             .collect();
         let other = self.via_browser.other();
         Some(format!(
-            "VIA times of videos that start past 0 s ({}) were read as labelled in {}; if the project was labelled in {}, import again with {}",
+            "VIA times of videos that browsers time differently ({}) were read as labelled in {}; if the project was labelled in {}, import again with {}",
             videos.join(", "),
             self.via_browser.label(),
             other.label(),
@@ -288,10 +289,11 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
         };
         match probe(&options.videos.join(file.to_string())) {
             Ok(facts) => {
-                if facts.first_timestamp > STARTS_AT_ZERO && on_browser_timeline(video) {
-                    summary
-                        .browser_timed_videos
-                        .insert(id.to_string(), facts.first_timestamp);
+                let gap = (facts.player_start(Browser::Chromium)
+                    - facts.player_start(Browser::Firefox))
+                .abs();
+                if gap > BROWSERS_AGREE && on_browser_timeline(video) {
+                    summary.browser_timed_videos.insert(id.to_string(), gap);
                 }
                 let keyframes =
                     resolve::keyframe_seconds(facts.last_instant(), options.keyframe_interval);
@@ -343,9 +345,9 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
     Ok(summary)
 }
 
-/// A first timestamp under this (half a millisecond) is taken as 0: the browsers' times of the
-/// video then differ by far less than a frame.
-const STARTS_AT_ZERO: f64 = 0.0005;
+/// Browsers' times of a video less than this (half a millisecond) apart agree: far less than a
+/// frame.
+const BROWSERS_AGREE: f64 = 0.0005;
 
 /// Whether an export's times of the video are a browser's (VIA's).
 fn on_browser_timeline(video: &ExportedVideo) -> bool {
@@ -537,6 +539,7 @@ fn probe(path: &Path) -> Result<VideoFacts, String> {
     Ok(VideoFacts {
         frame_times,
         first_timestamp: shown.first_timestamp,
+        iso_media: shown.iso_media,
         duration: last + period,
         size: export::FrameSize {
             width: info.width,

@@ -1,7 +1,7 @@
 //! An export's tracks sampled at a video's keyframes: AVA's rows (one per box and action) on the
 //! video's own clock, boxes as fractions of the frame, clipped to it.
 
-use super::export::{At, ExportedVideo, FrameSize, Motion, Rect, Shape, Track};
+use super::export::{At, Browser, ExportedVideo, FrameSize, Motion, Rect, Shape, Track};
 
 /// What the import knows of a video file (from libav): what frame numbers and pixels mean.
 #[derive(Debug, Clone, PartialEq)]
@@ -9,14 +9,32 @@ pub struct VideoFacts {
     /// Each frame's time, seconds from the first, in presentation order: the frame numbers of
     /// an export count these frames.
     pub frame_times: Vec<f64>,
-    /// The file's own timestamp of `frame_times`' 0, in seconds (0 where it is below 0), which
-    /// browsers' media timelines start at or not ([`super::export::Browser`]).
+    /// The file's own timestamp of `frame_times`' 0 (the earliest stream's start), in seconds,
+    /// 0 where it is below 0.
     pub first_timestamp: f64,
+    /// An MP4 or MOV file (ISO base media).
+    pub iso_media: bool,
     pub duration: f64,
     pub size: FrameSize,
 }
 
 impl VideoFacts {
+    /// Where `browser`'s media timeline, which VIA's times are on, puts `frame_times`' 0.
+    /// Measured by seeking in MP4 and Matroska files whose video starts at 1.5 s, with and without
+    /// audio starting before it: Chromium puts every frame at its own timestamp; Firefox starts
+    /// an MP4 or MOV file's timeline at its video's first frame (so its clock's 0 lies before
+    /// the timeline's where audio starts first), and a Matroska or WebM file's at the earliest
+    /// stream's start. Firefox's frames came out up to 0.09 s later still (B-frames, audio
+    /// frames), which is not modelled: far less than the half keyframe interval that decides a
+    /// box's keyframe.
+    pub fn player_start(&self, browser: Browser) -> f64 {
+        match browser {
+            Browser::Chromium => self.first_timestamp,
+            Browser::Firefox if self.iso_media => -self.frame_times.first().copied().unwrap_or(0.0),
+            Browser::Firefox => 0.0,
+        }
+    }
+
     /// The last instant with a frame of its own: the last frame's time and half a frame period
     /// after it (the mean period, as the duration has it), where that frame is still the nearest.
     /// A keyframe later than this would show the last frame from further away than any other.
@@ -93,9 +111,7 @@ pub fn sample(
     let seconds = |at: At| match at {
         At::Frame(_) => facts.frame_time(frame(at).unwrap_or(0)),
         At::Seconds(seconds) => seconds,
-        At::PlayerSeconds(seconds, browser) => {
-            seconds - browser.first_frame_instant(facts.first_timestamp)
-        }
+        At::PlayerSeconds(seconds, browser) => seconds - facts.player_start(browser),
     };
     let mut boxes = Vec::new();
     for track in &video.tracks {
@@ -295,6 +311,7 @@ mod tests {
         VideoFacts {
             frame_times: (0..40).map(|n| f64::from(n) / 10.0).collect(),
             first_timestamp: 0.0,
+            iso_media: true,
             duration: 4.0,
             size: FrameSize {
                 width: 640,
@@ -398,5 +415,59 @@ mod tests {
         assert_eq!(counts.clipped, 1);
         assert_eq!(counts.outside_frame, 1);
         assert_eq!(counts.without_action, 1);
+    }
+
+    /// A file whose clock (its sound) starts at 1.2 s and its video at 1.9 s: the video's first
+    /// frame is at 0.7 s on the clock. A box at the clock's second 1 and a segment from its
+    /// second 2 are where each browser showed them: Chromium at the file's own timestamps,
+    /// Firefox from the video's first frame (MP4) or from the clock's 0 (Matroska).
+    #[test]
+    fn via_times_are_read_on_the_timeline_of_the_browser_and_container() {
+        let file = VideoFacts {
+            frame_times: (7..40).map(|n| f64::from(n) / 10.0).collect(),
+            first_timestamp: 1.2,
+            ..facts()
+        };
+        let matroska = VideoFacts {
+            iso_media: false,
+            ..file.clone()
+        };
+        let via = |box_at: f64, segment_from: f64, browser: Browser| {
+            let instant = video(
+                Motion::Instant,
+                vec![shape(
+                    At::PlayerSeconds(box_at, browser),
+                    [0.0, 0.0, 50.0, 50.0],
+                    false,
+                    "wave",
+                )],
+            );
+            let segment = video(
+                Motion::Held,
+                vec![Shape {
+                    at: At::PlayerSeconds(segment_from, browser),
+                    rect: Rect::WholeFrame,
+                    outside: false,
+                    actions: vec!["fall".into()],
+                }],
+            );
+            (instant, segment)
+        };
+        for (facts, box_at, segment_from, browser) in [
+            (&file, 2.2, 3.2, Browser::Chromium),
+            (&file, 0.3, 1.3, Browser::Firefox),
+            (&matroska, 2.2, 3.2, Browser::Chromium),
+            (&matroska, 1.0, 2.0, Browser::Firefox),
+        ] {
+            let (instant, segment) = via(box_at, segment_from, browser);
+            let mut counts = SampleCounts::default();
+            let seconds = |video: &ExportedVideo, counts: &mut SampleCounts| -> Vec<u32> {
+                let boxes = sample(video, facts, &[0, 1, 2, 3], 1, counts);
+                boxes.iter().map(|b| b.second).collect()
+            };
+            let case = format!("{browser:?}, MP4 {}", facts.iso_media);
+            assert_eq!(seconds(&instant, &mut counts), [1], "{case}");
+            assert_eq!(seconds(&segment, &mut counts), [2, 3], "{case}");
+        }
     }
 }

@@ -36,8 +36,14 @@ pub struct ImportParams {
     pub val: Vec<String>,
     pub detections: Option<PathBuf>,
     pub excluded: Option<PathBuf>,
-    /// The browser VIA projects were labelled in: `chromium` or `firefox`.
+    /// The browser VIA projects were labelled in: `chromium` or `firefox`. Left out of the
+    /// stage's key when it is the default, so imports made before it existed are not redone.
+    #[serde(skip_serializing_if = "is_chromium")]
     pub via_browser: Browser,
+}
+
+fn is_chromium(browser: &Browser) -> bool {
+    *browser == Browser::Chromium
 }
 
 /// As `avaprep import`'s flags default.
