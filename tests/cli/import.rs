@@ -826,20 +826,30 @@ fn json(path: &Path) -> serde_json::Value {
 }
 
 /// Clips of their own lengths, as a user's are (12 and 20 s from second 0, cut from the
-/// miniature's 30 fps video, named as a camera names files), labelled whole-clip
-/// (`video,start_frame,label`): each video's lists end where its file does, its last keyframe
-/// (in its last second) keeps its clip, validation passes, and PySlowFast's own loader reads
-/// every keyframe's clip centred on it.
+/// miniature's 30 fps video, named as a camera names files, and 300 of its frames at 29.97 fps,
+/// a phone's 10.010 s), labelled whole-clip (`video,start_frame,label`): each video's lists end
+/// where its file does, its last keyframe (in its last second) keeps its clip, validation
+/// passes (the 29.97 fps clip's last frame shows the instants after it, to its end), and
+/// PySlowFast's own loader reads every keyframe's clip centred on it.
 #[test]
 fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
     let source = thirty_fps_video();
     let clips = tempfile::tempdir().unwrap();
-    let lengths = [("clip12", 12), ("cam3_2024-05-01_1200", 20)];
+    let lengths = [
+        ("clip12", 12),
+        ("cam3_2024-05-01_1200", 20),
+        ("phone10", 10),
+    ];
     for (name, seconds) in lengths {
         // Lossless and without B-frames: the frames keep their burned-in codes exactly.
         let out = clips.path().join(format!("{name}.mp4"));
+        let source = source.to_str().unwrap();
         let length = seconds.to_string();
-        let cut = ["-i", source.to_str().unwrap(), "-t", &length];
+        let cut = match name {
+            // The same frames, timed at 29.97 a second: 300 of them end at 10.010 s.
+            "phone10" => vec!["-r", "30000/1001", "-i", source, "-frames:v", "300"],
+            _ => vec!["-i", source, "-t", &length],
+        };
         ffmpeg(&[&cut[..], &LOSSLESS_H264, &["-an", out.to_str().unwrap()]].concat());
     }
     let labels = clips.path().join("labels.csv");
@@ -847,7 +857,7 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
         &labels,
         "video,start_frame,label\nclip12,0,wave\nclip12,180,fall\n\
          cam3_2024-05-01_1200,0,fight\ncam3_2024-05-01_1200,300,wave\n\
-         cam3_2024-05-01_1200,300,fall\n",
+         cam3_2024-05-01_1200,300,fall\nphone10,0,fall\n",
     )
     .unwrap();
     let own = tempfile::tempdir().unwrap();
@@ -891,7 +901,10 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
             .unwrap();
         let end: f64 = line.rsplit(',').next().unwrap().parse().unwrap();
         assert!((end - 902.0 - f64::from(seconds)).abs() < 0.1, "{line}");
-        let split = if name == "clip12" { "train" } else { "val" };
+        let split = match name.starts_with("cam3") {
+            true => "val",
+            false => "train",
+        };
         let list =
             fs::read_to_string(data.path().join(format!("frame_lists/{split}.csv"))).unwrap();
         let rows: Vec<&str> = list
@@ -920,9 +933,9 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
             "{name}: a frame at {last_target} past {end}"
         );
     }
-    // Train: a clip per keyframe of clip12, the last in its last second; val: PySlowFast
-    // evaluates every fourth second (904, 908, ..., 920 of cam3's 902..921).
-    for (split, clips) in [("train", 12), ("val", 5)] {
+    // Train: a clip per keyframe of clip12 and phone10, the last in each one's last second;
+    // val: PySlowFast evaluates every fourth second (904, 908, ..., 920 of cam3's 902..921).
+    for (split, clips) in [("train", 12 + 10), ("val", 5)] {
         let report = reference_report("pyslowfast_ava.py", data.path(), &[split]);
         assert_eq!(report["clips"].as_u64(), Some(clips), "{split}: {report}");
     }

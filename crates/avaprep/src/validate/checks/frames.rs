@@ -120,7 +120,11 @@ pub fn check_frames(
     for split in &dataset.splits {
         check_clips(request, dataset, split, &state_of, results);
     }
-    check_frame_timing(dataset, result(results, CheckId::FrameTiming));
+    check_frame_timing(
+        dataset,
+        &request.video_spans,
+        result(results, CheckId::FrameTiming),
+    );
     if request.frame_index_dir.is_none() {
         let reason = "no frame index (avaprep's frame_index/): frame times are not recorded";
         result(results, CheckId::ListTiming).skip(reason);
@@ -243,8 +247,14 @@ pub(super) fn check_sizes(
 /// Each frame's source frame within half the gap between the source frames around its target,
 /// and every target on the index's own grid. A frame whose target precedes every source frame
 /// (the file begins after it) is the video's first frame; it passes only when that frame lies
-/// within half of the video's typical source frame gap, as a frame at the target would.
-pub(super) fn check_frame_timing(dataset: &DatasetTables, check: &mut CheckResult) {
+/// within half of the video's typical source frame gap, as a frame at the target would. A frame
+/// whose target follows the file's last frame, before the file's end (where the video's span is
+/// recorded), shows that last frame: the nearest there is.
+pub(super) fn check_frame_timing(
+    dataset: &DatasetTables,
+    video_spans: &BTreeMap<String, [f64; 2]>,
+    check: &mut CheckResult,
+) {
     let mut videos: Vec<(&String, &FrameIndex)> = dataset.indexes.iter().collect();
     videos.sort_by_key(|(video, _)| *video);
     let mut gaps_recorded = false;
@@ -255,6 +265,7 @@ pub(super) fn check_frame_timing(dataset: &DatasetTables, check: &mut CheckResul
         gaps_recorded = true;
         let typical_gap = median(index.source_gaps.iter().flatten().copied());
         let (first_frame, first_time) = (index.frames[0], index.times[0]);
+        let video_end = video_spans.get(video.as_str()).map(|[_, end]| *end);
         for i in 0..index.frames.len() {
             let k = index.frames[i];
             let target = index.times[i];
@@ -275,7 +286,7 @@ pub(super) fn check_frame_timing(dataset: &DatasetTables, check: &mut CheckResul
                 continue;
             };
             // The index holds microseconds: allow their rounding.
-            if off <= gap / 2.0 + 2e-6 {
+            if off <= gap / 2.0 + 2e-6 || shows_last_frame(source, target, gap, video_end) {
                 check.pass(1);
             } else if index.source_gaps[i].is_none() {
                 check.fail(format!(
@@ -296,6 +307,16 @@ pub(super) fn check_frame_timing(dataset: &DatasetTables, check: &mut CheckResul
     }
 }
 
+/// Whether `source` is the file's last frame and `target` falls after it within the file. The
+/// gap recorded after a frame reaches its neighbour, or the file's end after the last frame; a
+/// neighbour would itself be shown for about a gap before the end, so a gap that reaches within
+/// half of one of the end has none.
+fn shows_last_frame(source: f64, target: f64, gap: f64, video_end: Option<f64>) -> bool {
+    video_end.is_some_and(|end| {
+        target > source && target <= end + 2e-6 && source + gap >= end - gap / 2.0
+    })
+}
+
 pub(super) fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
     let mut values: Vec<f64> = values.collect();
     values.sort_by(f64::total_cmp);
@@ -305,6 +326,7 @@ pub(super) fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::frame_index::HEADER;
 
     /// `--height`: frames of that height pass; frames smaller than it fail saying that a small
     /// source keeps its size; larger ones fail plainly.
@@ -326,5 +348,43 @@ mod tests {
         let larger = check((1280, 720));
         assert_eq!(larger.failed, 1);
         assert!(!larger.examples[0].contains("keeps its size"), "{larger:?}");
+    }
+
+    /// A 29.97 fps clip of 300 frames ends at 10.010 s: the frame for 10.0 s shows its last frame
+    /// (at 9.977 s, shown until the end), the nearest there is. It passes where the file's span
+    /// is recorded; a frame as far from its target before the last one still fails.
+    #[test]
+    fn a_target_after_the_last_frame_and_before_the_end_shows_the_last_frame() {
+        let row = |k: u32, target: f64, source: f64| {
+            let file = source - 902.0;
+            format!("{k},{target:.6},{source:.6},640,360,0.033367,{file:.6}\n")
+        };
+        let index_of = |last: &str| {
+            let text = format!("{HEADER}\n{}{last}", row(60, 911.8, 911.809800));
+            FrameIndex::parse(&text).expect("an index")
+        };
+        let timing = |last: &str, spans: &[(&str, [f64; 2])]| {
+            let dataset = DatasetTables {
+                splits: Vec::new(),
+                labels: None,
+                exclusions: None,
+                indexes: HashMap::from([("phone".to_string(), index_of(last))]),
+            };
+            let spans = spans.iter().map(|(v, s)| (v.to_string(), *s)).collect();
+            let mut result = CheckResult::new(CheckId::FrameTiming);
+            check_frame_timing(&dataset, &spans, &mut result);
+            result
+        };
+        let last_frame = row(61, 912.0, 911.976633);
+        let spans = [("phone", [902.0, 912.01])];
+        assert_eq!(timing(&last_frame, &spans).failed, 0);
+        assert_eq!(timing(&last_frame, &spans).checked, 2);
+        // Without the file's end, nothing says no frame follows at 912.01.
+        assert_eq!(timing(&last_frame, &[]).failed, 1);
+        // Past the file's end, or a frame that has a neighbour nearer its target.
+        let past_end = [("phone", [902.0, 911.99])];
+        assert_eq!(timing(&last_frame, &past_end).failed, 1);
+        let longer = [("phone", [902.0, 912.5])];
+        assert_eq!(timing(&last_frame, &longer).failed, 1);
     }
 }
