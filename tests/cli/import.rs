@@ -1135,8 +1135,9 @@ fn imported(export: &Path, videos: &Path, out: &Path, extra: &[&str]) -> Output 
 }
 
 /// A pipeline that imports is checked whole before its import reads anything: a bad `[import]`
-/// value names its key (not a flag), a misspelt training setting stops the run too, and
-/// `--until import` on a pipeline without an import is a usage error.
+/// value names its key (not a flag), a val split the import would not make stops it, a misspelt
+/// training setting stops the run too, and `--until import` on a pipeline without an import is
+/// a usage error. A pipeline file named without a folder is read from the working directory.
 #[test]
 fn an_import_pipeline_is_checked_before_any_video_is_read() {
     let data = tempfile::tempdir().unwrap();
@@ -1164,6 +1165,10 @@ fn an_import_pipeline_is_checked_before_any_video_is_read() {
         ("import.keyframe_interval=0", "[import] keyframe_interval 0"),
         ("import.val_fraction=1.5", "[import] val_fraction 1.5"),
         ("import.via_browser=\"safari\"", "via_browser"),
+        (
+            "import.val_fraction=0.0",
+            "val_fraction 0 makes no val split",
+        ),
         ("train.settings.epochz=3", "epochz"),
     ] {
         let refused = run(&[setting]);
@@ -1183,6 +1188,25 @@ fn an_import_pipeline_is_checked_before_any_video_is_read() {
             "{setting}: imported anyway"
         );
     }
+    // `status own-videos.toml` in the pipeline's own folder.
+    let folder = tempfile::tempdir().unwrap();
+    fs::copy(
+        crate::support::repo_root().join("pipelines/own-videos.toml"),
+        folder.path().join("own-videos.toml"),
+    )
+    .unwrap();
+    let status = avaprep(data.path())
+        .current_dir(folder.path())
+        .args(["status", "own-videos.toml"])
+        .args(
+            pointed
+                .iter()
+                .flat_map(|setting| ["--set", setting.as_str()]),
+        )
+        .output()
+        .unwrap();
+    assert!(status.status.success(), "{}", stderr(&status));
+    assert!(stdout(&status).contains("import"), "{}", stdout(&status));
     let until = avaprep(data.path())
         .args(["run", "pipelines/own-dataset.toml", "--until", "import"])
         .output()

@@ -74,6 +74,12 @@ impl SpecError {
 pub const IMPORT_TABLE: &str = "import";
 
 impl PipelineSpec {
+    /// The folder the pipeline file is in, which the paths it names are relative to (`.` for a
+    /// file named without one).
+    pub fn folder(&self) -> &Path {
+        folder_of(&self.path)
+    }
+
     /// Whether the pipeline imports its dataset (an `[import]` table) rather than naming one.
     pub fn imports(&self) -> bool {
         self.stage_tables.contains_key(IMPORT_TABLE)
@@ -142,7 +148,7 @@ impl PipelineSpec {
             }
             _ => {}
         }
-        let folder = path.parent().unwrap_or(Path::new("."));
+        let folder = folder_of(path);
         Ok(PipelineSpec {
             path: path.to_path_buf(),
             dataset: top.dataset.map(|dataset| folder.join(dataset)),
@@ -170,6 +176,13 @@ impl PipelineSpec {
                     })
             }
         }
+    }
+}
+
+fn folder_of(path: &Path) -> &Path {
+    match path.parent() {
+        Some(folder) if !folder.as_os_str().is_empty() => folder,
+        _ => Path::new("."),
     }
 }
 

@@ -7,7 +7,7 @@
 //! other files it reads and the listing of the videos folder, so an edited export or a video
 //! added imports again, and what changed flows on to the stages after it.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -122,8 +122,8 @@ impl ImportStage {
             .action_from
             .parse()
             .map_err(|message| invalid(format!("action_from: {message}")))?;
-        let folder = std::path::absolute(spec.path.parent().unwrap_or(Path::new(".")))
-            .map_err(|error| invalid(error.to_string()))?;
+        let folder =
+            std::path::absolute(spec.folder()).map_err(|error| invalid(error.to_string()))?;
         for export in &mut params.exports {
             *export = folder.join(&*export);
         }
@@ -136,6 +136,14 @@ impl ImportStage {
         }
         crate::import::check_options(&params.options(actions.clone(), PathBuf::new()))
             .map_err(|bad| invalid(bad.to_string()))?;
+        if params.val.is_empty()
+            && params.val_fraction == 0.0
+            && spec.splits.iter().any(|s| s == "val")
+        {
+            return Err(invalid(
+                "val_fraction 0 makes no val split, and the pipeline's `splits` name val: set val_fraction above 0, name val videos (`val = [...]`), or leave val out of `splits` and [eval]".into(),
+            ));
+        }
         Ok(Some(ImportStage { params, actions }))
     }
 
