@@ -405,6 +405,25 @@ fn the_own_videos_pipeline_trains_on_an_import_as_on_the_ava_format_path() {
         stages.iter().all(|(_, condition)| *condition == "done"),
         "{lines}"
     );
+    // A table of the import edited by hand is imported again from the exports, and the run
+    // says the edit belongs in the exports, not in the tables it was made in.
+    let table = imported.path().join("import/annotations/ava_val_v2.2.csv");
+    let original = fs::read(&table).unwrap();
+    fs::write(
+        &table,
+        [&original[..], b"edited,0902,0,0,1,1,1,0\n"].concat(),
+    )
+    .unwrap();
+    let remade = run_own();
+    assert!(remade.status.success(), "{}", stderr(&remade));
+    let said = stdout(&remade) + &stderr(&remade);
+    assert!(
+        said.contains("changed since made")
+            && said.contains("made again from the exports that [import] names")
+            && !said.contains("edit annotations in"),
+        "{said}"
+    );
+    assert_eq!(fs::read(&table).unwrap(), original);
     let validation = json(&imported.path().join("slowfast/validation.json"));
     assert_eq!(validation["passed"], true, "{validation}");
     let clock = validation["checks"]

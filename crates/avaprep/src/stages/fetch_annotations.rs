@@ -223,6 +223,11 @@ impl Stage for FetchAnnotationsStage {
     }
 
     fn edits_belong(&self) -> Option<String> {
+        if let Some(folder) = &self.params.annotations
+            && is_imported(folder)
+        {
+            return Some(super::import::edits_belong_in_exports());
+        }
         let source = match (&self.params.annotations, self.params.annotations_on_disk()) {
             (Some(folder), true) => format!("in {}, the folder they are copied from", folder.display()),
             _ => "in a folder of your own, named with `[fetch] annotations = \"DIR\"` (or `extract --annotations DIR`), with a dataset manifest that does not pin their checksums".to_string(),
@@ -231,6 +236,16 @@ impl Stage for FetchAnnotationsStage {
             "the data directory's annotations/ is a copy, made again from its source; edit annotations {source}"
         ))
     }
+}
+
+/// Whether `folder` is the annotations an import wrote (`import/annotations` beside the
+/// imported dataset's manifest), which the import makes again.
+fn is_imported(folder: &Path) -> bool {
+    let Some(import) = folder.parent() else {
+        return false;
+    };
+    import.file_name() == Some(std::ffi::OsStr::new(crate::layout::IMPORT_DIR))
+        && import.join(crate::layout::IMPORTED_MANIFEST).is_file()
 }
 
 impl FetchAnnotationsStage {

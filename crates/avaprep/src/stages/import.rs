@@ -240,6 +240,17 @@ impl Stage for ImportStage {
         }
         Ok(vec![line])
     }
+
+    fn edits_belong(&self) -> Option<String> {
+        Some(edits_belong_in_exports())
+    }
+}
+
+/// Where an edit of the import's tables belongs: `import/` is written again from the exports.
+pub fn edits_belong_in_exports() -> String {
+    format!(
+        "the data directory's {IMPORT_DIR}/ is made again from the exports that [import] names; label in your annotation tool and export again (or edit the exports), not the tables in {IMPORT_DIR}/"
+    )
 }
 
 fn counts(summary: &ImportSummary) -> ImportCounts {
