@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use avaprep::import::{ActionSource, Browser, ImportError, ImportSummary, import};
+use avaprep::import::{ActionSource, Browser, ImportError, ImportSummary, import, write_pipeline};
 use avaprep::stages::import::ImportParams;
 use avaprep_shell::{ExitStatus, Printer, UsageError};
 
@@ -81,18 +81,26 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
     for problem in &summary.skipped_videos {
         eprintln!("error: video {problem}; left out");
     }
+    for note in summary.detection_notes() {
+        printer.note(&format!("warning: {note}"));
+    }
     if let Some(note) = summary.browser_note(|browser| format!("--via-browser {}", browser.name()))
     {
         printer.note(&format!("note: {note}"));
     }
-    printer.result(&summary_text(&summary));
+    if let Some(note) = summary.action_note(|source| format!("--action-from {source}")) {
+        printer.note(&format!("note: {note}"));
+    }
+    let splits: Vec<&str> = summary.splits.keys().map(String::as_str).collect();
+    let pipeline = write_pipeline(&args.out, &splits)?;
+    printer.result(&summary_text(&summary, &pipeline));
     Ok(match summary.skipped_videos.is_empty() {
         true => ExitStatus::Success,
         false => ExitStatus::Failure,
     })
 }
 
-fn summary_text(summary: &ImportSummary) -> String {
+fn summary_text(summary: &ImportSummary, pipeline: &std::path::Path) -> String {
     let splits: Vec<String> = summary
         .splits
         .iter()
@@ -134,6 +142,14 @@ fn summary_text(summary: &ImportSummary) -> String {
             "shapes far from any keyframe, left out",
         ),
         (
+            summary.detections_off_keyframes,
+            "detector boxes at no keyframe, left out",
+        ),
+        (
+            summary.exclusions_off_keyframes,
+            "excluded keyframes at no keyframe, left out",
+        ),
+        (
             summary.missing_videos.len() as u64,
             "videos not in the folder",
         ),
@@ -148,17 +164,19 @@ fn summary_text(summary: &ImportSummary) -> String {
             parts.join(", ")
         ));
     }
-    // The pipeline reads a relative `dataset` against its own folder: name it absolutely.
-    let manifest = std::path::absolute(&summary.manifest).unwrap_or(summary.manifest.clone());
+    let pipeline = std::path::absolute(pipeline).unwrap_or(pipeline.to_path_buf());
     if !summary.splits.contains_key("val") {
-        lines.push(
-            "no val split (one video, or --val-fraction 0): run the pipeline with --set 'splits=[\"train\"]', which trains without validating".to_string(),
-        );
+        lines.push(format!(
+            "no val split (one video, or --val-fraction 0): {}'s splits must be [\"train\"], which trains without validating",
+            pipeline.display()
+        ));
     }
+    let manifest = std::path::absolute(&summary.manifest).unwrap_or(summary.manifest.clone());
     lines.push(format!(
-        "dataset: {}\nnext: avaprep --data-dir DIR run pipelines/own-dataset.toml --set dataset=\\\"{}\\\"",
+        "dataset: {}\npipeline: {} (every stage after the import, yours to edit)\nnext: avaprep --data-dir DIR run {}",
         manifest.display(),
-        manifest.display()
+        pipeline.display(),
+        crate::shell_word(&pipeline)
     ));
     lines.join("\n")
 }

@@ -47,10 +47,13 @@ pub fn run(args: &KeyframesArgs, printer: &Printer) -> anyhow::Result<ExitStatus
         detections: args.detections.clone(),
         via_browser: args.via_browser,
     };
-    let summary = export_keyframes(&options, printer).map_err(|error| match error.is_usage() {
-        true => anyhow::Error::new(UsageError(error.to_string())),
-        false => anyhow::Error::new(error),
-    })?;
+    let summary =
+        export_keyframes(&options, printer, &avaprep_shell::CANCEL).map_err(|error| match error
+            .is_usage()
+        {
+            true => anyhow::Error::new(UsageError(error.to_string())),
+            false => anyhow::Error::new(error),
+        })?;
     printer.record("keyframes", &summary);
     for problem in &summary.skipped_videos {
         eprintln!("error: video {problem}; left out");
@@ -96,7 +99,7 @@ fn summary_text(args: &KeyframesArgs, summary: &KeyframeSummary) -> String {
     };
     lines.push(format!(
         "next: avaprep import EXPORT --videos {} --out DATASET --action-from checkboxes{interval}{via_browser}",
-        args.videos.display()
+        crate::shell_word(&args.videos)
     ));
     lines.join("\n")
 }

@@ -173,7 +173,9 @@ fn each_tool_s_export_imports_to_the_miniature_s_own_tables() {
 }
 
 /// Boxes off the frame are cut to it and counted, an annotated video the folder lacks is listed
-/// and left out (the others are imported), and a malformed export names its file and line.
+/// and left out (the others are imported), detector boxes of a video not imported are named,
+/// actions read from the wrong place get a note, an export with no box says so, and a malformed
+/// export names its file and line.
 #[test]
 fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
     let source = fs::read_to_string(&cvat_video_exports()[0]).unwrap();
@@ -197,9 +199,13 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
         .to_string_lossy()
         .into_owned();
     let detections = exports.path().join("detections.csv");
+    // And a video not imported, whose boxes are left out by name.
     fs::write(
         &detections,
-        format!("{video},0000,0.1,0.1,0.5,0.9,,0.8\n{video},0010,0.1,0.1,0.5,0.9,,0.8\n"),
+        format!(
+            "{video},0000,0.1,0.1,0.5,0.9,,0.8\n{video},0010,0.1,0.1,0.5,0.9,,0.8\n\
+             nosuch,0010,0.1,0.1,0.5,0.9,,0.8\n"
+        ),
     )
     .unwrap();
     let out = tempfile::tempdir().unwrap();
@@ -226,6 +232,23 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
     assert_eq!(summary["missing_videos"], serde_json::json!(["not_here"]));
     assert_eq!(summary["clipped_boxes"], 1, "{summary}");
     assert_eq!(summary["detections_off_keyframes"], 1, "{summary}");
+    assert_eq!(
+        summary["detections_of_other_videos"],
+        serde_json::json!(["nosuch"])
+    );
+    assert_eq!(summary["videos_without_detections"], serde_json::json!([]));
+    assert!(
+        stderr(&output).contains(
+            "the detections name videos that are not imported, their boxes left out: nosuch"
+        ),
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        stdout(&output).contains("1 detector boxes at no keyframe, left out"),
+        "{}",
+        stdout(&output)
+    );
     let proposals = fs::read_to_string(out.path().join(
         "annotations/person_box_67091280_iou90/ava_detection_train_boxes_and_labels_include_negative_v2.2.csv",
     ))
@@ -280,6 +303,45 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
     assert!(message.contains("broken.xml"), "{message}");
     assert!(message.contains(&format!("line {line}")), "{message}");
     assert!(message.contains("xtl"), "{message}");
+    // Read by label, the task's boxes all have the action `person`: a note says where the
+    // actions are more likely read from.
+    let by_label = tempfile::tempdir().unwrap();
+    let output = imported(&clipped_path, &videos(), by_label.path(), &[]);
+    assert!(
+        stdout(&output).contains("actions: 1 person"),
+        "{}",
+        stdout(&output)
+    );
+    assert!(
+        stderr(&output).contains("every box's action is `person`")
+            && stderr(&output).contains("--action-from checkboxes"),
+        "{}",
+        stderr(&output)
+    );
+    // An export with no box at all, as an untouched task exports, says so.
+    let tracks_from = source.find("<track").unwrap();
+    let tracks_to = source.rfind("</track>").unwrap() + "</track>".len();
+    let empty = exports.path().join("empty.xml");
+    fs::write(
+        &empty,
+        [&source[..tracks_from], &source[tracks_to..]].concat(),
+    )
+    .unwrap();
+    let output = avaprep(out.path())
+        .arg("import")
+        .arg(&empty)
+        .arg("--videos")
+        .arg(videos())
+        .arg("--out")
+        .arg(by_label.path())
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains("the exports have no box"),
+        "{}",
+        stderr(&output)
+    );
     let unknown = avaprep(out.path())
         .args(["import", "labels.txt", "--videos"])
         .arg(videos())
@@ -891,6 +953,16 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
         "{}",
         stdout(&output)
     );
+    // The pipeline written beside the dataset is the one to run, from any folder.
+    let pipeline = own.path().join("pipeline.toml");
+    assert!(
+        stdout(&output).contains(&format!(
+            "next: avaprep --data-dir DIR run {}",
+            pipeline.display()
+        )),
+        "{}",
+        stdout(&output)
+    );
     let truth = fs::read_to_string(own.path().join("annotations/ava_train_v2.2.csv")).unwrap();
     let seconds: std::collections::BTreeSet<&str> = truth
         .lines()
@@ -976,15 +1048,19 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
         "{page}"
     );
 
-    // Labelling more and importing again: the next run takes the new tables, the ids stay.
+    // Labelling more and importing again: the next run takes the new tables, the ids stay, and
+    // the pipeline as its user edited it stays.
     let more = fs::read_to_string(&labels).unwrap() + "clip12,300,fight\n";
     fs::write(&labels, more).unwrap();
+    let edited = fs::read_to_string(&pipeline).unwrap() + "# edited\n";
+    fs::write(&pipeline, &edited).unwrap();
     imported(
         &labels,
         clips.path(),
         own.path(),
         &["--val", "cam3_2024-05-01_1200"],
     );
+    assert_eq!(fs::read_to_string(&pipeline).unwrap(), edited);
     validated_run(data.path(), own.path(), "extract.height=240");
     let truth =
         fs::read_to_string(data.path().join("slowfast/annotations/ava_train_v2.2.csv")).unwrap();
@@ -996,6 +1072,162 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
         !truth.contains("clip12,0912,0.000,0.000,1.000,1.000,2,1"),
         "{truth}"
     );
+}
+
+/// An import with no val split (`--val-fraction 0`) into a folder whose name has a space: its
+/// summary's `next:` command, quoted for a shell, runs the pipeline written beside the dataset,
+/// which trains on every video through its whole schedule and scores nothing.
+#[test]
+fn an_import_without_val_writes_a_pipeline_that_trains_on_every_video() {
+    let source = thirty_fps_video();
+    let clips = tempfile::tempdir().unwrap();
+    for (name, seconds) in [("walk_a", "6"), ("walk_b", "4")] {
+        let out = clips.path().join(format!("{name}.mp4"));
+        let cut = ["-i", source.to_str().unwrap(), "-t", seconds];
+        ffmpeg(&[&cut[..], &LOSSLESS_H264, &["-an", out.to_str().unwrap()]].concat());
+    }
+    let labels = clips.path().join("labels.csv");
+    fs::write(
+        &labels,
+        "video,start_frame,label\nwalk_a,0,walk\nwalk_b,0,stand\n",
+    )
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let own = work.path().join("own data");
+    let output = imported(&labels, clips.path(), &own, &["--val-fraction", "0"]);
+    let said = stdout(&output);
+    let pipeline = own.join("pipeline.toml");
+    assert!(said.contains("no val split"), "{said}");
+    let next = format!("next: avaprep --data-dir DIR run '{}'", pipeline.display());
+    assert!(said.contains(&next), "{said}");
+    let data = work.path().join("data");
+    let run = avaprep(&data)
+        .args(["--json", "run"])
+        .arg(&pipeline)
+        .args(["--set", "extract.height=120"])
+        .args(["--set", "train.preset=\"synthetic-tiny\""])
+        .args(["--set", "train.settings.epochs=2"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", stderr(&run));
+    let evaluation = json(&data.join("work/eval.json"));
+    assert_eq!(evaluation["splits"], serde_json::json!([]), "{evaluation}");
+    let trained = fs::read_to_string(
+        data.join("runs")
+            .read_dir()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path()
+            .join("config.toml"),
+    )
+    .unwrap();
+    assert!(trained.contains("val_split = \"\""), "{trained}");
+    assert!(data.join("report/index.html").is_file());
+}
+
+/// `keyframes` on a folder with files named as videos that cannot be used as named (a space, a
+/// dot in the stem, an upper-case extension) names each with what to do and exits 1, having
+/// written the others; a `--videos` that is no folder is a usage error naming the flag; and
+/// Ctrl-C stops it between videos, leaving the task and project of the last whole run.
+#[test]
+fn keyframes_names_misnamed_videos_and_stops_at_ctrl_c() {
+    let source = thirty_fps_video();
+    let work = tempfile::tempdir().unwrap();
+    let clip = work.path().join("clip.mp4");
+    let cut = ["-i", source.to_str().unwrap(), "-t", "3"];
+    ffmpeg(&[&cut[..], &LOSSLESS_H264, &["-an", clip.to_str().unwrap()]].concat());
+    let odd = work.path().join("odd");
+    fs::create_dir(&odd).unwrap();
+    for name in [
+        "good.mp4",
+        "my clip.mp4",
+        "take.2.mp4",
+        "IMG_0042.MOV",
+        "notes.txt",
+    ] {
+        fs::copy(&clip, odd.join(name)).unwrap();
+    }
+    let out = work.path().join("tolabel");
+    let keyframes = |videos: &Path| {
+        let mut command = avaprep(work.path());
+        command
+            .args(["keyframes", "--videos"])
+            .arg(videos)
+            .arg("--out")
+            .arg(&out)
+            .args(["--actions", "walk", "--height", "48"]);
+        command
+    };
+    let output = keyframes(&odd).output().unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let said = stderr(&output);
+    for (name, what) in [
+        ("my clip.mp4", "rename it"),
+        ("take.2.mp4", "rename it"),
+        ("IMG_0042.MOV", "rename it .mp4"),
+    ] {
+        assert!(
+            said.contains(&format!("{name}: ")) && said.contains(what),
+            "{name}: {said}"
+        );
+    }
+    assert!(!said.contains("notes.txt"), "{said}");
+    let written: Vec<String> = fs::read_dir(out.join("images"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(written, ["good"]);
+    let task = fs::read(out.join("annotations.xml")).unwrap();
+
+    let nowhere = keyframes(&work.path().join("nowhere")).output().unwrap();
+    assert_eq!(nowhere.status.code(), Some(2), "{}", stderr(&nowhere));
+    assert!(
+        stderr(&nowhere).contains("--videos") && stderr(&nowhere).contains("not a folder"),
+        "{}",
+        stderr(&nowhere)
+    );
+
+    // Many videos: Ctrl-C once the first images are in place.
+    let many = work.path().join("many");
+    fs::create_dir(&many).unwrap();
+    let count = 200;
+    for n in 0..count {
+        fs::copy(&clip, many.join(format!("cam{n:03}.mp4"))).unwrap();
+    }
+    let mut child = keyframes(&many)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    while !out.join("images/cam000").is_dir() {
+        assert!(started.elapsed().as_secs() < 60, "no images written");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    // SAFETY: a signal to the child this test started and has not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut errors = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut errors)
+        .unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(1), "{errors}");
+    assert!(errors.contains("interrupted: the images of"), "{errors}");
+    let folders: Vec<String> = fs::read_dir(out.join("images"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(folders.len() < count, "every video was done after Ctrl-C");
+    assert!(
+        folders.iter().all(|name| !name.starts_with('.')),
+        "{folders:?}"
+    );
+    assert_eq!(fs::read(out.join("annotations.xml")).unwrap(), task);
 }
 
 /// `avaprep report`'s page for `data`, whose captions name each keyframe's second on the file's
@@ -1105,18 +1337,9 @@ fn a_long_video_is_cut_into_parts_on_clocks_of_their_own() {
 /// The own-dataset pipeline on the import in `own`, up to validation, which passes.
 fn validated_run(data: &Path, own: &Path, setting: &str) {
     let output = avaprep(data)
-        .args([
-            "--json",
-            "run",
-            "pipelines/own-dataset.toml",
-            "--until",
-            "validate",
-        ])
-        .arg("--set")
-        .arg(format!(
-            "dataset=\"{}\"",
-            own.join("dataset.toml").display()
-        ))
+        .args(["--json", "run"])
+        .arg(own.join("pipeline.toml"))
+        .args(["--until", "validate"])
         .args(["--set", setting])
         .output()
         .unwrap();

@@ -90,7 +90,11 @@ const WRITES: &[(&str, &[&str])] = &[
     ),
     (
         "avaprep import exports/*.xml --videos clips --out own --action-from checkboxes",
-        &["own/dataset.toml", "own/import.json"],
+        &["own/dataset.toml", "own/import.json", "own/pipeline.toml"],
+    ),
+    (
+        "avaprep --data-dir work run own/pipeline.toml",
+        &["work/work/eval.json", "work/slowfast/validation.json"],
     ),
     (
         "avaprep fetch --split train,val --videos-per-split 4",

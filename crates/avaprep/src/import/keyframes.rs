@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::Serialize;
 
@@ -59,7 +60,8 @@ pub struct KeyframeSummary {
     /// Detector boxes at a second that is no keyframe of its video, or of a video not in the
     /// folder: not drawn.
     pub detections_off_keyframes: usize,
-    /// Videos that could not be read, with why; the others are written.
+    /// Videos that could not be read, or whose file names cannot be used, with why; the others
+    /// are written.
     pub skipped_videos: Vec<String>,
     pub task: PathBuf,
     pub archive: PathBuf,
@@ -85,26 +87,44 @@ struct KeyframedVideo {
 /// Writes `out/images/<video>/<second>.jpg`, `out/images.zip` (the same, for CVAT),
 /// `out/annotations.xml` and `out/via_project.json`. A video that cannot be read is named in the
 /// summary and the others are written; a video's images are replaced only once its new ones are
-/// complete.
+/// complete. `cancel` (Ctrl-C) stops it between videos, or within one, discarding its images;
+/// the task, archive and project are then left as they were.
 pub fn export_keyframes(
     options: &KeyframeOptions,
     reporter: &dyn Reporter,
+    cancel: &AtomicBool,
 ) -> Result<KeyframeSummary, ImportError> {
     check_options(options)?;
     let videos = super::videos_in_folder(&options.videos)?;
+    let misnamed = super::misnamed_videos(&options.videos);
     if videos.is_empty() {
+        let unusable = match misnamed.is_empty() {
+            true => String::new(),
+            false => format!(" usable as named ({})", misnamed.join("; ")),
+        };
         return Err(ImportError::Usage(format!(
-            "{}: no video (`<name>.mp4`, `.mkv` or `.webm`) in it",
+            "{}: no video (`<name>.mp4`, `.mkv` or `.webm`) in it{unusable}",
             options.videos.display()
         )));
     }
     let detected = read_detections(options)?;
-    let mut summary = KeyframeSummary::default();
+    let mut summary = KeyframeSummary {
+        skipped_videos: misnamed,
+        ..KeyframeSummary::default()
+    };
     let mut images = Vec::new();
     let mut keyframed = BTreeMap::new();
     reporter.stage_started(STAGE, videos.len(), 0);
-    for (id, file) in &videos {
-        let outcome = video_keyframes(options, *id, file);
+    for (done, (id, file)) in videos.iter().enumerate() {
+        let outcome = video_keyframes(options, *id, file, cancel);
+        if cancel.load(Ordering::SeqCst) {
+            reporter.stage_finished(STAGE);
+            return Err(ImportError::Interrupted(format!(
+                "the images of {done} of {} videos are in {}; the task, images.zip and the VIA project are not written: run keyframes again",
+                videos.len(),
+                options.out.join(IMAGES).display()
+            )));
+        }
         reporter.item_finished(
             STAGE,
             &id.to_string(),
@@ -157,6 +177,12 @@ fn frame_format(fps: f64, height: u32) -> Result<FrameFormat, crate::bad_setting
 }
 
 fn check_options(options: &KeyframeOptions) -> Result<(), ImportError> {
+    if !options.videos.is_dir() {
+        return Err(ImportError::Usage(format!(
+            "--videos {}: not a folder",
+            options.videos.display()
+        )));
+    }
     if options.keyframe_interval == 0 {
         return Err(ImportError::Usage(
             "--keyframe-interval 0: keyframes are whole seconds apart, 1 or more".into(),
@@ -211,6 +237,7 @@ fn video_keyframes(
     options: &KeyframeOptions,
     id: VideoId,
     file: &VideoFileName,
+    cancel: &AtomicBool,
 ) -> Result<(super::resolve::VideoFacts, Vec<KeyframeImage>), String> {
     let path = options.videos.join(file.to_string());
     let facts = super::probe(&path)?;
@@ -235,9 +262,12 @@ fn video_keyframes(
         [0.0, facts.duration],
         &spec,
         &staging,
-        &|_, _| true,
-    )
-    .map_err(|e| failed(&e))?;
+        &|_, _| !cancel.load(Ordering::SeqCst),
+    );
+    let extraction = extraction.map_err(|e| {
+        let _ = crate::fsutil::remove_if_present(&staging);
+        failed(&e)
+    })?;
     let mut images = Vec::new();
     for row in &extraction.index {
         let second = (row.frame - 1) * options.keyframe_interval;

@@ -21,7 +21,7 @@ pub mod via;
 pub mod whole_clip;
 mod write;
 
-pub use write::MANIFEST;
+pub use write::{MANIFEST, write_pipeline};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::annotations::{
-    KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoFileName, VideoId,
+    KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoFileName, VideoFileNameError, VideoId,
     read_predicted_boxes,
 };
 use crate::bad_setting::BadSetting;
@@ -91,6 +91,9 @@ pub enum ImportError {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Stopped by Ctrl-C between two videos (or within one, its images discarded).
+    #[error("interrupted: {0}")]
+    Interrupted(String),
 }
 
 impl ImportError {
@@ -117,6 +120,10 @@ pub struct ImportSummary {
     /// Detector boxes and exclusions at seconds outside the dataset's keyframes, left out.
     pub detections_off_keyframes: u64,
     pub exclusions_off_keyframes: u64,
+    /// Videos the detections name that are not imported (their boxes left out), and imported
+    /// videos with no detector box at any keyframe (no proposal there: nobody is scored).
+    pub detections_of_other_videos: Vec<String>,
+    pub videos_without_detections: Vec<String>,
     /// Annotated videos the folder lacks (their boxes are left out).
     pub missing_videos: Vec<String>,
     /// Videos left out, with why (unreadable, too long).
@@ -156,6 +163,38 @@ impl ImportSummary {
             other.label(),
             setting(other)
         ))
+    }
+
+    /// Warnings about the detector's boxes: videos it names that are not imported, and imported
+    /// videos it has no box for.
+    pub fn detection_notes(&self) -> Vec<String> {
+        let mut notes = Vec::new();
+        if !self.detections_of_other_videos.is_empty() {
+            notes.push(format!(
+                "the detections name videos that are not imported, their boxes left out: {}",
+                self.detections_of_other_videos.join(", ")
+            ));
+        }
+        if !self.videos_without_detections.is_empty() {
+            notes.push(format!(
+                "the detections have no box at any keyframe of {}: no person there is a proposal, so nobody is scored there",
+                self.videos_without_detections.join(", ")
+            ));
+        }
+        notes
+    }
+
+    /// When every box's action is `person`, the label every box of a person has: the actions
+    /// are most likely elsewhere in the boxes; `setting` spells the flag or key that reads them.
+    pub fn action_note(&self, setting: impl Fn(&str) -> String) -> Option<String> {
+        let only_person = self.actions.len() == 1 && self.actions.contains_key("person");
+        only_person.then(|| {
+            format!(
+                "every box's action is `person`, its label: where the actions are checkboxes or an attribute of the boxes (as in the task `keyframes` writes), import again with {} or {}",
+                setting("checkboxes"),
+                setting("attribute:NAME")
+            )
+        })
     }
 }
 
@@ -309,13 +348,17 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
             Err(message) => summary.skipped_videos.push(format!("{id}: {message}")),
         }
     }
+    let read = sampled.len();
     sampled.retain(|video| !video.boxes.is_empty());
     if sampled.is_empty() {
-        return Err(ImportError::Usage(format!(
-            "no annotated video of the exports is in {} (missing: {}; left out: {})",
-            options.videos.display(),
-            list_or_none(&summary.missing_videos),
-            list_or_none(&summary.skipped_videos)
+        let shapes = exported
+            .iter()
+            .flat_map(|video| &video.tracks)
+            .map(|track| track.shapes.len())
+            .sum();
+        let found = Found { read, shapes };
+        return Err(ImportError::Usage(nothing_to_import(
+            options, &summary, found, &counts,
         )));
     }
     // By file: the parts of a long video stay in its split.
@@ -390,6 +433,60 @@ fn check_unique_ids(videos: &[ImportedVideo]) -> Result<(), ImportError> {
         }
     }
     Ok(())
+}
+
+/// What an import that wrote nothing found: the exports' shapes, and the videos read.
+struct Found {
+    shapes: usize,
+    read: usize,
+}
+
+/// Why an import found no box to write: exports with no box at all, no video of the exports in
+/// the folder, or videos whose boxes were all left out (and why).
+fn nothing_to_import(
+    options: &ImportOptions,
+    summary: &ImportSummary,
+    Found { shapes, read }: Found,
+    counts: &SampleCounts,
+) -> String {
+    let folder = options.videos.display();
+    if shapes == 0 {
+        return "the exports have no box: draw the people's boxes (or let `keyframes --detections` draw them) and label their actions, then export again".to_string();
+    }
+    if read == 0 {
+        return format!(
+            "no annotated video of the exports is in {folder} (missing: {}; left out: {})",
+            list_or_none(&summary.missing_videos),
+            list_or_none(&summary.skipped_videos)
+        );
+    }
+    let left_out = [
+        (counts.without_action, "have no action"),
+        (
+            counts.off_keyframe,
+            "are further than half a keyframe interval from any keyframe",
+        ),
+        (counts.outside_frame, "are outside the frame"),
+    ];
+    let why: Vec<String> = left_out
+        .iter()
+        .filter(|(count, _)| *count > 0)
+        .map(|(count, what)| format!("{count} {what}"))
+        .collect();
+    match why.is_empty() {
+        true => {
+            format!("no box of the exports' {read} videos in {folder} is inside its video's time")
+        }
+        false => format!(
+            "no box of the exports' {read} videos in {folder} has an action at a keyframe: {}{}",
+            why.join(", "),
+            match counts.without_action > 0 {
+                true =>
+                    " (tick or set each box's actions before exporting, and say where they are: label, checkboxes or attribute:NAME, as --action-from or [import] action_from)",
+                false => "",
+            }
+        ),
+    }
 }
 
 fn list_or_none(items: &[String]) -> String {
@@ -523,6 +620,39 @@ fn videos_in_folder(folder: &Path) -> Result<BTreeMap<VideoId, VideoFileName>, I
         }
     }
     Ok(names)
+}
+
+/// The files of `folder` named as videos but not usable as named, each with why and what to do:
+/// a stem that is no video id, or a video extension spelt otherwise (`.MP4`, `.mov`).
+fn misnamed_videos(folder: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return Vec::new();
+    };
+    let mut misnamed: Vec<String> = entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let why = match name.parse::<VideoFileName>() {
+                Err(VideoFileNameError::Id(reason)) => {
+                    format!("its name is not a video id ({reason}); rename it")
+                }
+                Err(VideoFileNameError::BadExtension(ext)) => {
+                    match ext.to_ascii_lowercase().as_str() {
+                        "mp4" | "mkv" | "webm" => format!(
+                            "extensions are lower case: rename it .{}",
+                            ext.to_ascii_lowercase()
+                        ),
+                        "mov" | "m4v" => "an MP4 file by another extension: rename it .mp4".into(),
+                        _ => return None,
+                    }
+                }
+                _ => return None,
+            };
+            Some(format!("{name}: {why}"))
+        })
+        .collect();
+    misnamed.sort();
+    misnamed
 }
 
 fn probe(path: &Path) -> Result<VideoFacts, String> {

@@ -20,6 +20,57 @@ pub const VIDEO_SPANS: &str = "video_spans.csv";
 const DETECTOR_DIR: &str = "person_box_67091280_iou90";
 pub const MANIFEST: &str = crate::layout::IMPORTED_MANIFEST;
 pub const SUMMARY: &str = "import.json";
+/// The pipeline written beside an imported dataset, once: every stage after the import.
+pub const PIPELINE: &str = "pipeline.toml";
+
+/// The repository's pipeline over an imported dataset, whose body `PIPELINE` takes.
+const OWN_DATASET_PIPELINE: &str = include_str!("../../../../pipelines/own-dataset.toml");
+
+/// Writes `out/pipeline.toml` unless there is one (it is the user's to edit): the stages after
+/// the import over `out/dataset.toml`, its splits those the import made. Returns its path.
+pub fn write_pipeline(out: &Path, splits: &[&str]) -> Result<PathBuf, ImportError> {
+    let path = out.join(PIPELINE);
+    if path.exists() {
+        return Ok(path);
+    }
+    let has_val = splits.contains(&"val");
+    let quoted: Vec<String> = splits.iter().map(|split| format!("\"{split}\"")).collect();
+    let mut table = "";
+    let mut text = String::from(
+        "# Written by `avaprep import` beside the dataset it wrote: every stage after the import\n\
+         # (extract, lists, validate, train, eval, report), run with `avaprep --data-dir DIR run`\n\
+         # and this file's path. It is yours to edit: importing again leaves it as it is.\n",
+    );
+    for line in OWN_DATASET_PIPELINE
+        .lines()
+        .skip_while(|line| line.starts_with('#') || line.is_empty())
+    {
+        if line.starts_with('[') {
+            table = line;
+        }
+        let key = line.split_once(" = ").map(|(key, _)| key);
+        match (table, key) {
+            ("", Some("dataset")) => writeln!(text, "dataset = \"{MANIFEST}\""),
+            ("", Some("splits")) => writeln!(text, "splits = [{}]", quoted.join(", ")),
+            // Without a val split, training runs its whole schedule and nothing is scored.
+            ("[train]", _) if !has_val && line == "[train]" => writeln!(
+                text,
+                "{line}\n# No val split: no early stopping, the last weights kept.\nsettings.val_split = \"\""
+            ),
+            ("[eval]", _) if !has_val && line == "[eval]" => {
+                writeln!(text, "{line}\n# No val split: nothing to score.\nsplits = []")
+            }
+            ("[eval]", Some("splits")) if !has_val => Ok(()),
+            _ => writeln!(text, "{line}"),
+        }
+        .expect("a string");
+    }
+    crate::fsutil::write_atomic(&path, text.as_bytes()).map_err(|source| ImportError::Write {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(path)
+}
 
 fn ground_truth(split: &str) -> String {
     format!("ava_{split}_v2.2.csv")
@@ -318,7 +369,12 @@ fn proposals(
         Some(path) => {
             let known: BTreeSet<VideoId> = videos.iter().map(|video| video.file).collect();
             let rows = super::read_own_clock_detections(path)?;
-            for row in rows.iter().filter(|row| known.contains(&row.key.video)) {
+            let mut others = BTreeSet::new();
+            for row in &rows {
+                if !known.contains(&row.key.video) {
+                    others.insert(row.key.video.to_string());
+                    continue;
+                }
                 let placed = super::place(videos, row.key.video, row.key.second)
                     .filter(|(_, second)| keyframes.contains(second));
                 let Some((video, second)) = placed else {
@@ -356,6 +412,12 @@ fn proposals(
                     row.score
                 ));
             }
+            summary.detections_of_other_videos = others.into_iter().collect();
+            summary.videos_without_detections = videos
+                .iter()
+                .filter(|video| !by_video.contains_key(&video.id))
+                .map(|video| video.id.to_string())
+                .collect();
         }
         None => {
             for video in videos {

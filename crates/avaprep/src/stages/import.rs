@@ -210,9 +210,16 @@ impl Stage for ImportStage {
                 .reporter
                 .stage_note(self.id().name(), &format!("left out: {problem}"));
         }
-        if let Some(note) = summary
-            .browser_note(|browser| format!("via_browser = \"{}\" in [import]", browser.name()))
-        {
+        let notes =
+            summary
+                .detection_notes()
+                .into_iter()
+                .chain(summary.browser_note(|browser| {
+                    format!("via_browser = \"{}\" in [import]", browser.name())
+                }));
+        let notes = notes
+            .chain(summary.action_note(|source| format!("action_from = \"{source}\" in [import]")));
+        for note in notes {
             context.reporter.stage_note(self.id().name(), &note);
         }
         let layout = DataLayout::new(context.data_dir);
