@@ -4,7 +4,9 @@ use std::path::PathBuf;
 
 use clap::Args;
 
-use avaprep::import::{ActionSource, Browser, ImportError, ImportSummary, import, write_pipeline};
+use avaprep::import::{
+    ActionSource, Browser, DatasetPipeline, ImportError, ImportSummary, import, write_pipeline,
+};
 use avaprep::stages::import::ImportParams;
 use avaprep_shell::{ExitStatus, Printer, UsageError};
 
@@ -93,6 +95,9 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
     }
     let splits: Vec<&str> = summary.splits.keys().map(String::as_str).collect();
     let pipeline = write_pipeline(&args.out, &splits)?;
+    if let Some(note) = &pipeline.note {
+        printer.note(&format!("warning: {note}"));
+    }
     printer.result(&summary_text(&summary, &pipeline));
     Ok(match summary.skipped_videos.is_empty() {
         true => ExitStatus::Success,
@@ -100,7 +105,7 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
     })
 }
 
-fn summary_text(summary: &ImportSummary, pipeline: &std::path::Path) -> String {
+fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
     let splits: Vec<String> = summary
         .splits
         .iter()
@@ -143,11 +148,11 @@ fn summary_text(summary: &ImportSummary, pipeline: &std::path::Path) -> String {
         ),
         (
             summary.detections_off_keyframes,
-            "detector boxes at no keyframe, left out",
+            "detector boxes at seconds that are no keyframe, left out",
         ),
         (
             summary.exclusions_off_keyframes,
-            "excluded keyframes at no keyframe, left out",
+            "exclusions at seconds that are no keyframe, left out",
         ),
         (
             summary.missing_videos.len() as u64,
@@ -164,13 +169,12 @@ fn summary_text(summary: &ImportSummary, pipeline: &std::path::Path) -> String {
             parts.join(", ")
         ));
     }
-    let pipeline = std::path::absolute(pipeline).unwrap_or(pipeline.to_path_buf());
-    if !summary.splits.contains_key("val") {
-        lines.push(format!(
-            "no val split (one video, or --val-fraction 0): {}'s splits must be [\"train\"], which trains without validating",
-            pipeline.display()
-        ));
+    if !summary.splits.contains_key("val") && pipeline.written {
+        lines.push(
+            "no val split (one video, or --val-fraction 0): the pipeline trains its whole schedule without validating, and scores nothing".to_string(),
+        );
     }
+    let pipeline = std::path::absolute(&pipeline.path).unwrap_or(pipeline.path.clone());
     let manifest = std::path::absolute(&summary.manifest).unwrap_or(summary.manifest.clone());
     lines.push(format!(
         "dataset: {}\npipeline: {} (every stage after the import, yours to edit)\nnext: avaprep --data-dir DIR run {}",

@@ -143,6 +143,30 @@ pub const IMPORTED_MANIFEST: &str = "dataset.toml";
 /// The folder of the data directory a pipeline's `[import]` writes its dataset to.
 pub const IMPORT_DIR: &str = "import";
 
+/// The record an import writes beside its manifest (`import.json`).
+pub const IMPORT_RECORD: &str = "import.json";
+
+/// Where an edit of an imported dataset's annotation files belongs, for `annotations`, the
+/// folder they are read from: none for a dataset no import wrote. A pipeline's `[import]`
+/// (into `data_dir`'s `import/`) and `avaprep import` both write them again from the exports.
+pub fn imported_edits_belong(annotations: &Path, data_dir: &Path) -> Option<String> {
+    let dataset = annotations.parent()?;
+    if !dataset.join(IMPORT_RECORD).is_file() {
+        return None;
+    }
+    Some(
+        match crate::fsutil::same_place(dataset, &data_dir.join(IMPORT_DIR)) {
+            true => format!(
+                "the data directory's {IMPORT_DIR}/ is made again from the exports that [import] names; label in your annotation tool and export again (or edit the exports), not the tables in {IMPORT_DIR}/"
+            ),
+            false => format!(
+                "{} is written by `avaprep import`: edit the exports and import again, not its tables",
+                dataset.display()
+            ),
+        },
+    )
+}
+
 /// The dataset manifest a pipeline's import wrote into `data_dir`.
 pub fn imported_manifest(data_dir: &Path) -> PathBuf {
     data_dir.join(IMPORT_DIR).join(IMPORTED_MANIFEST)

@@ -115,10 +115,11 @@ pub fn export_keyframes(
     let mut images = Vec::new();
     let mut keyframed = BTreeMap::new();
     reporter.stage_started(STAGE, videos.len(), 0);
-    for (done, (id, file)) in videos.iter().enumerate() {
+    for (id, file) in &videos {
         let outcome = video_keyframes(options, *id, file, cancel);
         if cancel.load(Ordering::SeqCst) {
             reporter.stage_finished(STAGE);
+            let done = summary.videos + usize::from(outcome.is_ok());
             return Err(ImportError::Interrupted(format!(
                 "the images of {done} of {} videos are in {}; the task, images.zip and the VIA project are not written: run keyframes again",
                 videos.len(),

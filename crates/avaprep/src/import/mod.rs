@@ -21,7 +21,7 @@ pub mod via;
 pub mod whole_clip;
 mod write;
 
-pub use write::{MANIFEST, write_pipeline};
+pub use write::{DatasetPipeline, MANIFEST, write_pipeline};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -30,7 +30,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::annotations::{
-    KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoFileName, VideoFileNameError, VideoId,
+    KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoFileName, VideoId,
     read_predicted_boxes,
 };
 use crate::bad_setting::BadSetting;
@@ -623,7 +623,8 @@ fn videos_in_folder(folder: &Path) -> Result<BTreeMap<VideoId, VideoFileName>, I
 }
 
 /// The files of `folder` named as videos but not usable as named, each with why and what to do:
-/// a stem that is no video id, or a video extension spelt otherwise (`.MP4`, `.mov`).
+/// a stem that is no video id, or a video extension spelt otherwise (`.MP4`, `.mov`). Hidden
+/// files (macOS writes `._clip.mp4` beside `clip.mp4` on some drives) are no videos.
 fn misnamed_videos(folder: &Path) -> Vec<String> {
     let Ok(entries) = std::fs::read_dir(folder) else {
         return Vec::new();
@@ -632,23 +633,27 @@ fn misnamed_videos(folder: &Path) -> Vec<String> {
         .flatten()
         .filter_map(|entry| {
             let name = entry.file_name().to_string_lossy().into_owned();
-            let why = match name.parse::<VideoFileName>() {
-                Err(VideoFileNameError::Id(reason)) => {
-                    format!("its name is not a video id ({reason}); rename it")
-                }
-                Err(VideoFileNameError::BadExtension(ext)) => {
-                    match ext.to_ascii_lowercase().as_str() {
-                        "mp4" | "mkv" | "webm" => format!(
-                            "extensions are lower case: rename it .{}",
-                            ext.to_ascii_lowercase()
-                        ),
-                        "mov" | "m4v" => "an MP4 file by another extension: rename it .mp4".into(),
-                        _ => return None,
-                    }
-                }
+            let (stem, ext) = name.rsplit_once('.')?;
+            if stem.is_empty() || name.starts_with('.') {
+                return None;
+            }
+            let wanted = match ext.to_ascii_lowercase().as_str() {
+                "mp4" | "mkv" | "webm" => ext.to_ascii_lowercase(),
+                "mov" | "m4v" => "mp4".to_string(),
                 _ => return None,
             };
-            Some(format!("{name}: {why}"))
+            let id = stem.parse::<VideoId>().err();
+            if id.is_none() && ext == wanted {
+                return None;
+            }
+            let mut problems = Vec::new();
+            if let Some(reason) = id {
+                problems.push(format!("its name is not a video id ({reason})"));
+            }
+            if ext != wanted {
+                problems.push(format!("the extension must be .{wanted}"));
+            }
+            Some(format!("{name}: {}; rename it", problems.join(", and ")))
         })
         .collect();
     misnamed.sort();

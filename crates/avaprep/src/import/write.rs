@@ -19,19 +19,32 @@ pub const INCLUDED: &str = "ava_included_timestamps_v2.2.txt";
 pub const VIDEO_SPANS: &str = "video_spans.csv";
 const DETECTOR_DIR: &str = "person_box_67091280_iou90";
 pub const MANIFEST: &str = crate::layout::IMPORTED_MANIFEST;
-pub const SUMMARY: &str = "import.json";
+pub const SUMMARY: &str = crate::layout::IMPORT_RECORD;
 /// The pipeline written beside an imported dataset, once: every stage after the import.
 pub const PIPELINE: &str = "pipeline.toml";
 
 /// The repository's pipeline over an imported dataset, whose body `PIPELINE` takes.
 const OWN_DATASET_PIPELINE: &str = include_str!("../../../../pipelines/own-dataset.toml");
 
+/// The pipeline beside an imported dataset: where it is, and a note when one was there already
+/// (kept: it is the user's) whose splits are not the dataset's.
+pub struct DatasetPipeline {
+    pub path: PathBuf,
+    pub written: bool,
+    pub note: Option<String>,
+}
+
 /// Writes `out/pipeline.toml` unless there is one (it is the user's to edit): the stages after
-/// the import over `out/dataset.toml`, its splits those the import made. Returns its path.
-pub fn write_pipeline(out: &Path, splits: &[&str]) -> Result<PathBuf, ImportError> {
+/// the import over `out/dataset.toml`, its splits those the import made.
+pub fn write_pipeline(out: &Path, splits: &[&str]) -> Result<DatasetPipeline, ImportError> {
     let path = out.join(PIPELINE);
     if path.exists() {
-        return Ok(path);
+        let note = kept_pipeline_note(&path, splits);
+        return Ok(DatasetPipeline {
+            path,
+            written: false,
+            note,
+        });
     }
     let has_val = splits.contains(&"val");
     let quoted: Vec<String> = splits.iter().map(|split| format!("\"{split}\"")).collect();
@@ -69,7 +82,35 @@ pub fn write_pipeline(out: &Path, splits: &[&str]) -> Result<PathBuf, ImportErro
         path: path.clone(),
         source,
     })?;
-    Ok(path)
+    Ok(DatasetPipeline {
+        path,
+        written: true,
+        note: None,
+    })
+}
+
+/// When the kept pipeline's `splits` are not the dataset's: which keys to change.
+fn kept_pipeline_note(path: &Path, splits: &[&str]) -> Option<String> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let table: toml::Table = text.parse().ok()?;
+    let named: Vec<&str> = table
+        .get("splits")?
+        .as_array()?
+        .iter()
+        .filter_map(toml::Value::as_str)
+        .collect();
+    let mut wanted = splits.to_vec();
+    wanted.sort_unstable();
+    let mut sorted = named.clone();
+    sorted.sort_unstable();
+    (sorted != wanted).then(|| {
+        format!(
+            "{} (kept as it is: it is yours) names the splits {}, the dataset has {}: change its `splits`, [train] `settings.val_split` and [eval] `splits`, or remove the file and import again to have it written for this dataset",
+            path.display(),
+            named.join(", "),
+            splits.join(", ")
+        )
+    })
 }
 
 fn ground_truth(split: &str) -> String {
@@ -525,5 +566,59 @@ fn manifest(
                 )
             })
             .collect(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The pipeline written beside a dataset, with a val split and without: the template's
+    /// keys, the dataset beside it, and no val named where the dataset has none.
+    #[test]
+    fn the_pipeline_beside_a_dataset_names_its_splits() {
+        let folder = tempfile::tempdir().unwrap();
+        let read = |splits: &[&str]| -> toml::Table {
+            let out = folder.path().join(splits.join("-"));
+            let written = write_pipeline(&out, splits).unwrap();
+            assert!(written.written && written.note.is_none());
+            std::fs::read_to_string(&written.path)
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        let strings = |value: &toml::Value| -> Vec<String> {
+            let items = value.as_array().unwrap().iter();
+            items
+                .map(|item| item.as_str().unwrap().to_string())
+                .collect()
+        };
+        let with_val = read(&["train", "val"]);
+        assert_eq!(with_val["dataset"].as_str(), Some(MANIFEST));
+        assert_eq!(strings(&with_val["splits"]), ["train", "val"]);
+        assert_eq!(strings(&with_val["eval"]["splits"]), ["val"]);
+        assert!(with_val["train"].get("settings").is_none());
+        assert_eq!(with_val["train"]["preset"].as_str(), Some("ava-r50"));
+        for table in ["extract", "lists", "report"] {
+            assert!(with_val[table].is_table(), "{table}");
+        }
+        let train_only = read(&["train"]);
+        assert_eq!(strings(&train_only["splits"]), ["train"]);
+        assert!(strings(&train_only["eval"]["splits"]).is_empty());
+        assert_eq!(
+            train_only["train"]["settings"]["val_split"].as_str(),
+            Some("")
+        );
+        // Kept as the user left it; a note when its splits are not the dataset's.
+        let out = folder.path().join("train");
+        let again = write_pipeline(&out, &["train", "val"]).unwrap();
+        assert!(!again.written);
+        assert!(
+            again
+                .note
+                .unwrap()
+                .contains("names the splits train, the dataset has train, val")
+        );
+        assert!(write_pipeline(&out, &["train"]).unwrap().note.is_none());
     }
 }

@@ -212,7 +212,7 @@ pub trait Stage: Send + Sync {
 
     /// Said when what the stage made was changed by hand and is made again: where such an edit
     /// belongs instead, for a stage whose files are copies of another's.
-    fn edits_belong(&self) -> Option<String> {
+    fn edits_belong(&self, _data_dir: &Path) -> Option<String> {
         None
     }
 }
@@ -241,7 +241,7 @@ pub trait AnyStage<Id: StageName>: Send + Sync {
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError>;
     fn summary(&self, report: &StageReport<Id>) -> Result<Vec<String>, CountsMismatch>;
     fn closing(&self, data_dir: &Path) -> Option<Closing>;
-    fn edits_belong(&self) -> Option<String>;
+    fn edits_belong(&self, data_dir: &Path) -> Option<String>;
 }
 
 impl<S: Stage> AnyStage<S::Id> for S {
@@ -281,7 +281,7 @@ impl<S: Stage> AnyStage<S::Id> for S {
         Stage::closing(self, data_dir)
     }
 
-    fn edits_belong(&self) -> Option<String> {
-        Stage::edits_belong(self)
+    fn edits_belong(&self, data_dir: &Path) -> Option<String> {
+        Stage::edits_belong(self, data_dir)
     }
 }

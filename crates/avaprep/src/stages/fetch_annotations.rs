@@ -222,11 +222,11 @@ impl Stage for FetchAnnotationsStage {
         .map_err(ItemError::input)
     }
 
-    fn edits_belong(&self) -> Option<String> {
+    fn edits_belong(&self, data_dir: &Path) -> Option<String> {
         if let Some(folder) = &self.params.annotations
-            && is_imported(folder)
+            && let Some(note) = crate::layout::imported_edits_belong(folder, data_dir)
         {
-            return Some(super::import::edits_belong_in_exports());
+            return Some(note);
         }
         let source = match (&self.params.annotations, self.params.annotations_on_disk()) {
             (Some(folder), true) => format!("in {}, the folder they are copied from", folder.display()),
@@ -236,16 +236,6 @@ impl Stage for FetchAnnotationsStage {
             "the data directory's annotations/ is a copy, made again from its source; edit annotations {source}"
         ))
     }
-}
-
-/// Whether `folder` is the annotations an import wrote (`import/annotations` beside the
-/// imported dataset's manifest), which the import makes again.
-fn is_imported(folder: &Path) -> bool {
-    let Some(import) = folder.parent() else {
-        return false;
-    };
-    import.file_name() == Some(std::ffi::OsStr::new(crate::layout::IMPORT_DIR))
-        && import.join(crate::layout::IMPORTED_MANIFEST).is_file()
 }
 
 impl FetchAnnotationsStage {

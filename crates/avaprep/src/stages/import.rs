@@ -7,7 +7,7 @@
 //! other files it reads and the listing of the videos folder, so an edited export or a video
 //! added imports again, and what changed flows on to the stages after it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -248,16 +248,10 @@ impl Stage for ImportStage {
         Ok(vec![line])
     }
 
-    fn edits_belong(&self) -> Option<String> {
-        Some(edits_belong_in_exports())
+    fn edits_belong(&self, data_dir: &Path) -> Option<String> {
+        let annotations = data_dir.join(IMPORT_DIR).join("annotations");
+        crate::layout::imported_edits_belong(&annotations, data_dir)
     }
-}
-
-/// Where an edit of the import's tables belongs: `import/` is written again from the exports.
-pub fn edits_belong_in_exports() -> String {
-    format!(
-        "the data directory's {IMPORT_DIR}/ is made again from the exports that [import] names; label in your annotation tool and export again (or edit the exports), not the tables in {IMPORT_DIR}/"
-    )
 }
 
 fn counts(summary: &ImportSummary) -> ImportCounts {

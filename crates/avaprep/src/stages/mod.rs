@@ -203,7 +203,7 @@ impl Dataset {
             None => None,
         };
         let mut fetch = read_params(spec, StageId::FetchVideos, FetchParams::validate)?;
-        fetch.resolve_against(spec.path.parent().unwrap_or(Path::new(".")));
+        fetch.resolve_against(spec.folder());
         if let Err(unknown) = manifest.check_splits(&spec.splits) {
             return Err(SpecError::Invalid {
                 path: spec.path.clone(),

@@ -157,7 +157,7 @@ impl<Id: StageName> Runner<'_, Id> {
         }
         notes.extend(changed_note(&changed));
         if !changed.is_empty() {
-            notes.extend(stage.edits_belong());
+            notes.extend(stage.edits_belong(self.context.data_dir));
         }
         // Items whose dependency runs in this group are judged when their turn comes.
         let waits_on_group = prepared.keys.upstream.iter().any(

@@ -286,7 +286,12 @@ pub(super) fn check_frame_timing(
                 continue;
             };
             // The index holds microseconds: allow their rounding.
-            if off <= gap / 2.0 + 2e-6 || shows_last_frame(source, target, gap, video_end) {
+            let last = LastFrame {
+                source,
+                gap,
+                typical_gap,
+            };
+            if off <= gap / 2.0 + 2e-6 || last.shows(target, video_end) {
                 check.pass(1);
             } else if index.source_gaps[i].is_none() {
                 check.fail(format!(
@@ -307,14 +312,26 @@ pub(super) fn check_frame_timing(
     }
 }
 
-/// Whether `source` is the file's last frame and `target` falls after it within the file. The
-/// gap recorded after a frame reaches its neighbour, or the file's end after the last frame; a
-/// neighbour would itself be shown for about a gap before the end, so a gap that reaches within
-/// half of one of the end has none.
-fn shows_last_frame(source: f64, target: f64, gap: f64, video_end: Option<f64>) -> bool {
-    video_end.is_some_and(|end| {
-        target > source && target <= end + 2e-6 && source + gap >= end - gap / 2.0
-    })
+/// A frame's source frame, the gap recorded on its target's side, and its video's typical gap.
+struct LastFrame {
+    source: f64,
+    gap: f64,
+    typical_gap: Option<f64>,
+}
+
+impl LastFrame {
+    /// Whether the source frame is the file's last and `target` falls after it within the file.
+    /// The gap recorded after a frame reaches its neighbour, or the file's end after the last
+    /// frame; a neighbour is itself shown for about a typical gap before the end, so only a gap
+    /// that lands on the end, within half a typical gap, has none.
+    fn shows(&self, target: f64, video_end: Option<f64>) -> bool {
+        let (Some(end), Some(typical)) = (video_end, self.typical_gap) else {
+            return false;
+        };
+        target > self.source
+            && target <= end + 2e-6
+            && (self.source + self.gap - end).abs() <= typical / 2.0
+    }
 }
 
 pub(super) fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
@@ -355,30 +372,35 @@ mod tests {
     /// is recorded; a frame as far from its target before the last one still fails.
     #[test]
     fn a_target_after_the_last_frame_and_before_the_end_shows_the_last_frame() {
-        let row = |k: u32, target: f64, source: f64| {
+        let row = |k: u32, target: f64, source: f64, gap: f64| {
             let file = source - 902.0;
-            format!("{k},{target:.6},{source:.6},640,360,0.033367,{file:.6}\n")
+            format!("{k},{target:.6},{source:.6},640,360,{gap:.6},{file:.6}\n")
         };
-        let index_of = |last: &str| {
-            let text = format!("{HEADER}\n{}{last}", row(60, 911.8, 911.809800));
-            FrameIndex::parse(&text).expect("an index")
-        };
+        let period = 0.033367;
+        // Frames 56..=60 at 911.0..=911.8, each within a few ms of its target.
+        let before: String = (56..=60)
+            .map(|k| {
+                let target = 911.0 + f64::from(k - 56) * 0.2;
+                row(k, target, target + 0.0098, period)
+            })
+            .collect();
         let timing = |last: &str, spans: &[(&str, [f64; 2])]| {
+            let index = FrameIndex::parse(&format!("{HEADER}\n{before}{last}")).expect("an index");
             let dataset = DatasetTables {
                 splits: Vec::new(),
                 labels: None,
                 exclusions: None,
-                indexes: HashMap::from([("phone".to_string(), index_of(last))]),
+                indexes: HashMap::from([("phone".to_string(), index)]),
             };
             let spans = spans.iter().map(|(v, s)| (v.to_string(), *s)).collect();
             let mut result = CheckResult::new(CheckId::FrameTiming);
             check_frame_timing(&dataset, &spans, &mut result);
             result
         };
-        let last_frame = row(61, 912.0, 911.976633);
+        let last_frame = row(61, 912.0, 911.976633, period);
         let spans = [("phone", [902.0, 912.01])];
         assert_eq!(timing(&last_frame, &spans).failed, 0);
-        assert_eq!(timing(&last_frame, &spans).checked, 2);
+        assert_eq!(timing(&last_frame, &spans).checked, 6);
         // Without the file's end, nothing says no frame follows at 912.01.
         assert_eq!(timing(&last_frame, &[]).failed, 1);
         // Past the file's end, or a frame that has a neighbour nearer its target.
@@ -386,5 +408,10 @@ mod tests {
         assert_eq!(timing(&last_frame, &past_end).failed, 1);
         let longer = [("phone", [902.0, 912.5])];
         assert_eq!(timing(&last_frame, &longer).failed, 1);
+        // A stutter before the last frame: the frame before it (911.91) is three periods from
+        // the last (912.01, the file ending a period later), so 912.0 shows the wrong one.
+        let stutter = row(61, 912.0, 911.909899, 3.0 * period);
+        let spans = [("phone", [902.0, 912.043367])];
+        assert_eq!(timing(&stutter, &spans).failed, 1);
     }
 }
