@@ -205,9 +205,16 @@ impl Dataset {
         let mut fetch = read_params(spec, StageId::FetchVideos, FetchParams::validate)?;
         fetch.resolve_against(spec.folder());
         if let Err(unknown) = manifest.check_splits(&spec.splits) {
+            // One video, or a fraction that rounds to none, leaves an import without val.
+            let hint = match spec.imports() && spec.splits.iter().any(|split| split == "val") {
+                true => {
+                    "; the import made no val split (one video, or too few for val_fraction): name val videos in [import] (`val = [...]`), or leave val out: `splits = [\"train\"]`, [train] `settings.val_split = \"\"` and [eval] `splits = []`"
+                }
+                false => "",
+            };
             return Err(SpecError::Invalid {
                 path: spec.path.clone(),
-                message: format!("splits: {unknown}"),
+                message: format!("splits: {unknown}{hint}"),
             }
             .into());
         }
