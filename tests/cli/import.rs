@@ -1102,7 +1102,7 @@ fn an_import_without_val_writes_a_pipeline_that_trains_on_every_video() {
     assert!(said.contains(&next), "{said}");
     let data = work.path().join("data");
     let run = avaprep(&data)
-        .args(["--json", "run"])
+        .arg("run")
         .arg(&pipeline)
         .args(["--set", "extract.height=120"])
         .args(["--set", "train.preset=\"synthetic-tiny\""])
@@ -1112,6 +1112,12 @@ fn an_import_without_val_writes_a_pipeline_that_trains_on_every_video() {
     assert!(run.status.success(), "{}", stderr(&run));
     let evaluation = json(&data.join("work/eval.json"));
     assert_eq!(evaluation["splits"], serde_json::json!([]), "{evaluation}");
+    // Nothing scored: nothing said of what the scores measure.
+    assert!(
+        !stdout(&run).contains("the boxes scored are"),
+        "{}",
+        stdout(&run)
+    );
     let trained = fs::read_to_string(
         data.join("runs")
             .read_dir()

@@ -144,9 +144,12 @@ impl Stage for EvalStage {
                 ));
             }
         }
-        if plan
-            .as_ref()
-            .is_some_and(|plan| plan.ground_truth_proposals)
+        // Said of a score: a run that scores no split (a dataset without val) has none.
+        let scored = !evaluation.splits.is_empty();
+        if scored
+            && plan
+                .as_ref()
+                .is_some_and(|plan| plan.ground_truth_proposals)
         {
             lines.push(GROUND_TRUTH_PROPOSALS.to_string());
         }
