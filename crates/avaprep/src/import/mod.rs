@@ -30,7 +30,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::annotations::{
-    KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoFileName, VideoId,
+    KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoExtension, VideoFileName, VideoId,
     read_predicted_boxes,
 };
 use crate::bad_setting::BadSetting;
@@ -637,9 +637,14 @@ fn misnamed_videos(folder: &Path) -> Vec<String> {
             if stem.is_empty() || name.starts_with('.') {
                 return None;
             }
-            let wanted = match ext.to_ascii_lowercase().as_str() {
-                "mp4" | "mkv" | "webm" => ext.to_ascii_lowercase(),
-                "mov" | "m4v" => "mp4".to_string(),
+            let lower = ext.to_ascii_lowercase();
+            let read = VideoExtension::ALL
+                .into_iter()
+                .find(|e| e.as_str() == lower);
+            let wanted = match (read, lower.as_str()) {
+                (Some(extension), _) => extension.as_str(),
+                // QuickTime's containers, which libav reads as MP4.
+                (None, "mov" | "m4v") => VideoExtension::Mp4.as_str(),
                 _ => return None,
             };
             let id = stem.parse::<VideoId>().err();
