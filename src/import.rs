@@ -40,6 +40,10 @@ pub struct ImportArgs {
     /// The val videos by id (comma-separated), instead of a fraction.
     #[arg(long, value_delimiter = ',')]
     pub val: Vec<String>,
+    /// Videos of the folder to predict on, by id (comma-separated): not labelled in any export,
+    /// the test split, its keyframes the seconds --detections boxes someone at.
+    #[arg(long, value_delimiter = ',', requires = "detections")]
+    pub test: Vec<String>,
     /// A person detector's boxes (AVA's detection CSV, seconds of the videos' own clock) as the
     /// proposals; without it the ground-truth boxes are, with score 1.0.
     #[arg(long)]
@@ -65,6 +69,7 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
         detections: args.detections.clone(),
         excluded: args.excluded.clone(),
         via_browser: args.via_browser,
+        test: args.test.clone(),
         ..ImportParams::default()
     };
     let options = params.options(args.action_from.clone(), args.out.clone());
@@ -161,6 +166,13 @@ fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
     ];
     for (count, what) in left_out.into_iter().filter(|(count, _)| *count > 0) {
         lines.push(format!("{count} {what}"));
+    }
+    if let Some(test) = summary.splits.get(avaprep::import::TEST_SPLIT) {
+        lines.push(format!(
+            "test: {} videos to predict on, at the {} keyframes the detections box someone at",
+            test.len(),
+            summary.test_keyframes
+        ));
     }
     for (file, parts) in &summary.parts {
         lines.push(format!(

@@ -1133,6 +1133,172 @@ fn an_import_without_val_writes_a_pipeline_that_trains_on_every_video() {
     assert!(data.join("report/index.html").is_file());
 }
 
+/// Videos named `--test` (not labelled) are the test split: their keyframes are the seconds the
+/// detector boxes someone at within the file (a box past a 3 s clip's end is left out and
+/// counted), each on a clock of its own, and the pipeline import writes predicts on them: eval's
+/// test detections are the detector's boxes at exactly those seconds, on the files' own seconds.
+/// A test video that is labelled, not in the folder, or named without detections is a usage
+/// error, and so is a split the detections box nobody in (its file would be empty).
+#[test]
+fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
+    let source = thirty_fps_video();
+    let clips = tempfile::tempdir().unwrap();
+    for (name, seconds) in [
+        ("walk_a", "6"),
+        ("walk_b", "4"),
+        ("new_c", "3"),
+        ("new_d", "9"),
+    ] {
+        let out = clips.path().join(format!("{name}.mp4"));
+        let cut = ["-i", source.to_str().unwrap(), "-t", seconds];
+        ffmpeg(&[&cut[..], &LOSSLESS_H264, &["-an", out.to_str().unwrap()]].concat());
+    }
+    let labels = clips.path().join("labels.csv");
+    fs::write(
+        &labels,
+        "video,start_frame,label\nwalk_a,0,walk\nwalk_b,0,stand\n",
+    )
+    .unwrap();
+    let detector_box = |video: &str| match video {
+        "new_d" => "0.200,0.100,0.600,0.900",
+        _ => "0.100,0.200,0.500,0.800",
+    };
+    let rows = |video: &str, seconds: std::ops::RangeInclusive<u32>| -> String {
+        seconds
+            .map(|second| format!("{video},{second},{},,0.9\n", detector_box(video)))
+            .collect()
+    };
+    let labelled = rows("walk_a", 0..=5) + &rows("walk_b", 0..=3);
+    let detections = clips.path().join("detections.csv");
+    fs::write(
+        &detections,
+        labelled.clone() + &rows("new_c", 0..=5) + &rows("new_d", 1..=8),
+    )
+    .unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let own = work.path().join("own");
+    let refused = |extra: &[&str], expected: &str| {
+        let output = avaprep(work.path())
+            .arg("import")
+            .arg(&labels)
+            .arg("--videos")
+            .arg(clips.path())
+            .arg("--out")
+            .arg(&own)
+            .args(["--val", "walk_b"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(stderr(&output).contains(expected), "{}", stderr(&output));
+        assert!(!own.join("dataset.toml").exists());
+    };
+    let with_detections = ["--detections", detections.to_str().unwrap()];
+    refused(&["--test", "new_c"], "--detections");
+    refused(
+        &[&with_detections[..], &["--test", "walk_a"]].concat(),
+        "test video walk_a is labelled in",
+    );
+    refused(
+        &[&with_detections[..], &["--test", "new_x"]].concat(),
+        "test video new_x is not in",
+    );
+    let without_val_boxes = clips.path().join("train-only.csv");
+    fs::write(
+        &without_val_boxes,
+        rows("walk_a", 0..=5) + &rows("new_d", 1..=8),
+    )
+    .unwrap();
+    refused(
+        &[
+            "--detections",
+            without_val_boxes.to_str().unwrap(),
+            "--test",
+            "new_d",
+        ],
+        "the detections box nobody at a keyframe of the val videos (walk_b)",
+    );
+
+    let extra = [
+        &with_detections[..],
+        &["--val", "walk_b", "--test", "new_c,new_d"],
+    ]
+    .concat();
+    let output = imported(&labels, clips.path(), &own, &extra);
+    let said = stdout(&output);
+    // new_c's keyframes are 0..2 (its boxes at 3..5 are past its end), new_d's 1..8.
+    assert!(
+        said.contains("test: 2 videos to predict on, at the 11 keyframes"),
+        "{said}"
+    );
+    assert!(
+        said.contains("3 detector boxes at seconds that are no keyframe"),
+        "{said}"
+    );
+    let summary = json(&own.join("import.json"));
+    assert_eq!(
+        summary["splits"]["test"],
+        serde_json::json!(["new_c", "new_d"])
+    );
+    // Each on its own clock: new_d's first keyframe (its second 1) on 902.
+    assert_eq!(summary["file_starts"]["new_d"], 901, "{summary}");
+    assert_eq!(summary["file_starts"]["walk_a"], 902, "{summary}");
+
+    let data = work.path().join("data");
+    let run = avaprep(&data)
+        .arg("run")
+        .arg(own.join("pipeline.toml"))
+        .args(["--set", "extract.height=120"])
+        .args(["--set", "train.preset=\"synthetic-tiny\""])
+        .args(["--set", "train.settings.epochs=2"])
+        .output()
+        .unwrap();
+    assert!(run.status.success(), "{}", stderr(&run));
+    let run_dir = fs::read_dir(data.join("runs"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    let predicted =
+        fs::read_to_string(run_dir.join("eval/test_detections.own-seconds.csv")).unwrap();
+    let mut places = std::collections::BTreeSet::new();
+    for line in predicted.lines() {
+        let fields: Vec<&str> = line.split(',').collect();
+        assert_eq!(fields.len(), 8, "{line}");
+        assert_eq!(fields[2..6].join(","), detector_box(fields[0]), "{line}");
+        assert!(["1", "2"].contains(&fields[6]), "{line}");
+        places.insert((fields[0].to_string(), fields[1].parse::<u32>().unwrap()));
+    }
+    let expected: std::collections::BTreeSet<(String, u32)> = (0..=2)
+        .map(|second| ("new_c".to_string(), second))
+        .chain((1..=8).map(|second| ("new_d".to_string(), second)))
+        .collect();
+    assert_eq!(places, expected, "{predicted}");
+
+    // Importing again (one test video fewer) is how the dataset is changed: the run redoes
+    // what changed and says nothing of edits belonging elsewhere.
+    let extra = [
+        &with_detections[..],
+        &["--val", "walk_b", "--test", "new_c"],
+    ]
+    .concat();
+    imported(&labels, clips.path(), &own, &extra);
+    let again = avaprep(&data)
+        .arg("run")
+        .arg(own.join("pipeline.toml"))
+        .args(["--until", "validate"])
+        .args(["--set", "extract.height=120"])
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", stderr(&again));
+    let said = stdout(&again) + &stderr(&again);
+    assert!(
+        said.contains("changed since made") && !said.contains("edit the exports"),
+        "{said}"
+    );
+}
+
 /// `keyframes` on a folder with files named as videos that cannot be used as named (a space, a
 /// dot in the stem, an upper-case extension) names each with what to do and exits 1, having
 /// written the others; a `--videos` that is no folder is a usage error naming the flag; and

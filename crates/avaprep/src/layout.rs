@@ -151,7 +151,11 @@ pub const IMPORT_RECORD: &str = "import.json";
 /// (into `data_dir`'s `import/`) and `avaprep import` both write them again from the exports.
 pub fn imported_edits_belong(annotations: &Path, data_dir: &Path) -> Option<String> {
     let dataset = annotations.parent()?;
-    if !dataset.join(IMPORT_RECORD).is_file() {
+    let record = dataset.join(IMPORT_RECORD);
+    // The import writes its record last: tables no newer than it are the import's own (the
+    // user imported again, as they should), not edits.
+    let imported_at = record.metadata().and_then(|meta| meta.modified()).ok()?;
+    if !written_after(annotations, imported_at) {
         return None;
     }
     Some(
@@ -165,6 +169,20 @@ pub fn imported_edits_belong(annotations: &Path, data_dir: &Path) -> Option<Stri
             ),
         },
     )
+}
+
+/// Whether a file under `folder` was modified after `time`.
+fn written_after(folder: &Path, time: std::time::SystemTime) -> bool {
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return false;
+    };
+    entries.flatten().any(|entry| match entry.file_type() {
+        Ok(kind) if kind.is_dir() => written_after(&entry.path(), time),
+        _ => entry
+            .metadata()
+            .and_then(|meta| meta.modified())
+            .is_ok_and(|modified| modified > time),
+    })
 }
 
 /// The dataset manifest a pipeline's import wrote into `data_dir`.

@@ -13,16 +13,12 @@ use avaprep::annotations::{
     ReadOptions, VideoId, read_excluded_timestamps, read_ground_truth, read_label_map,
     read_predicted_boxes,
 };
-use avaprep::records::VideoPlan;
+use avaprep::records::{PlanFiles, SplitFiles, VideoPlan};
 
 use super::{DataError, TrainError};
 use avaprep::frame_index::FrameIndex;
 use avaprep::layout::DataLayout;
 use avaprep::trainer_settings::TrainConfig;
-
-pub const LABELS_FULL: &str = "ava_action_list_v2.2.pbtxt";
-pub const LABELS_SCORED: &str = "ava_action_list_v2.2_for_activitynet_2019.pbtxt";
-const DETECTOR_DIR: &str = "person_box_67091280_iou90";
 
 /// A box with its target classes (indices into the full label map; empty: a negative).
 #[derive(Debug, Clone, PartialEq)]
@@ -68,11 +64,12 @@ pub struct Classes {
 }
 
 impl Classes {
-    pub fn read(data_dir: &Path) -> Result<Self, DataError> {
-        let dir = data_dir.join("annotations");
+    /// The label maps the plan names (the manifest's, as parse read them).
+    pub fn read(data_dir: &Path, files: &PlanFiles) -> Result<Self, DataError> {
+        let dir = DataLayout::new(data_dir).annotations();
         Ok(Self {
-            full: read_label_map(&dir.join(LABELS_FULL))?,
-            scored: read_label_map(&dir.join(LABELS_SCORED))?,
+            full: read_label_map(&dir.join(&files.label_map))?,
+            scored: read_label_map(&dir.join(&files.scored_label_map))?,
         })
     }
 
@@ -86,35 +83,33 @@ impl Classes {
     }
 }
 
-/// The person-detector file of a split (PySlowFast's names).
-pub fn detector_file(split: &str) -> String {
-    match split {
-        "train" => {
-            format!("{DETECTOR_DIR}/ava_detection_train_boxes_and_labels_include_negative_v2.2.csv")
-        }
-        other => format!("{DETECTOR_DIR}/ava_detection_{other}_boxes_and_labels.csv"),
-    }
-}
-
 impl SplitAnnotations {
-    /// Reads the split's files. A split without a ground-truth file (test) has none.
-    pub fn read(data_dir: &Path, split: &str, keyframes: KeyframeRange) -> Result<Self, DataError> {
-        let dir = data_dir.join("annotations");
+    /// Reads the files the plan names for the split (the manifest's, as parse read them); a
+    /// file it names none of (a test split's ground truth) has no rows.
+    pub fn read(
+        data_dir: &Path,
+        split: &str,
+        files: &SplitFiles,
+        keyframes: KeyframeRange,
+    ) -> Result<Self, DataError> {
+        let dir = DataLayout::new(data_dir).annotations();
         let options = ReadOptions::new(keyframes, None);
-        let gt_path = dir.join(format!("ava_{split}_v2.2.csv"));
-        let ground_truth = match gt_path.exists() {
-            true => read_ground_truth(&gt_path, &options)?,
-            false => Vec::new(),
+        let ground_truth = match &files.ground_truth {
+            Some(name) => read_ground_truth(&dir.join(name), &options)?,
+            None => Vec::new(),
         };
-        let excluded_path = dir.join(format!("ava_{split}_excluded_timestamps_v2.2.csv"));
-        let excluded = match excluded_path.exists() {
-            true => read_excluded_timestamps(&excluded_path, keyframes)?,
-            false => Vec::new(),
+        let excluded = match &files.excluded_timestamps {
+            Some(name) => read_excluded_timestamps(&dir.join(name), keyframes)?,
+            None => Vec::new(),
+        };
+        let detector = match &files.detected_boxes {
+            Some(name) => read_predicted_boxes(&dir.join(name), &options)?,
+            None => Vec::new(),
         };
         Ok(Self {
             split: split.to_string(),
             ground_truth,
-            detector: read_predicted_boxes(&dir.join(detector_file(split)), &options)?,
+            detector,
             excluded,
         })
     }
@@ -313,7 +308,7 @@ impl Dataset {
             .ok_or_else(|| TrainError::Config("the plan's keyframe range is empty".into()))?;
         Ok(Self {
             data_dir: data_dir.to_path_buf(),
-            classes: Classes::read(data_dir)?,
+            classes: Classes::read(data_dir, &plan.files)?,
             plan,
             keyframes,
         })
@@ -326,7 +321,19 @@ impl Dataset {
         split: &str,
         train: bool,
     ) -> Result<(Vec<ClipSample>, SplitAnnotations, usize), TrainError> {
-        let annotations = SplitAnnotations::read(&self.data_dir, split, self.keyframes)?;
+        let files = self.plan.files.splits.get(split).ok_or_else(|| {
+            TrainError::Config(format!(
+                "the prepared dataset has no split {split} (it has {})",
+                self.plan
+                    .files
+                    .splits
+                    .keys()
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ))
+        })?;
+        let annotations = SplitAnnotations::read(&self.data_dir, split, files, self.keyframes)?;
         let spec = ClipSpec {
             frames: config.clip_frames as usize,
             stride: config.clip_stride,

@@ -21,7 +21,7 @@ pub mod via;
 pub mod whole_clip;
 mod write;
 
-pub use write::{DatasetPipeline, MANIFEST, write_pipeline};
+pub use write::{DatasetPipeline, MANIFEST, TEST_SPLIT, write_pipeline};
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -73,6 +73,9 @@ pub struct ImportOptions {
     pub excluded: Option<PathBuf>,
     /// The browser VIA projects were labelled in, which says what their times are.
     pub via_browser: Browser,
+    /// Videos of the folder to predict on, by id: not labelled, their keyframes the seconds the
+    /// detector boxes people at, each on a clock of its own (AVA's test split).
+    pub test: BTreeSet<String>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -111,6 +114,8 @@ pub struct ImportSummary {
     pub splits: BTreeMap<String, Vec<String>>,
     pub keyframes: u64,
     pub boxes: u64,
+    /// The test videos' keyframes: the seconds the detector boxes someone at, to predict on.
+    pub test_keyframes: u64,
     /// Action ids by name (ids stay as they were in an earlier import; new names are appended).
     pub actions: BTreeMap<String, u16>,
     pub clipped_boxes: u64,
@@ -198,11 +203,26 @@ impl ImportSummary {
     }
 }
 
-/// A file's boxes at its keyframes, on its own clock.
+/// A file's keyframes and boxes there, on its own clock.
 struct SampledVideo {
     id: VideoId,
     facts: VideoFacts,
+    /// The file's seconds that are keyframes of the dataset: those with a labelled box, or for
+    /// a test video those the detector boxes someone at.
+    keyframes: BTreeSet<u32>,
     boxes: Vec<KeyframeBox>,
+}
+
+impl SampledVideo {
+    fn labelled(id: VideoId, facts: VideoFacts, boxes: Vec<KeyframeBox>) -> Self {
+        let keyframes = boxes.iter().map(|b| b.second).collect();
+        SampledVideo {
+            id,
+            facts,
+            keyframes,
+            boxes,
+        }
+    }
 }
 
 /// One video of the dataset: a file, or a part of a long one, with its boxes on the file's
@@ -212,6 +232,10 @@ struct ImportedVideo {
     /// The file it is read from (its own id for a whole file).
     file: VideoId,
     duration: f64,
+    /// The file's last instant a keyframe may be at (`VideoFacts::last_instant`).
+    last_instant: f64,
+    /// Its keyframes on the file's clock (a part's: those in its window).
+    keyframes: BTreeSet<u32>,
     boxes: Vec<KeyframeBox>,
     /// The dataset second at the file's time 0: the first annotated keyframe lands on 902.
     file_start: i64,
@@ -223,10 +247,12 @@ impl ImportedVideo {
         i64::from(own) + self.file_start
     }
 
-    /// Whether the file's second `own` is one of this video's keyframes (a part's window).
+    /// Whether the file's second `own` is one of this video's keyframes: in the file (a
+    /// detector's box at its very end has no frames around it) and in a part's window.
     fn holds(&self, file: VideoId, own: u32) -> bool {
         let second = self.dataset_second(own);
         file == self.file
+            && f64::from(own) <= self.last_instant
             && (i64::from(FIRST_KEYFRAME)..=i64::from(LAST_KEYFRAME)).contains(&second)
     }
 }
@@ -242,59 +268,71 @@ fn place(videos: &[ImportedVideo], file: VideoId, own: u32) -> Option<(&Imported
 fn shared_start(videos: &[SampledVideo]) -> i64 {
     let earliest = videos
         .iter()
-        .flat_map(|video| video.boxes.iter().map(|b| b.second))
+        .filter_map(|video| video.keyframes.first().copied())
         .min()
         .unwrap_or(0);
     i64::from(FIRST_KEYFRAME) - i64::from(earliest)
 }
 
-/// A file's boxes on the dataset's clock: the files' shared one (`shared_start`) where its
-/// keyframes fit in AVA's 902..1798 on it, else a clock of its own, its earliest annotated
-/// keyframe on 902. A file annotated over more than AVA's 897 keyframe seconds is cut into
-/// parts, `<file>_partN`, each on its own clock from its first annotated keyframe, so no consumer
-/// drops a keyframe.
+/// A file's keyframes on the dataset's clock: the files' shared one (`shared_start`) where its
+/// keyframes fit in AVA's 902..1798 on it, else a clock of its own, its earliest keyframe on 902.
+/// A file whose keyframes span more than AVA's 897 seconds is cut into parts, `<file>_partN`,
+/// each on its own clock from its first keyframe, so no consumer drops a keyframe.
 fn on_clocks(
     sampled: SampledVideo,
     shared_start: i64,
     videos: &Path,
 ) -> Result<Vec<ImportedVideo>, ImportError> {
-    let last = sampled.boxes.iter().map(|b| b.second).max().unwrap_or(0);
+    let last = sampled.keyframes.last().copied().unwrap_or(0);
     if i64::from(last) + shared_start <= i64::from(LAST_KEYFRAME) {
         return Ok(vec![ImportedVideo {
             id: sampled.id,
             file: sampled.id,
             duration: sampled.facts.duration,
+            last_instant: sampled.facts.last_instant(),
+            keyframes: sampled.keyframes,
             boxes: sampled.boxes,
             file_start: shared_start,
         }]);
     }
-    let mut boxes = sampled.boxes;
-    boxes.sort_by_key(|b| b.second);
-    let mut parts: Vec<Vec<KeyframeBox>> = Vec::new();
-    for b in boxes {
-        match parts.last_mut() {
-            Some(part) if b.second < part[0].second + MAX_KEYFRAMES => part.push(b),
-            _ => parts.push(vec![b]),
+    let mut windows: Vec<BTreeSet<u32>> = Vec::new();
+    for second in sampled.keyframes {
+        match windows.last_mut() {
+            Some(window)
+                if window
+                    .first()
+                    .is_some_and(|&first| second < first + MAX_KEYFRAMES) =>
+            {
+                window.insert(second);
+            }
+            _ => windows.push(BTreeSet::from([second])),
         }
     }
-    let count = parts.len();
-    parts
-        .into_iter()
-        .enumerate()
-        .map(|(n, boxes)| {
-            let id = match count {
-                1 => sampled.id,
-                _ => part_id(sampled.id, n + 1, videos)?,
-            };
-            Ok(ImportedVideo {
-                id,
-                file: sampled.id,
-                duration: sampled.facts.duration,
-                file_start: i64::from(FIRST_KEYFRAME) - i64::from(boxes[0].second),
-                boxes,
-            })
-        })
-        .collect()
+    let mut boxes = sampled.boxes;
+    let count = windows.len();
+    let mut parts = Vec::new();
+    for (n, keyframes) in windows.into_iter().enumerate() {
+        let id = match count {
+            1 => sampled.id,
+            _ => part_id(sampled.id, n + 1, videos)?,
+        };
+        let (first, last) = (keyframes.first().copied(), keyframes.last().copied());
+        let window = first.unwrap_or(0)..=last.unwrap_or(0);
+        let (inside, rest) = boxes
+            .into_iter()
+            .partition(|b: &KeyframeBox| window.contains(&b.second));
+        boxes = rest;
+        parts.push(ImportedVideo {
+            id,
+            file: sampled.id,
+            duration: sampled.facts.duration,
+            last_instant: sampled.facts.last_instant(),
+            file_start: i64::from(FIRST_KEYFRAME) - i64::from(*window.start()),
+            keyframes,
+            boxes: inside,
+        });
+    }
+    Ok(parts)
 }
 
 fn part_id(file: VideoId, n: usize, videos: &Path) -> Result<VideoId, ImportError> {
@@ -314,6 +352,12 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
     check_options(options).map_err(ImportError::Setting)?;
     let exported = read_exports(options)?;
     let on_disk = videos_in_folder(&options.videos)?;
+    let test_files = test_files(options, &exported, &on_disk)?;
+    let detections = options
+        .detections
+        .as_deref()
+        .map(read_own_clock_detections)
+        .transpose()?;
     let mut summary = ImportSummary {
         via_browser: options.via_browser,
         ..ImportSummary::default()
@@ -343,7 +387,7 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
                     options.keyframe_interval,
                     &mut counts,
                 );
-                sampled.push(SampledVideo { id, facts, boxes });
+                sampled.push(SampledVideo::labelled(id, facts, boxes));
             }
             Err(message) => summary.skipped_videos.push(format!("{id}: {message}")),
         }
@@ -362,11 +406,21 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
         )));
     }
     // By file: the parts of a long video stay in its split.
-    let file_splits = split_videos(&sampled, &options.split)?;
-    let shared_start = shared_start(&sampled);
+    let mut file_splits = split_videos(&sampled, &options.split)?;
+    let labelled_start = shared_start(&sampled);
     let mut videos = Vec::new();
     for video in sampled {
-        videos.extend(on_clocks(video, shared_start, &options.videos)?);
+        videos.extend(on_clocks(video, labelled_start, &options.videos)?);
+    }
+    let detections = detections.unwrap_or_default();
+    let test = sample_test_videos(options, &test_files, &detections, &mut summary);
+    if !test.is_empty() {
+        file_splits.insert("test".into(), test.iter().map(|video| video.id).collect());
+    }
+    for video in test {
+        // Each on a clock of its own: videos to predict on never move the labelled ones'.
+        let own_start = shared_start(std::slice::from_ref(&video));
+        videos.extend(on_clocks(video, own_start, &options.videos)?);
     }
     check_unique_ids(&videos)?;
     let splits = file_splits
@@ -384,8 +438,83 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
     summary.boxes_outside_frame = counts.outside_frame;
     summary.boxes_without_action = counts.without_action;
     summary.shapes_off_keyframe = counts.off_keyframe;
-    write::write_dataset(options, &videos, &splits, &mut summary)?;
+    write::write_dataset(options, &videos, &splits, &detections, &mut summary)?;
     Ok(summary)
+}
+
+/// The files of the videos to predict on (`test`), checked before any video is read: each in
+/// the folder, labelled in no export, and only with a detector's boxes to score.
+fn test_files(
+    options: &ImportOptions,
+    exported: &[ExportedVideo],
+    on_disk: &BTreeMap<VideoId, VideoFileName>,
+) -> Result<Vec<VideoFileName>, ImportError> {
+    let mut files = Vec::new();
+    for name in &options.test {
+        let id: VideoId = name.parse().map_err(|reason| {
+            ImportError::Usage(format!("test video {name:?}: not a video id ({reason})"))
+        })?;
+        if let Some(labelled) = exported.iter().find(|video| stem(&video.name) == name) {
+            return Err(ImportError::Usage(format!(
+                "test video {name} is labelled in {}: test videos are the ones to predict on, without labels (a labelled video to score goes in val)",
+                labelled.origin
+            )));
+        }
+        let Some(file) = on_disk.get(&id) else {
+            return Err(ImportError::Usage(format!(
+                "test video {name} is not in {} (a test video is `<id>.mp4`, `.mkv` or `.webm` there)",
+                options.videos.display()
+            )));
+        };
+        files.push(*file);
+    }
+    Ok(files)
+}
+
+/// Each video to predict on, its keyframes the seconds the detector boxes someone at; one that
+/// cannot be read, or that the detector boxes nobody in, is left out and named.
+fn sample_test_videos(
+    options: &ImportOptions,
+    files: &[VideoFileName],
+    detections: &[PredictedBox],
+    summary: &mut ImportSummary,
+) -> Vec<SampledVideo> {
+    let mut sampled = Vec::new();
+    for file in files {
+        let facts = match probe(&options.videos.join(file.to_string())) {
+            Ok(facts) => facts,
+            Err(message) => {
+                summary
+                    .skipped_videos
+                    .push(format!("{}: {message}", file.id));
+                continue;
+            }
+        };
+        let detected: BTreeSet<u32> = detections
+            .iter()
+            .filter(|row| row.key.video == file.id)
+            .map(|row| row.key.second)
+            .collect();
+        let keyframes: BTreeSet<u32> =
+            resolve::keyframe_seconds(facts.last_instant(), options.keyframe_interval)
+                .into_iter()
+                .filter(|second| detected.contains(second))
+                .collect();
+        if keyframes.is_empty() {
+            summary.skipped_videos.push(format!(
+                "{}: a test video, but the detections box nobody at any of its keyframes: nothing to predict on",
+                file.id
+            ));
+            continue;
+        }
+        sampled.push(SampledVideo {
+            id: file.id,
+            facts,
+            keyframes,
+            boxes: Vec::new(),
+        });
+    }
+    sampled
 }
 
 /// Browsers' times of a video less than this (a tenth of a second) apart agree for a box: within
@@ -521,6 +650,13 @@ pub fn check_options(options: &ImportOptions) -> Result<(), BadSetting> {
             "val_fraction",
             val,
             "must be at least 0 and less than 1",
+        ));
+    }
+    if !options.test.is_empty() && options.detections.is_none() {
+        return Err(BadSetting::new(
+            "test",
+            options.test.iter().cloned().collect::<Vec<_>>().join(","),
+            "a test video is predicted on at the people a person detector found in it, and no detections are given",
         ));
     }
     if !options.videos.is_dir() {

@@ -7,7 +7,8 @@ use std::path::{Path, PathBuf};
 
 use super::{FIRST_KEYFRAME, ImportError, ImportOptions, ImportSummary, ImportedVideo};
 use crate::annotations::{
-    BoxLabel, FrameKey, KeyframeRange, LabelKind, VideoId, read_excluded_timestamps, read_label_map,
+    BoxLabel, FrameKey, KeyframeRange, LabelKind, PredictedBox, VideoId, read_excluded_timestamps,
+    read_label_map,
 };
 use crate::layout::FolderName;
 use crate::manifest::{DatasetInfo, DatasetManifest, Labels, LocalFiles, Split};
@@ -46,8 +47,19 @@ pub fn write_pipeline(out: &Path, splits: &[&str]) -> Result<DatasetPipeline, Im
             note,
         });
     }
+    let mut splits = splits.to_vec();
+    splits.sort_by_key(|split| ["train", "val", TEST_SPLIT].iter().position(|s| s == split));
+    let splits = &splits[..];
     let has_val = splits.contains(&"val");
-    let quoted: Vec<String> = splits.iter().map(|split| format!("\"{split}\"")).collect();
+    let quoted = |splits: &[&str]| -> String {
+        let quoted: Vec<String> = splits.iter().map(|split| format!("\"{split}\"")).collect();
+        quoted.join(", ")
+    };
+    // Eval scores val and predicts on test (whose detections are the point of it).
+    let evaluated: Vec<&str> = ["val", TEST_SPLIT]
+        .into_iter()
+        .filter(|split| splits.contains(split))
+        .collect();
     let mut table = "";
     let mut text = String::from(
         "# Written by `avaprep import` beside the dataset it wrote: every stage after the import\n\
@@ -64,16 +76,20 @@ pub fn write_pipeline(out: &Path, splits: &[&str]) -> Result<DatasetPipeline, Im
         let key = line.split_once(" = ").map(|(key, _)| key);
         match (table, key) {
             ("", Some("dataset")) => writeln!(text, "dataset = \"{MANIFEST}\""),
-            ("", Some("splits")) => writeln!(text, "splits = [{}]", quoted.join(", ")),
+            ("", Some("splits")) => writeln!(text, "splits = [{}]", quoted(splits)),
             // Without a val split, training runs its whole schedule and nothing is scored.
             ("[train]", _) if !has_val && line == "[train]" => writeln!(
                 text,
                 "{line}\n# No val split: no early stopping, the last weights kept.\nsettings.val_split = \"\""
             ),
-            ("[eval]", _) if !has_val && line == "[eval]" => {
-                writeln!(text, "{line}\n# No val split: nothing to score.\nsplits = []")
+            ("[eval]", Some("splits")) => {
+                let why = match (has_val, evaluated.is_empty()) {
+                    (true, _) => "",
+                    (false, true) => "# No val split: nothing to score.\n",
+                    (false, false) => "# No val split: test is predicted on, nothing scored.\n",
+                };
+                writeln!(text, "{why}splits = [{}]", quoted(&evaluated))
             }
-            ("[eval]", Some("splits")) if !has_val => Ok(()),
             _ => writeln!(text, "{line}"),
         }
         .expect("a string");
@@ -117,12 +133,20 @@ fn ground_truth(split: &str) -> String {
     format!("ava_{split}_v2.2.csv")
 }
 
+/// The split of the videos to predict on: detector boxes, no ground truth (AVA's test).
+pub const TEST_SPLIT: &str = "test";
+
+/// AVA's list of the test split's videos, which has no ground truth to list them.
+fn video_ids(split: &str) -> String {
+    format!("ava_{split}_v2.2.txt")
+}
+
 fn excluded_file(split: &str) -> String {
     format!("ava_{split}_excluded_timestamps_v2.2.csv")
 }
 
 /// PySlowFast's names for its person-detector files.
-fn detections(split: &str) -> String {
+fn detections_file(split: &str) -> String {
     match split {
         "train" => {
             format!("{DETECTOR_DIR}/ava_detection_train_boxes_and_labels_include_negative_v2.2.csv")
@@ -135,6 +159,7 @@ pub(super) fn write_dataset(
     options: &ImportOptions,
     videos: &[ImportedVideo],
     splits: &BTreeMap<String, Vec<VideoId>>,
+    detections: &[PredictedBox],
     summary: &mut ImportSummary,
 ) -> Result<(), ImportError> {
     let annotations = options.out.join("annotations");
@@ -147,12 +172,12 @@ pub(super) fn write_dataset(
         videos.iter().map(|video| (video.id, video)).collect();
     let last_keyframe = videos
         .iter()
-        .flat_map(|video| video.boxes.iter().map(|b| video.dataset_second(b.second)))
+        .filter_map(|video| Some(video.dataset_second(*video.keyframes.last()?)))
         .max()
         .unwrap_or(0) as u32;
     let keyframes = FIRST_KEYFRAME..=last_keyframe;
     let known: BTreeSet<u16> = actions.iter().map(|action| action.id).collect();
-    let proposals = proposals(options, videos, &keyframes, &known, summary)?;
+    let proposals = proposals(options, videos, detections, &keyframes, &known, summary)?;
     let excluded = excluded(options, videos, &keyframes, summary)?;
     let mut files: Vec<(String, String)> = vec![
         (LABELS.into(), label_map(&actions)),
@@ -182,7 +207,13 @@ pub(super) fn write_dataset(
     files.push((VIDEO_SPANS.into(), spans));
     for (split, ids) in splits {
         let members: Vec<&ImportedVideo> = ids.iter().map(|id| by_id[id]).collect();
-        files.push((ground_truth(split), ground_truth_rows(&members, &actions)));
+        match split.as_str() {
+            TEST_SPLIT => files.push((
+                video_ids(split),
+                ids.iter().map(|id| format!("{id}\n")).collect(),
+            )),
+            _ => files.push((ground_truth(split), ground_truth_rows(&members, &actions))),
+        }
         let rows: String = excluded
             .iter()
             .filter(|key| ids.contains(&key.video))
@@ -194,7 +225,10 @@ pub(super) fn write_dataset(
             .filter(|(video, _)| ids.contains(video))
             .flat_map(|(_, rows)| rows.iter().map(String::as_str))
             .collect::<String>();
-        files.push((detections(split), rows));
+        if rows.is_empty() {
+            return Err(no_proposals(options, split, ids));
+        }
+        files.push((detections_file(split), rows));
         summary
             .splits
             .insert(split.clone(), ids.iter().map(ToString::to_string).collect());
@@ -238,12 +272,29 @@ pub(super) fn write_dataset(
         })
         .sum();
     summary.boxes = videos.iter().map(|video| video.boxes.len() as u64).sum();
+    summary.test_keyframes = splits.get(TEST_SPLIT).map_or(0, |ids| {
+        ids.iter().map(|id| by_id[id].keyframes.len() as u64).sum()
+    });
     summary.proposals = match &options.detections {
         Some(path) => path.display().to_string(),
         None => "ground truth (score 1.0)".into(),
     };
     let json = serde_json::to_vec_pretty(summary).expect("a summary serialises");
     write(&options.out.join(SUMMARY), &json)
+}
+
+/// A split the detections box nobody in: its detection file would be empty, which no consumer
+/// takes (an empty AVA file is a broken download), and nobody there would be scored.
+fn no_proposals(options: &ImportOptions, split: &str, ids: &[VideoId]) -> ImportError {
+    let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
+    let detections = options
+        .detections
+        .as_deref()
+        .map_or_else(String::new, |path| path.display().to_string());
+    ImportError::Usage(format!(
+        "{detections}: the detections box nobody at a keyframe of the {split} videos ({}): add the detector's boxes of those videos (on their own seconds), or import without detections to use the ground truth's boxes",
+        ids.join(", ")
+    ))
 }
 
 const MANIFEST_HEADER: &str = "\
@@ -401,6 +452,7 @@ fn ground_truth_rows(videos: &[&ImportedVideo], actions: &[Action]) -> String {
 fn proposals(
     options: &ImportOptions,
     videos: &[ImportedVideo],
+    rows: &[PredictedBox],
     keyframes: &std::ops::RangeInclusive<u32>,
     actions: &BTreeSet<u16>,
     summary: &mut ImportSummary,
@@ -409,9 +461,8 @@ fn proposals(
     match &options.detections {
         Some(path) => {
             let known: BTreeSet<VideoId> = videos.iter().map(|video| video.file).collect();
-            let rows = super::read_own_clock_detections(path)?;
             let mut others = BTreeSet::new();
-            for row in &rows {
+            for row in rows {
                 if !known.contains(&row.key.video) {
                     others.insert(row.key.video.to_string());
                     continue;
@@ -558,10 +609,10 @@ fn manifest(
                     split.clone(),
                     Split {
                         videos: folder.clone(),
-                        ground_truth: Some(ground_truth(split)),
-                        video_ids: None,
+                        ground_truth: (split != TEST_SPLIT).then(|| ground_truth(split)),
+                        video_ids: (split == TEST_SPLIT).then(|| video_ids(split)),
                         excluded_timestamps: Some(excluded_file(split)),
-                        detected_boxes: Some(detections(split)),
+                        detected_boxes: Some(detections_file(split)),
                     },
                 )
             })
@@ -607,6 +658,16 @@ mod tests {
         assert!(strings(&train_only["eval"]["splits"]).is_empty());
         assert_eq!(
             train_only["train"]["settings"]["val_split"].as_str(),
+            Some("")
+        );
+        // Test videos are predicted on by eval, with val or without it.
+        let with_test = read(&["test", "train", "val"]);
+        assert_eq!(strings(&with_test["splits"]), ["train", "val", "test"]);
+        assert_eq!(strings(&with_test["eval"]["splits"]), ["val", "test"]);
+        let test_no_val = read(&["test", "train"]);
+        assert_eq!(strings(&test_no_val["eval"]["splits"]), ["test"]);
+        assert_eq!(
+            test_no_val["train"]["settings"]["val_split"].as_str(),
             Some("")
         );
         // Kept as the user left it; a note when its splits are not the dataset's.

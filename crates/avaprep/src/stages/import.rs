@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use super::StageId;
-use crate::import::{ActionSource, Browser, ImportOptions, ImportSummary, SplitRule, import};
+use crate::import::{
+    ActionSource, Browser, ImportOptions, ImportSummary, SplitRule, TEST_SPLIT, import,
+};
 use crate::layout::{DataLayout, IMPORT_DIR};
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::state::CountsMismatch;
@@ -40,6 +42,10 @@ pub struct ImportParams {
     /// stage's key when it is the default, so imports made before it existed are not redone.
     #[serde(skip_serializing_if = "is_chromium")]
     pub via_browser: Browser,
+    /// Videos of the folder to predict on, by id: the test split, scored at the detector's
+    /// boxes. Left out of the stage's key when empty, as `via_browser` is.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub test: Vec<String>,
 }
 
 fn is_chromium(browser: &Browser) -> bool {
@@ -60,6 +66,7 @@ impl Default for ImportParams {
             detections: None,
             excluded: None,
             via_browser: Browser::Chromium,
+            test: Vec::new(),
         }
     }
 }
@@ -85,6 +92,7 @@ impl ImportParams {
             detections: self.detections.clone(),
             excluded: self.excluded.clone(),
             via_browser: self.via_browser,
+            test: self.test.iter().cloned().collect(),
         }
     }
 }
@@ -143,6 +151,11 @@ impl ImportStage {
             return Err(invalid(
                 "val_fraction 0 makes no val split, and the pipeline's `splits` name val: set val_fraction above 0, name val videos (`val = [...]`), or leave val out of `splits` and [eval]".into(),
             ));
+        }
+        if !params.test.is_empty() && !spec.splits.iter().any(|s| s == TEST_SPLIT) {
+            return Err(invalid(format!(
+                "test names videos to predict on, but the pipeline's `splits` do not name {TEST_SPLIT}: add it to `splits` and to [eval] `splits`"
+            )));
         }
         Ok(Some(ImportStage { params, actions }))
     }
