@@ -69,7 +69,7 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
         detections: args.detections.clone(),
         excluded: args.excluded.clone(),
         via_browser: args.via_browser,
-        test: args.test.clone(),
+        test: args.test.iter().cloned().collect(),
         ..ImportParams::default()
     };
     let options = params.options(args.action_from.clone(), args.out.clone());

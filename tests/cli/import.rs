@@ -1138,7 +1138,8 @@ fn an_import_without_val_writes_a_pipeline_that_trains_on_every_video() {
 /// counted), each on a clock of its own, and the pipeline import writes predicts on them: eval's
 /// test detections are the detector's boxes at exactly those seconds, on the files' own seconds.
 /// A test video that is labelled, not in the folder, or named without detections is a usage
-/// error, and so is a split the detections box nobody in (its file would be empty).
+/// error, and so are test videos the detections box nobody in and a split they box nobody in
+/// (its file would be empty). Importing again says nothing of edits.
 #[test]
 fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
     let source = thirty_fps_video();
@@ -1218,6 +1219,17 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         ],
         "the detections box nobody at a keyframe of the val videos (walk_b)",
     );
+    let past_its_end = clips.path().join("past-its-end.csv");
+    fs::write(&past_its_end, labelled.clone() + &rows("new_c", 3..=5)).unwrap();
+    refused(
+        &[
+            "--detections",
+            past_its_end.to_str().unwrap(),
+            "--test",
+            "new_c",
+        ],
+        "no test video could be used: new_c: a test video, but the detections box nobody",
+    );
 
     let extra = [
         &with_detections[..],
@@ -1294,7 +1306,9 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
     assert!(again.status.success(), "{}", stderr(&again));
     let said = stdout(&again) + &stderr(&again);
     assert!(
-        said.contains("changed since made") && !said.contains("edit the exports"),
+        said.contains("changed since made")
+            && !said.contains("edit the exports")
+            && !said.contains("the folder they are copied from"),
         "{said}"
     );
 }

@@ -171,6 +171,13 @@ pub fn imported_edits_belong(annotations: &Path, data_dir: &Path) -> Option<Stri
     )
 }
 
+/// Whether `annotations` is the folder of a dataset an import wrote (its record beside it).
+pub fn is_imported(annotations: &Path) -> bool {
+    annotations
+        .parent()
+        .is_some_and(|dataset| dataset.join(IMPORT_RECORD).is_file())
+}
+
 /// Whether a file under `folder` was modified after `time`.
 fn written_after(folder: &Path, time: std::time::SystemTime) -> bool {
     let Ok(entries) = std::fs::read_dir(folder) else {

@@ -304,6 +304,12 @@ impl Dataset {
     pub fn open(data_dir: &Path) -> Result<Self, TrainError> {
         let plan = VideoPlan::load(&DataLayout::new(data_dir).video_plan())
             .map_err(super::DataError::from)?;
+        if plan.files.label_map.is_empty() {
+            return Err(TrainError::Config(format!(
+                "{} predates the lists stage (it names no annotation files); run `avaprep fetch` to parse again",
+                DataLayout::new(data_dir).video_plan().display()
+            )));
+        }
         let keyframes = KeyframeRange::new(plan.keyframes[0], plan.keyframes[1])
             .ok_or_else(|| TrainError::Config("the plan's keyframe range is empty".into()))?;
         Ok(Self {
@@ -323,7 +329,7 @@ impl Dataset {
     ) -> Result<(Vec<ClipSample>, SplitAnnotations, usize), TrainError> {
         let files = self.plan.files.splits.get(split).ok_or_else(|| {
             TrainError::Config(format!(
-                "the prepared dataset has no split {split} (it has {})",
+                "the prepared dataset has no split {split} (it has {}): name one it has as `train_split` or `val_split` (`val_split = \"\"` trains without validating)",
                 self.plan
                     .files
                     .splits

@@ -31,7 +31,7 @@ pub fn synthetic_data(videos: usize, seed: u64) -> PathBuf {
         return path.clone();
     }
     let dir = std::env::temp_dir().join(format!(
-        "avaprep-train-synth-v5-n{videos}-s{seed}-h{FRAME_HEIGHT}"
+        "avaprep-train-synth-v6-n{videos}-s{seed}-h{FRAME_HEIGHT}"
     ));
     if !dir.join("complete").exists() {
         let staging = dir.with_extension(format!("tmp{}", std::process::id()));
@@ -107,11 +107,30 @@ fn write_plan(data: &Path, report: &SynthReport) {
             })
         })
         .collect();
+    // The annotation files by AVA's names, as parse records them from the manifest.
+    let split_files = |split: &str, detections: &str| {
+        serde_json::json!({
+            "ground_truth": format!("ava_{split}_v2.2.csv"),
+            "excluded_timestamps": format!("ava_{split}_excluded_timestamps_v2.2.csv"),
+            "detected_boxes": format!("person_box_67091280_iou90/{detections}"),
+        })
+    };
     let plan = serde_json::json!({
         "segment": [f64::from(t.segment_start), f64::from(t.segment_end)],
         "keyframes": [t.first_keyframe, t.last_keyframe],
         "video_start": report.video_start,
         "videos": videos,
+        "files": {
+            "label_map": "ava_action_list_v2.2.pbtxt",
+            "scored_label_map": "ava_action_list_v2.2_for_activitynet_2019.pbtxt",
+            "splits": {
+                "train": split_files(
+                    "train",
+                    "ava_detection_train_boxes_and_labels_include_negative_v2.2.csv",
+                ),
+                "val": split_files("val", "ava_detection_val_boxes_and_labels.csv"),
+            },
+        },
     });
     let path = data.join("work/videos.json");
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

@@ -123,10 +123,6 @@ fn plan_files(manifest: &DatasetManifest, selection: &Selection) -> PlanFiles {
     }
 }
 
-/// How far into a video's last second its span must reach for that second to be a keyframe of
-/// it: a file the dataset records the span of may end within its last keyframe's second.
-pub const KEYFRAME_IN_SPAN: f64 = 1e-3;
-
 /// Reads the annotation files and chooses the videos. With `on_disk`, the file names come from
 /// that folder; a video it lacks stays in the plan under the name it would have, and the
 /// fetch-videos stage reports it missing, as a video the server does not have.
@@ -177,19 +173,6 @@ pub fn build_plan(
                 continue;
             };
             video.span = Some(span.span);
-            // A split without ground truth (test) gives each video every included timestamp:
-            // those the video's own span holds are its keyframes, as fetch-videos checks them.
-            let listed_only = manifest
-                .splits
-                .get(video.split.as_str())
-                .is_some_and(|split| split.ground_truth.is_none());
-            if listed_only {
-                let [start, end] = span.span;
-                video.keyframes.retain(|&second| {
-                    let second = f64::from(second);
-                    second >= start && second + KEYFRAME_IN_SPAN <= end
-                });
-            }
             // A part of a longer file reads that file (parts are an import's, whose videos are
             // on disk: a downloaded dataset has none).
             if let (Some(file), Some(names)) = (span.file, &on_disk_names) {
@@ -271,6 +254,8 @@ fn split_videos(
             }
         }
     }
+    // A listed video the detector boxes nobody in has nothing to extract or predict on.
+    keyframes.retain(|_, seconds| !seconds.is_empty());
     let list_path = manifest
         .videos
         .get(&split.videos)
@@ -331,10 +316,17 @@ fn split_keyframes(
                 .insert(row.key.second);
         }
     } else if let Some(ids) = &split.video_ids {
-        let included = annotations.join(&manifest.labels.included_timestamps);
-        let seconds: BTreeSet<u32> = read_included_timestamps(&included, range)?
-            .into_iter()
-            .collect();
+        // AVA's test videos are boxed at every included timestamp; an import's, each on a clock
+        // of its own, only where the detector boxes someone, which the caller adds.
+        let seconds: BTreeSet<u32> = match manifest.dataset.own_clock {
+            true => BTreeSet::new(),
+            false => {
+                let included = annotations.join(&manifest.labels.included_timestamps);
+                read_included_timestamps(&included, range)?
+                    .into_iter()
+                    .collect()
+            }
+        };
         for id in read_video_ids(&annotations.join(ids))? {
             keyframes.insert(id, seconds.clone());
         }

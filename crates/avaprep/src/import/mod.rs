@@ -316,8 +316,8 @@ fn on_clocks(
             1 => sampled.id,
             _ => part_id(sampled.id, n + 1, videos)?,
         };
-        let (first, last) = (keyframes.first().copied(), keyframes.last().copied());
-        let window = first.unwrap_or(0)..=last.unwrap_or(0);
+        let bound = |second: Option<&u32>| *second.expect("a window holds a keyframe");
+        let window = bound(keyframes.first())..=bound(keyframes.last());
         let (inside, rest) = boxes
             .into_iter()
             .partition(|b: &KeyframeBox| window.contains(&b.second));
@@ -414,8 +414,17 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
     }
     let detections = detections.unwrap_or_default();
     let test = sample_test_videos(options, &test_files, &detections, &mut summary);
+    if !options.test.is_empty() && test.is_empty() {
+        return Err(ImportError::Usage(format!(
+            "no test video could be used: {}",
+            summary.skipped_videos.join("; ")
+        )));
+    }
     if !test.is_empty() {
-        file_splits.insert("test".into(), test.iter().map(|video| video.id).collect());
+        file_splits.insert(
+            TEST_SPLIT.into(),
+            test.iter().map(|video| video.id).collect(),
+        );
     }
     for video in test {
         // Each on a clock of its own: videos to predict on never move the labelled ones'.
@@ -454,7 +463,10 @@ fn test_files(
         let id: VideoId = name.parse().map_err(|reason| {
             ImportError::Usage(format!("test video {name:?}: not a video id ({reason})"))
         })?;
-        if let Some(labelled) = exported.iter().find(|video| stem(&video.name) == name) {
+        if let Some(labelled) = exported
+            .iter()
+            .find(|video| video_id(video).is_ok_and(|labelled| labelled == id))
+        {
             return Err(ImportError::Usage(format!(
                 "test video {name} is labelled in {}: test videos are the ones to predict on, without labels (a labelled video to score goes in val)",
                 labelled.origin

@@ -177,7 +177,12 @@ pub(super) fn write_dataset(
         .unwrap_or(0) as u32;
     let keyframes = FIRST_KEYFRAME..=last_keyframe;
     let known: BTreeSet<u16> = actions.iter().map(|action| action.id).collect();
-    let proposals = proposals(options, videos, detections, &keyframes, &known, summary)?;
+    let test: BTreeSet<VideoId> = splits
+        .get(TEST_SPLIT)
+        .map_or_else(BTreeSet::new, |ids| ids.iter().copied().collect());
+    let proposals = proposals(
+        options, videos, detections, &test, &keyframes, &known, summary,
+    )?;
     let excluded = excluded(options, videos, &keyframes, summary)?;
     let mut files: Vec<(String, String)> = vec![
         (LABELS.into(), label_map(&actions)),
@@ -287,12 +292,12 @@ pub(super) fn write_dataset(
 /// takes (an empty AVA file is a broken download), and nobody there would be scored.
 fn no_proposals(options: &ImportOptions, split: &str, ids: &[VideoId]) -> ImportError {
     let ids: Vec<String> = ids.iter().map(ToString::to_string).collect();
-    let detections = options
-        .detections
-        .as_deref()
-        .map_or_else(String::new, |path| path.display().to_string());
+    let detections = match &options.detections {
+        Some(path) => format!("{}: the detections", path.display()),
+        None => "the detections".to_string(),
+    };
     ImportError::Usage(format!(
-        "{detections}: the detections box nobody at a keyframe of the {split} videos ({}): add the detector's boxes of those videos (on their own seconds), or import without detections to use the ground truth's boxes",
+        "{detections} box nobody at a keyframe of the {split} videos ({}): add the detector's boxes of those videos (on their own seconds), or import without detections to use the ground truth's boxes",
         ids.join(", ")
     ))
 }
@@ -453,6 +458,7 @@ fn proposals(
     options: &ImportOptions,
     videos: &[ImportedVideo],
     rows: &[PredictedBox],
+    test: &BTreeSet<VideoId>,
     keyframes: &std::ops::RangeInclusive<u32>,
     actions: &BTreeSet<u16>,
     summary: &mut ImportSummary,
@@ -467,8 +473,14 @@ fn proposals(
                     others.insert(row.key.video.to_string());
                     continue;
                 }
-                let placed = super::place(videos, row.key.video, row.key.second)
-                    .filter(|(_, second)| keyframes.contains(second));
+                // A test video's keyframes are the detector's own, on the keyframe interval.
+                let placed = super::place(videos, row.key.video, row.key.second).filter(
+                    |(video, second)| {
+                        keyframes.contains(second)
+                            && (!test.contains(&video.id)
+                                || video.keyframes.contains(&row.key.second))
+                    },
+                );
                 let Some((video, second)) = placed else {
                     summary.detections_off_keyframes += 1;
                     continue;

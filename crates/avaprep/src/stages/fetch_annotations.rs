@@ -224,9 +224,9 @@ impl Stage for FetchAnnotationsStage {
 
     fn edits_belong(&self, data_dir: &Path) -> Option<String> {
         if let Some(folder) = &self.params.annotations
-            && let Some(note) = crate::layout::imported_edits_belong(folder, data_dir)
+            && crate::layout::is_imported(folder)
         {
-            return Some(note);
+            return crate::layout::imported_edits_belong(folder, data_dir);
         }
         let source = match (&self.params.annotations, self.params.annotations_on_disk()) {
             (Some(folder), true) => format!("in {}, the folder they are copied from", folder.display()),

@@ -7,6 +7,7 @@
 //! other files it reads and the listing of the videos folder, so an edited export or a video
 //! added imports again, and what changed flows on to the stages after it.
 
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -44,8 +45,8 @@ pub struct ImportParams {
     pub via_browser: Browser,
     /// Videos of the folder to predict on, by id: the test split, scored at the detector's
     /// boxes. Left out of the stage's key when empty, as `via_browser` is.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub test: Vec<String>,
+    #[serde(skip_serializing_if = "BTreeSet::is_empty")]
+    pub test: BTreeSet<String>,
 }
 
 fn is_chromium(browser: &Browser) -> bool {
@@ -66,7 +67,7 @@ impl Default for ImportParams {
             detections: None,
             excluded: None,
             via_browser: Browser::Chromium,
-            test: Vec::new(),
+            test: BTreeSet::new(),
         }
     }
 }
@@ -92,7 +93,7 @@ impl ImportParams {
             detections: self.detections.clone(),
             excluded: self.excluded.clone(),
             via_browser: self.via_browser,
-            test: self.test.iter().cloned().collect(),
+            test: self.test.clone(),
         }
     }
 }

@@ -206,7 +206,9 @@ impl Dataset {
         fetch.resolve_against(spec.folder());
         if let Err(unknown) = manifest.check_splits(&spec.splits) {
             // One video, or a fraction that rounds to none, leaves an import without val.
-            let hint = match spec.imports() && spec.splits.iter().any(|split| split == "val") {
+            let unmade_val = !manifest.splits.contains_key("val")
+                && spec.splits.iter().any(|split| split == "val");
+            let hint = match spec.imports() && unmade_val {
                 true => {
                     "; the import made no val split (one video, or too few for val_fraction): name val videos in [import] (`val = [...]`), or leave val out: `splits = [\"train\"]`, [train] `settings.val_split = \"\"` and [eval] `splits = []`"
                 }
