@@ -1079,19 +1079,7 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
 /// which trains on every video through its whole schedule and scores nothing.
 #[test]
 fn an_import_without_val_writes_a_pipeline_that_trains_on_every_video() {
-    let source = thirty_fps_video();
-    let clips = tempfile::tempdir().unwrap();
-    for (name, seconds) in [("walk_a", "6"), ("walk_b", "4")] {
-        let out = clips.path().join(format!("{name}.mp4"));
-        let cut = ["-i", source.to_str().unwrap(), "-t", seconds];
-        ffmpeg(&[&cut[..], &LOSSLESS_H264, &["-an", out.to_str().unwrap()]].concat());
-    }
-    let labels = clips.path().join("labels.csv");
-    fs::write(
-        &labels,
-        "video,start_frame,label\nwalk_a,0,walk\nwalk_b,0,stand\n",
-    )
-    .unwrap();
+    let (clips, labels) = cut_clips(&[("walk_a", "6"), ("walk_b", "4")]);
     let work = tempfile::tempdir().unwrap();
     let own = work.path().join("own data");
     let output = imported(&labels, clips.path(), &own, &["--val-fraction", "0"]);
@@ -1101,14 +1089,7 @@ fn an_import_without_val_writes_a_pipeline_that_trains_on_every_video() {
     let next = format!("next: avaprep --data-dir DIR run '{}'", pipeline.display());
     assert!(said.contains(&next), "{said}");
     let data = work.path().join("data");
-    let run = avaprep(&data)
-        .arg("run")
-        .arg(&pipeline)
-        .args(["--set", "extract.height=120"])
-        .args(["--set", "train.preset=\"synthetic-tiny\""])
-        .args(["--set", "train.settings.epochs=2"])
-        .output()
-        .unwrap();
+    let run = tiny_run(&data, &pipeline);
     assert!(run.status.success(), "{}", stderr(&run));
     let evaluation = json(&data.join("work/eval.json"));
     assert_eq!(evaluation["splits"], serde_json::json!([]), "{evaluation}");
@@ -1133,23 +1114,12 @@ fn an_import_without_val_writes_a_pipeline_that_trains_on_every_video() {
     assert!(data.join("report/index.html").is_file());
 }
 
-/// Videos named `--test` (not labelled) are the test split: their keyframes are the seconds the
-/// detector boxes someone at within the file (a box past a 3 s clip's end is left out and
-/// counted), each on a clock of its own, and the pipeline import writes predicts on them: eval's
-/// test detections are the detector's boxes at exactly those seconds, on the files' own seconds.
-/// A test video that is labelled, not in the folder, or named without detections is a usage
-/// error, and so are test videos the detections box nobody in and a split they box nobody in
-/// (its file would be empty). Importing again says nothing of edits.
-#[test]
-fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
+/// Clips cut from the miniature's 30 fps video (name, seconds), and whole-clip labels of two of
+/// them: `walk_a` walks, `walk_b` stands.
+fn cut_clips(lengths: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
     let source = thirty_fps_video();
     let clips = tempfile::tempdir().unwrap();
-    for (name, seconds) in [
-        ("walk_a", "6"),
-        ("walk_b", "4"),
-        ("new_c", "3"),
-        ("new_d", "9"),
-    ] {
+    for (name, seconds) in lengths {
         let out = clips.path().join(format!("{name}.mp4"));
         let cut = ["-i", source.to_str().unwrap(), "-t", seconds];
         ffmpeg(&[&cut[..], &LOSSLESS_H264, &["-an", out.to_str().unwrap()]].concat());
@@ -1160,6 +1130,37 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         "video,start_frame,label\nwalk_a,0,walk\nwalk_b,0,stand\n",
     )
     .unwrap();
+    (clips, labels)
+}
+
+/// `avaprep run PIPELINE` with small frames and the tiny network for two epochs.
+fn tiny_run(data: &Path, pipeline: &Path) -> Output {
+    avaprep(data)
+        .arg("run")
+        .arg(pipeline)
+        .args(["--set", "extract.height=120"])
+        .args(["--set", "train.preset=\"synthetic-tiny\""])
+        .args(["--set", "train.settings.epochs=2"])
+        .output()
+        .unwrap()
+}
+
+/// Videos named `--test` (not labelled) are the test split: their keyframes are the seconds the
+/// detector boxes someone at within the file (a box past a 3 s clip's end is left out and
+/// counted), each on a clock of its own, and the pipeline import writes predicts on them: eval's
+/// test detections are the detector's boxes at exactly those seconds, on the files' own seconds.
+/// A test video that is labelled, not in the folder, or named without detections is a usage
+/// error, and so are test videos the detections box nobody in and a split they box nobody in
+/// (its file would be empty). Importing again says nothing of edits.
+#[test]
+fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
+    let lengths = [
+        ("walk_a", "6"),
+        ("walk_b", "4"),
+        ("new_c", "3"),
+        ("new_d", "9"),
+    ];
+    let (clips, labels) = cut_clips(&lengths);
     let detector_box = |video: &str| match video {
         "new_d" => "0.200,0.100,0.600,0.900",
         _ => "0.100,0.200,0.500,0.800",
@@ -1257,14 +1258,7 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
     assert_eq!(summary["file_starts"]["walk_a"], 902, "{summary}");
 
     let data = work.path().join("data");
-    let run = avaprep(&data)
-        .arg("run")
-        .arg(own.join("pipeline.toml"))
-        .args(["--set", "extract.height=120"])
-        .args(["--set", "train.preset=\"synthetic-tiny\""])
-        .args(["--set", "train.settings.epochs=2"])
-        .output()
-        .unwrap();
+    let run = tiny_run(&data, &own.join("pipeline.toml"));
     assert!(run.status.success(), "{}", stderr(&run));
     let run_dir = fs::read_dir(data.join("runs"))
         .unwrap()
