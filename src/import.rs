@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use clap::Args;
 
 use avaprep::import::{
-    ActionSource, Browser, DatasetPipeline, ImportError, ImportSummary, import, write_pipeline,
+    ActionSource, Browser, DatasetPipeline, ImportError, ImportSummary, TEST_SPLIT, import,
+    write_pipeline,
 };
 use avaprep::stages::import::ImportParams;
 use avaprep_shell::{ExitStatus, Printer, UsageError};
@@ -111,10 +112,15 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
 }
 
 fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
-    let splits: Vec<String> = summary
+    let labelled: Vec<(&String, usize)> = summary
         .splits
         .iter()
-        .map(|(split, videos)| format!("{split} {}", videos.len()))
+        .filter(|(split, _)| split.as_str() != TEST_SPLIT)
+        .map(|(split, videos)| (split, videos.len()))
+        .collect();
+    let splits: Vec<String> = labelled
+        .iter()
+        .map(|(split, count)| format!("{split} {count}"))
         .collect();
     let mut actions: Vec<(&u16, &String)> = summary
         .actions
@@ -128,10 +134,10 @@ fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
         .collect();
     let mut lines = vec![
         format!(
-            "imported {} boxes at {} keyframes of {} videos ({})",
+            "imported {} boxes at {} keyframes of {} labelled videos ({})",
             summary.boxes,
             summary.keyframes,
-            summary.splits.values().map(Vec::len).sum::<usize>(),
+            labelled.iter().map(|(_, count)| count).sum::<usize>(),
             splits.join(", ")
         ),
         format!("actions: {}", actions.join(", ")),
@@ -167,10 +173,13 @@ fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
     for (count, what) in left_out.into_iter().filter(|(count, _)| *count > 0) {
         lines.push(format!("{count} {what}"));
     }
-    if let Some(test) = summary.splits.get(avaprep::import::TEST_SPLIT) {
+    if let Some(test) = summary.splits.get(TEST_SPLIT) {
+        let videos = match test.len() {
+            1 => "1 video".to_string(),
+            count => format!("{count} videos"),
+        };
         lines.push(format!(
-            "test: {} videos to predict on, at the {} keyframes the detections box someone at",
-            test.len(),
+            "test: {videos} to predict on, at the {} keyframes the detections box someone at",
             summary.test_keyframes
         ));
     }
@@ -186,10 +195,14 @@ fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
             "no val split (one video, or --val-fraction 0): the pipeline trains its whole schedule without validating, and scores nothing".to_string(),
         );
     }
+    let whose = match pipeline.written {
+        true => "every stage after the import, yours to edit",
+        false => "yours, kept as it is",
+    };
     let pipeline = std::path::absolute(&pipeline.path).unwrap_or(pipeline.path.clone());
     let manifest = std::path::absolute(&summary.manifest).unwrap_or(summary.manifest.clone());
     lines.push(format!(
-        "dataset: {}\npipeline: {} (every stage after the import, yours to edit)\nnext: avaprep --data-dir DIR run {}",
+        "dataset: {}\npipeline: {} ({whose})\nnext: avaprep --data-dir DIR run {}",
         manifest.display(),
         pipeline.display(),
         crate::shell_word(&pipeline)

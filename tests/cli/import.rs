@@ -1151,7 +1151,8 @@ fn tiny_run(data: &Path, pipeline: &Path) -> Output {
 /// test detections are the detector's boxes at exactly those seconds, on the files' own seconds.
 /// A test video that is labelled, not in the folder, or named without detections is a usage
 /// error, and so are test videos the detections box nobody in and a split they box nobody in
-/// (its file would be empty). Importing again says nothing of edits.
+/// (its file would be empty); one test video of several left out is named with why. Importing
+/// again says nothing of edits.
 #[test]
 fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
     let lengths = [
@@ -1159,6 +1160,7 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         ("walk_b", "4"),
         ("new_c", "3"),
         ("new_d", "9"),
+        ("new_e", "2"),
     ];
     let (clips, labels) = cut_clips(&lengths);
     let detector_box = |video: &str| match video {
@@ -1229,7 +1231,35 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
             "--test",
             "new_c",
         ],
-        "no test video could be used: new_c: a test video, but the detections box nobody",
+        "no test video could be used: new_c: a test video, but its boxes scoring 0.8 or more are at seconds 3, 4, 5, none a keyframe within the file",
+    );
+    // A test video the detector boxes nobody in with PySlowFast's score is left out, named
+    // with why (not as a video the import does not know), and the others are imported.
+    let faint = clips.path().join("faint.csv");
+    let faint_rows = rows("new_e", 0..=1).replace(",0.9\n", ",0.5\n");
+    fs::write(
+        &faint,
+        labelled.clone() + &rows("new_c", 0..=2) + &faint_rows,
+    )
+    .unwrap();
+    let partly = avaprep(work.path())
+        .arg("import")
+        .arg(&labels)
+        .arg("--videos")
+        .arg(clips.path())
+        .arg("--out")
+        .arg(work.path().join("partly"))
+        .args(["--val", "walk_b", "--test", "new_c,new_e", "--detections"])
+        .arg(&faint)
+        .output()
+        .unwrap();
+    let said = stdout(&partly) + &stderr(&partly);
+    assert_eq!(partly.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("new_e: a test video, but the detections have no box of it scoring 0.8")
+            && said.contains("test: 1 video to predict on")
+            && !said.contains("not imported"),
+        "{said}"
     );
 
     let extra = [

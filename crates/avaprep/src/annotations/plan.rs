@@ -316,9 +316,10 @@ fn split_keyframes(
                 .insert(row.key.second);
         }
     } else if let Some(ids) = &split.video_ids {
-        // AVA's test videos are boxed at every included timestamp; an import's, each on a clock
-        // of its own, only where the detector boxes someone, which the caller adds.
-        let seconds: BTreeSet<u32> = match manifest.dataset.own_clock {
+        // AVA's test videos are boxed at every included timestamp; an import's (a dataset that
+        // records its videos' spans), each on a clock of its own, only where the detector boxes
+        // someone, which the caller adds.
+        let seconds: BTreeSet<u32> = match manifest.dataset.video_spans.is_some() {
             true => BTreeSet::new(),
             false => {
                 let included = annotations.join(&manifest.labels.included_timestamps);

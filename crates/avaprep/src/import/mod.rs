@@ -30,8 +30,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::annotations::{
-    KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoExtension, VideoFileName, VideoId,
-    read_predicted_boxes,
+    DETECTION_SCORE_THRESHOLD, KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoExtension,
+    VideoFileName, VideoId, read_predicted_boxes,
 };
 use crate::bad_setting::BadSetting;
 pub use export::{ActionSource, Browser, ExportError};
@@ -461,7 +461,9 @@ fn test_files(
     let mut files = Vec::new();
     for name in &options.test {
         let id: VideoId = name.parse().map_err(|reason| {
-            ImportError::Usage(format!("test video {name:?}: not a video id ({reason})"))
+            ImportError::Usage(format!(
+                "test video {name:?}: not a video id ({reason}); rename the file and its detector rows"
+            ))
         })?;
         if let Some(labelled) = exported
             .iter()
@@ -502,9 +504,10 @@ fn sample_test_videos(
                 continue;
             }
         };
+        // The seconds a consumer takes a keyframe from: a box scoring PySlowFast's threshold.
         let detected: BTreeSet<u32> = detections
             .iter()
-            .filter(|row| row.key.video == file.id)
+            .filter(|row| row.key.video == file.id && row.score >= DETECTION_SCORE_THRESHOLD)
             .map(|row| row.key.second)
             .collect();
         let keyframes: BTreeSet<u32> =
@@ -513,9 +516,11 @@ fn sample_test_videos(
                 .filter(|second| detected.contains(second))
                 .collect();
         if keyframes.is_empty() {
-            summary.skipped_videos.push(format!(
-                "{}: a test video, but the detections box nobody at any of its keyframes: nothing to predict on",
-                file.id
+            summary.skipped_videos.push(unboxed_test_video(
+                file.id,
+                &detected,
+                &facts,
+                options.keyframe_interval,
             ));
             continue;
         }
@@ -527,6 +532,33 @@ fn sample_test_videos(
         });
     }
     sampled
+}
+
+/// Why a test video has nothing to predict on: no box scoring the threshold, or none at a
+/// keyframe within the file (seconds from its first frame, on the keyframe interval).
+fn unboxed_test_video(
+    id: VideoId,
+    detected: &BTreeSet<u32>,
+    facts: &VideoFacts,
+    interval: u32,
+) -> String {
+    let threshold = DETECTION_SCORE_THRESHOLD;
+    let why = match detected.is_empty() {
+        true => format!("the detections have no box of it scoring {threshold} or more"),
+        false => {
+            let seconds: Vec<String> = detected.iter().map(u32::to_string).collect();
+            let every = match interval {
+                1 => String::new(),
+                _ => format!(", every {interval} s"),
+            };
+            format!(
+                "its boxes scoring {threshold} or more are at seconds {}, none a keyframe within the file (0 to {:.1} s from its first frame{every})",
+                seconds.join(", "),
+                facts.last_instant()
+            )
+        }
+    };
+    format!("{id}: a test video, but {why}: nothing to predict on")
 }
 
 /// Browsers' times of a video less than this (a tenth of a second) apart agree for a box: within
