@@ -1181,18 +1181,22 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
     .unwrap();
     let work = tempfile::tempdir().unwrap();
     let own = work.path().join("own");
-    let refused = |extra: &[&str], expected: &str| {
-        let output = avaprep(work.path())
+    // `avaprep import` of the labels with walk_b as val, into `out`.
+    let import_into = |out: &Path, extra: &[&str]| {
+        avaprep(work.path())
             .arg("import")
             .arg(&labels)
             .arg("--videos")
             .arg(clips.path())
             .arg("--out")
-            .arg(&own)
+            .arg(out)
             .args(["--val", "walk_b"])
             .args(extra)
             .output()
-            .unwrap();
+            .unwrap()
+    };
+    let refused = |extra: &[&str], expected: &str| {
+        let output = import_into(&own, extra);
         assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
         assert!(stderr(&output).contains(expected), "{}", stderr(&output));
         assert!(!own.join("dataset.toml").exists());
@@ -1207,30 +1211,25 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         &[&with_detections[..], &["--test", "new_x"]].concat(),
         "test video new_x is not in",
     );
-    let without_val_boxes = clips.path().join("train-only.csv");
-    fs::write(
-        &without_val_boxes,
+    // Detections of their own, in a file named `name`, with one test video.
+    let refused_with = |name: &str, rows: String, test: &str, expected: &str| {
+        let path = clips.path().join(name);
+        fs::write(&path, rows).unwrap();
+        refused(
+            &["--detections", path.to_str().unwrap(), "--test", test],
+            expected,
+        );
+    };
+    refused_with(
+        "train-only.csv",
         rows("walk_a", 0..=5) + &rows("new_d", 1..=8),
-    )
-    .unwrap();
-    refused(
-        &[
-            "--detections",
-            without_val_boxes.to_str().unwrap(),
-            "--test",
-            "new_d",
-        ],
+        "new_d",
         "the detections box nobody at a keyframe of the val videos (walk_b)",
     );
-    let past_its_end = clips.path().join("past-its-end.csv");
-    fs::write(&past_its_end, labelled.clone() + &rows("new_c", 3..=5)).unwrap();
-    refused(
-        &[
-            "--detections",
-            past_its_end.to_str().unwrap(),
-            "--test",
-            "new_c",
-        ],
+    refused_with(
+        "past-its-end.csv",
+        labelled.clone() + &rows("new_c", 3..=5),
+        "new_c",
         "no test video could be used: new_c: a test video, but its boxes scoring 0.8 or more are at seconds 3, 4, 5, none a keyframe within the file",
     );
     // A test video the detector boxes nobody in with PySlowFast's score is left out, named
@@ -1242,17 +1241,15 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         labelled.clone() + &rows("new_c", 0..=2) + &faint_rows,
     )
     .unwrap();
-    let partly = avaprep(work.path())
-        .arg("import")
-        .arg(&labels)
-        .arg("--videos")
-        .arg(clips.path())
-        .arg("--out")
-        .arg(work.path().join("partly"))
-        .args(["--val", "walk_b", "--test", "new_c,new_e", "--detections"])
-        .arg(&faint)
-        .output()
-        .unwrap();
+    let partly = import_into(
+        &work.path().join("partly"),
+        &[
+            "--test",
+            "new_c,new_e",
+            "--detections",
+            faint.to_str().unwrap(),
+        ],
+    );
     let said = stdout(&partly) + &stderr(&partly);
     assert_eq!(partly.status.code(), Some(1), "{said}");
     assert!(
