@@ -163,6 +163,17 @@ pub fn own_seconds_file(detections: &Path) -> PathBuf {
 }
 
 impl VideoPlan {
+    /// Why a plan written at `path` cannot be read from: one from before plans named their
+    /// annotation files (the lists and the trainer read the files it names).
+    pub fn unnamed_files(&self, path: &Path) -> Option<String> {
+        self.files.label_map.is_empty().then(|| {
+            format!(
+                "{} predates the lists stage (it names no annotation files); run `avaprep fetch` to parse again",
+                path.display()
+            )
+        })
+    }
+
     /// A dataset second on the video file's own clock, for a dataset of videos on their own
     /// clock (`None` for AVA, whose seconds are the ones people use): the file's id (a part's is
     /// its longer file's) and the second in it.

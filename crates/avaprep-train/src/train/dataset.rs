@@ -302,13 +302,10 @@ pub struct Dataset {
 
 impl Dataset {
     pub fn open(data_dir: &Path) -> Result<Self, TrainError> {
-        let plan = VideoPlan::load(&DataLayout::new(data_dir).video_plan())
-            .map_err(super::DataError::from)?;
-        if plan.files.label_map.is_empty() {
-            return Err(TrainError::Config(format!(
-                "{} predates the lists stage (it names no annotation files); run `avaprep fetch` to parse again",
-                DataLayout::new(data_dir).video_plan().display()
-            )));
+        let path = DataLayout::new(data_dir).video_plan();
+        let plan = VideoPlan::load(&path).map_err(super::DataError::from)?;
+        if let Some(problem) = plan.unnamed_files(&path) {
+            return Err(TrainError::Config(problem));
         }
         let keyframes = KeyframeRange::new(plan.keyframes[0], plan.keyframes[1])
             .ok_or_else(|| TrainError::Config("the plan's keyframe range is empty".into()))?;

@@ -493,6 +493,16 @@ fn sample_test_videos(
     detections: &[PredictedBox],
     summary: &mut ImportSummary,
 ) -> Vec<SampledVideo> {
+    // The seconds a consumer takes a keyframe from: a box scoring PySlowFast's threshold.
+    let mut detected: BTreeMap<VideoId, BTreeSet<u32>> = BTreeMap::new();
+    for row in detections {
+        if row.score >= DETECTION_SCORE_THRESHOLD {
+            detected
+                .entry(row.key.video)
+                .or_default()
+                .insert(row.key.second);
+        }
+    }
     let mut sampled = Vec::new();
     for file in files {
         let facts = match probe(&options.videos.join(file.to_string())) {
@@ -504,12 +514,7 @@ fn sample_test_videos(
                 continue;
             }
         };
-        // The seconds a consumer takes a keyframe from: a box scoring PySlowFast's threshold.
-        let detected: BTreeSet<u32> = detections
-            .iter()
-            .filter(|row| row.key.video == file.id && row.score >= DETECTION_SCORE_THRESHOLD)
-            .map(|row| row.key.second)
-            .collect();
+        let detected = detected.remove(&file.id).unwrap_or_default();
         let keyframes: BTreeSet<u32> =
             resolve::keyframe_seconds(facts.last_instant(), options.keyframe_interval)
                 .into_iter()
@@ -535,7 +540,7 @@ fn sample_test_videos(
 }
 
 /// Why a test video has nothing to predict on: no box scoring the threshold, or none at a
-/// keyframe within the file (seconds from its first frame, on the keyframe interval).
+/// keyframe within the file (seconds from its start, on the keyframe interval).
 fn unboxed_test_video(
     id: VideoId,
     detected: &BTreeSet<u32>,
@@ -552,7 +557,7 @@ fn unboxed_test_video(
                 _ => format!(", every {interval} s"),
             };
             format!(
-                "its boxes scoring {threshold} or more are at seconds {}, none a keyframe within the file (0 to {:.1} s from its first frame{every})",
+                "its boxes scoring {threshold} or more are at seconds {}, none a keyframe within the file (0 to {:.1} s from its start{every})",
                 seconds.join(", "),
                 facts.last_instant()
             )

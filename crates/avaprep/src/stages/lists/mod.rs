@@ -145,11 +145,8 @@ impl Stage for ListsStage {
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
         let layout = DataLayout::new(context.data_dir);
         let plan = VideoPlan::load(&layout.video_plan()).map_err(ItemError::input)?;
-        if plan.files.label_map.is_empty() {
-            return Err(ItemError::input(format!(
-                "{} predates the lists stage (it names no annotation files); run `avaprep fetch` to parse again",
-                layout.video_plan().display()
-            )));
+        if let Some(problem) = plan.unnamed_files(&layout.video_plan()) {
+            return Err(ItemError::input(problem));
         }
         let written = write_all(&layout, &plan, &self.params, context.cancel).map_err(|error| {
             match withdraw_lists(&layout, &plan) {
