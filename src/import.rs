@@ -8,6 +8,7 @@ use avaprep::import::{
     ActionSource, Browser, DatasetPipeline, ImportError, ImportSummary, TEST_SPLIT, import,
     write_pipeline,
 };
+use avaprep::progress::counted;
 use avaprep::stages::import::ImportParams;
 use avaprep_shell::{ExitStatus, Printer, UsageError};
 
@@ -134,53 +135,64 @@ fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
         .collect();
     let mut lines = vec![
         format!(
-            "imported {} boxes at {} keyframes of {} labelled videos ({})",
-            summary.boxes,
-            summary.keyframes,
-            labelled.iter().map(|(_, count)| count).sum::<usize>(),
+            "imported {} at {} of {} ({})",
+            counted(summary.boxes, "box", "boxes"),
+            counted(summary.keyframes, "keyframe", "keyframes"),
+            counted(
+                labelled.iter().map(|(_, count)| count).sum::<usize>() as u64,
+                "labelled video",
+                "labelled videos"
+            ),
             splits.join(", ")
         ),
         format!("actions: {}", actions.join(", ")),
         format!("proposals: {}", summary.proposals),
     ];
     let left_out = [
-        (summary.clipped_boxes, "boxes clipped to the frame"),
+        (
+            summary.clipped_boxes,
+            ["box", "boxes"],
+            "clipped to the frame",
+        ),
         (
             summary.boxes_outside_frame,
-            "boxes outside the frame, left out",
+            ["box", "boxes"],
+            "outside the frame, left out",
         ),
         (
             summary.boxes_without_action,
-            "boxes without an action, left out",
+            ["box", "boxes"],
+            "without an action, left out",
         ),
         (
             summary.shapes_off_keyframe,
-            "shapes far from any keyframe, left out",
+            ["shape", "shapes"],
+            "far from any keyframe, left out",
         ),
         (
             summary.detections_off_keyframes,
-            "detector boxes at seconds that are no keyframe, left out",
+            ["detector box", "detector boxes"],
+            "at seconds that are no keyframe, left out",
         ),
         (
             summary.exclusions_off_keyframes,
-            "exclusions at seconds that are no keyframe, left out",
+            ["exclusion", "exclusions"],
+            "at seconds that are no keyframe, left out",
         ),
         (
             summary.missing_videos.len() as u64,
-            "videos not in the folder",
+            ["video", "videos"],
+            "not in the folder",
         ),
     ];
-    for (count, what) in left_out.into_iter().filter(|(count, _)| *count > 0) {
-        lines.push(format!("{count} {what}"));
+    for (count, [one, many], what) in left_out.into_iter().filter(|(count, ..)| *count > 0) {
+        lines.push(format!("{} {what}", counted(count, one, many)));
     }
     if let Some(test) = summary.splits.get(TEST_SPLIT) {
-        let videos = match test.len() {
-            1 => "1 video".to_string(),
-            count => format!("{count} videos"),
-        };
         lines.push(format!(
-            "test: {videos} to predict on, at the {} keyframes the detections box someone at",
-            summary.test_keyframes
+            "test: {} to predict on, at the {} the detections box someone at",
+            counted(test.len() as u64, "video", "videos"),
+            counted(summary.test_keyframes, "keyframe", "keyframes")
         ));
     }
     for (file, parts) in &summary.parts {
@@ -205,7 +217,7 @@ fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
         "dataset: {}\npipeline: {} ({whose})\nnext: avaprep --data-dir DIR run {}",
         manifest.display(),
         pipeline.display(),
-        crate::shell_word(&pipeline)
+        avaprep_shell::shell_word(&pipeline)
     ));
     lines.join("\n")
 }

@@ -6,6 +6,7 @@ use clap::Args;
 
 use avaprep::import::Browser;
 use avaprep::import::keyframes::{KeyframeOptions, KeyframeSummary, export_keyframes};
+use avaprep::progress::counted;
 use avaprep_shell::{ExitStatus, Printer, UsageError};
 
 #[derive(Debug, Args)]
@@ -58,6 +59,12 @@ pub fn run(args: &KeyframesArgs, printer: &Printer) -> anyhow::Result<ExitStatus
     for problem in &summary.skipped_videos {
         eprintln!("error: video {problem}; left out");
     }
+    if !summary.detections_of_other_videos.is_empty() {
+        printer.note(&format!(
+            "warning: the detections name videos with no keyframe images here, their boxes left out: {}",
+            summary.detections_of_other_videos.join(", ")
+        ));
+    }
     printer.result(&summary_text(args, &summary));
     Ok(match summary.skipped_videos.is_empty() {
         true => ExitStatus::Success,
@@ -67,13 +74,19 @@ pub fn run(args: &KeyframesArgs, printer: &Printer) -> anyhow::Result<ExitStatus
 
 fn summary_text(args: &KeyframesArgs, summary: &KeyframeSummary) -> String {
     let mut lines = vec![format!(
-        "{} keyframe images of {} videos, {} person boxes drawn",
-        summary.images, summary.videos, summary.boxes
+        "{} of {}, {} drawn",
+        counted(summary.images as u64, "keyframe image", "keyframe images"),
+        counted(summary.videos as u64, "video", "videos"),
+        counted(summary.boxes as u64, "person box", "person boxes")
     )];
     if summary.detections_off_keyframes > 0 {
         lines.push(format!(
-            "{} detector boxes at no keyframe of a video here, left out",
-            summary.detections_off_keyframes
+            "{} at seconds that are no keyframe, left out",
+            counted(
+                summary.detections_off_keyframes as u64,
+                "detector box",
+                "detector boxes"
+            )
         ));
     }
     let interval = match args.keyframe_interval {
@@ -99,7 +112,7 @@ fn summary_text(args: &KeyframesArgs, summary: &KeyframeSummary) -> String {
     };
     lines.push(format!(
         "next: avaprep import EXPORT --videos {} --out DATASET --action-from checkboxes{interval}{via_browser}",
-        crate::shell_word(&args.videos)
+        avaprep_shell::shell_word(&args.videos)
     ));
     lines.join("\n")
 }

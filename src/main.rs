@@ -132,11 +132,3 @@ fn quiet_libav(verbosity: avaprep_shell::Verbosity) {
     };
     ffmpeg_next::util::log::set_level(level);
 }
-
-/// A path as one word of a shell command (quoted where it holds a space or another character
-/// the shell reads), for the `next:` lines a user copies.
-#[cfg(feature = "extract")]
-fn shell_word(path: &std::path::Path) -> String {
-    let text = path.display().to_string();
-    shlex::try_quote(&text).map_or(text.clone(), |quoted| quoted.into_owned())
-}

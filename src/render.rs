@@ -8,6 +8,7 @@ use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::{
     AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore,
 };
+use avaprep::progress::human_bytes;
 use avaprep::stages::lists::relocate_configs;
 use avaprep::stages::{StageId, blocker_text};
 
@@ -167,19 +168,4 @@ pub fn figures(files: u64, bytes: u64, seconds: f64) -> String {
         return String::new();
     }
     format!(", {files} files, {}, {seconds:.1} s", human_bytes(bytes))
-}
-
-pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut value = bytes as f64;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    if unit == 0 {
-        format!("{bytes} B")
-    } else {
-        format!("{value:.1} {}", UNITS[unit])
-    }
 }

@@ -7,7 +7,7 @@ use clap::Args;
 use avaprep_shell::Printer;
 use avaprep_testbed::synth::{MANIFEST_FILE, Profile, SynthConfig, generate};
 
-use crate::render::human_bytes;
+use avaprep::progress::human_bytes;
 use avaprep_shell::ExitStatus;
 
 #[derive(Debug, Args)]

@@ -245,7 +245,7 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
         stderr(&output)
     );
     assert!(
-        stdout(&output).contains("1 detector boxes at seconds that are no keyframe, left out"),
+        stdout(&output).contains("1 detector box at seconds that are no keyframe, left out"),
         "{}",
         stdout(&output)
     );
@@ -258,7 +258,7 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
         proposals,
         format!("{video},{second:04},0.100,0.100,0.500,0.900,,0.800000\n")
     );
-    assert!(stdout(&output).contains("1 boxes clipped to the frame"));
+    assert!(stdout(&output).contains("1 box clipped to the frame"));
     let train = fs::read_to_string(out.path().join("annotations/ava_train_v2.2.csv")).unwrap();
     assert!(
         train
@@ -712,6 +712,65 @@ fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_im
         assert_boxes_are_the_detectors_with_walk(&dataset, &detections);
     };
     import_ticked("labelled.xml", ticked, "chromium");
+
+    // Every box ticked but one video's, left to predict on: its boxes, drawn and never ticked,
+    // are no labels, so `--test` takes it (before, "test video ... is labelled").
+    let val = val_videos();
+    let to_predict = report()["videos"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|video| video["id"].as_str().unwrap().to_string())
+        .find(|id| !val.contains(id) && task.contains(&format!("name=\"{id}/")))
+        .unwrap();
+    let ticked_but = |left: &str| -> String {
+        task.split_inclusive("</image>")
+            .map(|image| match image.contains(&format!("name=\"{left}/")) {
+                true => image.to_string(),
+                false => image.replace(
+                    "<attribute name=\"walk\">false</attribute>",
+                    "<attribute name=\"walk\">true</attribute>",
+                ),
+            })
+            .collect()
+    };
+    let export = work.path().join("all-but-one.xml");
+    fs::write(&export, ticked_but(&to_predict)).unwrap();
+    // The detector's rows as a person detector writes them: no action in the label column.
+    let unlabelled = work.path().join("unlabelled-detections.csv");
+    let rows: String = fs::read_to_string(&detections)
+        .unwrap()
+        .lines()
+        .map(|line| {
+            let mut fields: Vec<&str> = line.split(',').collect();
+            fields[6] = "";
+            fields.join(",") + "\n"
+        })
+        .collect();
+    fs::write(&unlabelled, rows).unwrap();
+    let dataset = work.path().join("all-but-one");
+    let output = imported(
+        &export,
+        &videos(),
+        &dataset,
+        &[
+            "--action-from",
+            "checkboxes",
+            "--val",
+            &val.join(","),
+            "--detections",
+            unlabelled.to_str().unwrap(),
+            "--test",
+            &to_predict,
+        ],
+    );
+    assert!(
+        !stdout(&output).contains("without an action"),
+        "{}",
+        stdout(&output)
+    );
+    let splits = &json(&dataset.join("import.json"))["splits"];
+    assert_eq!(splits["test"], serde_json::json!([to_predict]));
 
     // The VIA project: every video's file, the same boxes, no action ticked yet.
     let mut project = json(&out.join("via_project.json"));
@@ -1335,8 +1394,9 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
 }
 
 /// `keyframes` on a folder with files named as videos that cannot be used as named (a space, a
-/// dot in the stem, an upper-case extension) names each with what to do and exits 1, having
-/// written the others; a `--videos` that is no folder is a usage error naming the flag; and
+/// dot in the stem, an upper-case extension) names each with what to rename it to and exits 1,
+/// having written the others; detector boxes of a video not written are named by video, apart
+/// from those at no keyframe; a `--videos` that is no folder is a usage error naming the flag; and
 /// Ctrl-C stops it between videos, leaving the task and project of the last whole run.
 #[test]
 fn keyframes_names_misnamed_videos_and_stops_at_ctrl_c() {
@@ -1373,9 +1433,12 @@ fn keyframes_names_misnamed_videos_and_stops_at_ctrl_c() {
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let said = stderr(&output);
     for (name, what) in [
-        ("my clip.mp4", "rename it"),
-        ("take.2.mp4", "rename it"),
-        ("IMG_0042.MOV", "the extension must be .mp4"),
+        ("my clip.mp4", "rename it `my_clip.mp4`"),
+        ("take.2.mp4", "rename it `take_2.mp4`"),
+        (
+            "IMG_0042.MOV",
+            "the extension must be .mp4; rename it `IMG_0042.mp4`",
+        ),
     ] {
         assert!(
             said.contains(&format!("{name}: ")) && said.contains(what),
@@ -1391,6 +1454,24 @@ fn keyframes_names_misnamed_videos_and_stops_at_ctrl_c() {
         .map(|entry| entry.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert_eq!(written, ["good"]);
+    // A detector's rows: one on a keyframe of the 3 s clip, one past its end, one of a video
+    // spelt wrong.
+    let detections = work.path().join("boxes.csv");
+    let row = |video: &str, second: &str| format!("{video},{second},0.1,0.1,0.5,0.9,,0.9\n");
+    let rows = row("good", "0001") + &row("good", "0009") + &row("wlak_01", "0001");
+    fs::write(&detections, rows).unwrap();
+    let output = keyframes(&odd)
+        .arg("--detections")
+        .arg(&detections)
+        .output()
+        .unwrap();
+    let said = stdout(&output) + &stderr(&output);
+    assert!(
+        said.contains("1 person box drawn")
+            && said.contains("their boxes left out: wlak_01")
+            && said.contains("1 detector box at seconds that are no keyframe, left out"),
+        "{said}"
+    );
     let task = fs::read(out.join("annotations.xml")).unwrap();
 
     let nowhere = keyframes(&work.path().join("nowhere")).output().unwrap();

@@ -514,7 +514,10 @@ fn a_cancelled_report_writes_no_page() {
 
 /// The weights a run wrote record their network: `predict` builds it from them, without being
 /// told the preset that trained them. Before, it built the default preset's R50 and failed with
-/// `no tensor s2.pathway0_res2...`.
+/// `no tensor s2.pathway0_res2...`. Its other settings (crop, clip, thresholds) are the run's
+/// `config.toml` beside the weights: its rows are the eval stage's, byte for byte (with the
+/// default recipe's, every score differed). A data directory left unnamed gets the one the
+/// weights are a run of.
 #[test]
 fn predict_builds_the_network_the_weights_record() {
     // A copy: predict holds its data directory, which the other tests here run pipelines in.
@@ -539,6 +542,27 @@ fn predict_builds_the_network_the_weights_record() {
         .output()
         .unwrap();
     assert!(predicted.status.success(), "{}", stderr(&predicted));
+    let said = stdout(&predicted) + &stderr(&predicted);
+    assert!(said.contains("config.toml, the run's own"), "{said}");
     let rows = std::fs::read_to_string(out.path().join("detections.csv")).unwrap();
     assert!(rows.lines().count() > 10, "{rows}");
+    let evaluated: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(data.join("work/eval.json")).unwrap()).unwrap();
+    let stage_rows = data.join(evaluated["splits"][0]["detections"].as_str().unwrap());
+    assert!(
+        rows == std::fs::read_to_string(stage_rows).unwrap(),
+        "predict's rows differ from the eval stage's"
+    );
+
+    let elsewhere = tempfile::tempdir().unwrap();
+    let unnamed = avaprep(elsewhere.path())
+        .args(["predict", "--split", "val", "--weights"])
+        .arg(&weights)
+        .arg("--out")
+        .arg(out.path().join("nowhere.csv"))
+        .output()
+        .unwrap();
+    assert_eq!(unnamed.status.code(), Some(2), "{}", stderr(&unnamed));
+    let hint = format!("`avaprep --data-dir {} predict", data.display());
+    assert!(stderr(&unnamed).contains(&hint), "{}", stderr(&unnamed));
 }

@@ -1,6 +1,6 @@
 //! `avaprep predict`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use clap::Args;
@@ -31,8 +31,14 @@ pub fn run(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<()> {
-    let config = args.settings.train_config()?;
-    check_split(&global.data_dir, &args.split)?;
+    let (config, recorded) = args.settings.for_weights(&args.weights)?;
+    check_split(&global.data_dir, &args.split, &args.weights)?;
+    if let Some(recorded) = recorded {
+        printer.note(&format!(
+            "settings: {}, the run's own (--preset or --config to choose others)",
+            recorded.display()
+        ));
+    }
     // The frames it reads must not change under it.
     let _held = avaprep::pipeline::lock::DataDirLock::acquire_unless_parent_holds(
         &global.data_dir,
@@ -68,20 +74,56 @@ pub fn run(
     Ok(())
 }
 
-/// A split the dataset does not have is a usage error, before the model is built.
+/// A data directory not prepared, or not with the split, is a usage error, before the model is
+/// built.
 fn check_split(
-    data_dir: &std::path::Path,
+    data_dir: &Path,
     split: &avaprep::split::SplitName,
+    weights: &Path,
 ) -> anyhow::Result<()> {
-    let plan = avaprep::records::VideoPlan::load(
-        &avaprep::layout::DataLayout::new(data_dir).video_plan(),
-    )?;
+    let plan_path = avaprep::layout::DataLayout::new(data_dir).video_plan();
+    if !plan_path.is_file() {
+        return Err(UsageError(unprepared(data_dir, weights)).into());
+    }
+    let plan = avaprep::records::VideoPlan::load(&plan_path)?;
     if plan.files.splits.contains_key(split.as_str()) {
         return Ok(());
     }
-    let unknown = avaprep::split::UnknownSplit {
-        split: split.clone(),
-        known: plan.files.splits.keys().cloned().collect(),
+    let prepared: Vec<&str> = plan.files.splits.keys().map(String::as_str).collect();
+    Err(UsageError(format!(
+        "--split {split}: {} was prepared with the splits {} only; add \"{split}\" to the pipeline's `splits` and prepare it with `avaprep --data-dir {} run PIPELINE --until validate`",
+        data_dir.display(),
+        prepared.join(", "),
+        avaprep_shell::shell_word(data_dir)
+    ))
+    .into())
+}
+
+/// "data holds no prepared dataset", with the data directory a run's weights name
+/// (`DIR/runs/RUN/best-*.safetensors`): `--data-dir` is easily left out, as `./data` is its
+/// default.
+fn unprepared(data_dir: &Path, weights: &Path) -> String {
+    let run_of = weights
+        .parent()
+        .and_then(Path::parent)
+        .filter(|runs| runs.file_name().is_some_and(|name| name == "runs"))
+        .and_then(Path::parent)
+        .map(|dir| match dir.as_os_str().is_empty() {
+            true => Path::new("."),
+            false => dir,
+        });
+    let hint = match run_of {
+        Some(dir) if dir != data_dir => format!(
+            "; the weights are a run of {}: `avaprep --data-dir {} predict ...`",
+            dir.display(),
+            avaprep_shell::shell_word(dir)
+        ),
+        _ => "; name the data directory the run trained on with `--data-dir DIR`".to_string(),
     };
-    Err(UsageError(format!("--split {split}: {unknown}")).into())
+    let layout = avaprep::layout::DataLayout::new(data_dir);
+    format!(
+        "{} holds no prepared dataset (no {}){hint}",
+        data_dir.display(),
+        layout.relative(&layout.video_plan())
+    )
 }

@@ -5,6 +5,8 @@ use std::path::{Path, PathBuf};
 use anyhow::Context as _;
 use clap::Args;
 
+use avaprep::trainer_protocol::run_files;
+
 use crate::train::{Preset, TrainConfig};
 use avaprep_shell::UsageError;
 
@@ -38,6 +40,31 @@ impl SettingsArgs {
     pub fn names_a_recipe(&self) -> bool {
         self.preset.is_some() || self.config.is_some()
     }
+
+    /// Predict's settings: those named; else, for weights in a run's folder, the run's own
+    /// `config.toml` (the crop, clip and thresholds they were trained and scored with; the
+    /// default recipe's would score them on other inputs), returned with its path.
+    pub fn for_weights(&self, weights: &Path) -> anyhow::Result<(TrainConfig, Option<PathBuf>)> {
+        let run_dir = weights.parent().unwrap_or(Path::new("."));
+        let recorded = run_dir.join(run_files::CONFIG_TOML);
+        if self.names_a_recipe() || !recorded.is_file() {
+            return Ok((self.train_config()?, None));
+        }
+        let config = avaprep::trainer_settings::resolve_recorded(
+            toml::Table::try_from(read_run_config(run_dir)?).expect("a config serialises"),
+            &self.overrides,
+        )
+        .map_err(|message| UsageError(format!("training settings: {message}")))?;
+        Ok((config, Some(recorded)))
+    }
+}
+
+/// The settings a run recorded in its folder.
+pub fn read_run_config(run_dir: &Path) -> anyhow::Result<TrainConfig> {
+    let path = run_dir.join(run_files::CONFIG_TOML);
+    let text = std::fs::read_to_string(&path)
+        .with_context(|| format!("{}: the run's settings", path.display()))?;
+    toml::from_str(&text).with_context(|| format!("{}: the run's settings", path.display()))
 }
 
 /// A preset, then a settings file over it, then `--set` overrides (dotted keys reach nested

@@ -3,7 +3,6 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
-use anyhow::Context as _;
 use clap::Args;
 
 use avaprep::layout::DataLayout;
@@ -12,7 +11,7 @@ use avaprep::trainer_protocol::run_files;
 use avaprep::trainer_settings::{TrainConfig, differences};
 use avaprep_shell::{Printer, UsageError, command_line};
 
-use crate::settings::SettingsArgs;
+use crate::settings::{SettingsArgs, read_run_config};
 use crate::train::{InitReport, TrainEvent};
 use avaprep_shell::GlobalArgs;
 
@@ -171,13 +170,6 @@ fn resumed_run(
 fn list(differences: &[avaprep::trainer_settings::Difference]) -> String {
     let shown: Vec<String> = differences.iter().map(ToString::to_string).collect();
     shown.join(", ")
-}
-
-fn read_run_config(run_dir: &Path) -> anyhow::Result<TrainConfig> {
-    let path = run_dir.join(run_files::CONFIG_TOML);
-    let text = std::fs::read_to_string(&path)
-        .with_context(|| format!("{}: the run's settings", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("{}: the run's settings", path.display()))
 }
 
 /// The data directory's run whose checkpoint was written last, whichever command made it.

@@ -5,6 +5,7 @@
 
 pub mod annotations;
 pub mod bad_setting;
+pub mod decimal;
 pub mod eval;
 #[cfg(feature = "extract")]
 pub mod extract;

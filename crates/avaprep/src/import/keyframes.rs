@@ -57,9 +57,11 @@ pub struct KeyframeSummary {
     pub images: usize,
     /// Detector boxes drawn in the task (and the project).
     pub boxes: usize,
-    /// Detector boxes at a second that is no keyframe of its video, or of a video not in the
-    /// folder: not drawn.
+    /// Detector boxes at a second that is no keyframe of their video: not drawn.
     pub detections_off_keyframes: usize,
+    /// Videos the detections name whose keyframes were not written (not in the folder, or left
+    /// out): their boxes are not drawn.
+    pub detections_of_other_videos: Vec<String>,
     /// Videos that could not be read, or whose file names cannot be used, with why; the others
     /// are written.
     pub skipped_videos: Vec<String>,
@@ -149,11 +151,16 @@ pub fn export_keyframes(
         .filter(|(key, _)| keys.contains(key))
         .map(|(_, boxes)| boxes.len())
         .sum();
-    summary.detections_off_keyframes = detected
+    let (on_videos_here, elsewhere): (Vec<_>, Vec<_>) = detected
         .iter()
         .filter(|(key, _)| !keys.contains(key))
-        .map(|(_, boxes)| boxes.len())
-        .sum();
+        .partition(|((video, _), _)| keyframed.contains_key(video));
+    summary.detections_off_keyframes = on_videos_here.iter().map(|(_, boxes)| boxes.len()).sum();
+    let others: BTreeSet<String> = elsewhere
+        .iter()
+        .map(|((video, _), _)| video.to_string())
+        .collect();
+    summary.detections_of_other_videos = others.into_iter().collect();
     summary.archive = options.out.join(IMAGES_ARCHIVE);
     write_archive(&options.out, &images, &summary.archive)?;
     summary.task = options.out.join(TASK_FILE);

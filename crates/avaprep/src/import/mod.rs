@@ -366,6 +366,9 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
     let mut sampled = Vec::new();
     for video in &exported {
         let id = video_id(video)?;
+        if test_files.iter().any(|file| file.id == id) {
+            continue;
+        }
         let Some(file) = on_disk.get(&id) else {
             summary.missing_videos.push(id.to_string());
             continue;
@@ -452,7 +455,9 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
 }
 
 /// The files of the videos to predict on (`test`), checked before any video is read: each in
-/// the folder, labelled in no export, and only with a detector's boxes to score.
+/// the folder, labelled in no export, and only with a detector's boxes to score. A test video's
+/// boxes in an export with no action (a keyframes task over the whole folder, nobody ticked
+/// there) are no labels, and are left as they are.
 fn test_files(
     options: &ImportOptions,
     exported: &[ExportedVideo],
@@ -465,13 +470,15 @@ fn test_files(
                 "test video {name:?}: not a video id ({reason}); rename the file and its detector rows"
             ))
         })?;
-        if let Some(labelled) = exported
+        let labelled = exported
             .iter()
-            .find(|video| video_id(video).is_ok_and(|labelled| labelled == id))
-        {
+            .filter(|video| video_id(video).is_ok_and(|labelled| labelled == id))
+            .flat_map(|video| &video.tracks)
+            .find(|track| track.shapes.iter().any(|shape| !shape.actions.is_empty()));
+        if let Some(track) = labelled {
             return Err(ImportError::Usage(format!(
                 "test video {name} is labelled in {}: test videos are the ones to predict on, without labels (a labelled video to score goes in val)",
-                labelled.origin
+                track.origin
             )));
         }
         let Some(file) = on_disk.get(&id) else {
@@ -843,11 +850,32 @@ fn misnamed_videos(folder: &Path) -> Vec<String> {
             if ext != wanted {
                 problems.push(format!("the extension must be .{wanted}"));
             }
-            Some(format!("{name}: {}; rename it", problems.join(", and ")))
+            Some(format!(
+                "{name}: {}; rename it `{}.{wanted}`",
+                problems.join(", and "),
+                usable_stem(stem)
+            ))
         })
         .collect();
     misnamed.sort();
     misnamed
+}
+
+/// A video id close to `stem`: each character an id cannot hold becomes `_`, cut to an id's
+/// length (`my clip` -> `my_clip`, `take.2` -> `take_2`).
+fn usable_stem(stem: &str) -> String {
+    let usable: String = stem
+        .chars()
+        .map(
+            |c| match c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                true => c,
+                false => '_',
+            },
+        )
+        .take(crate::annotations::VIDEO_ID_MAX_LEN)
+        .collect();
+    debug_assert!(usable.parse::<crate::annotations::VideoId>().is_ok());
+    usable
 }
 
 fn probe(path: &Path) -> Result<VideoFacts, String> {

@@ -80,6 +80,17 @@ impl ItemRecord {
         Ok(self)
     }
 
+    /// The record of an item whose work is the files it made (a plan, a run's weights, a page):
+    /// their prints, and their files and bytes as the item's figures.
+    pub fn of_files(data_dir: &Path, outputs: &[&str], inputs: &[&str]) -> std::io::Result<Self> {
+        let record = ItemRecord::default().with_files(data_dir, outputs, inputs)?;
+        Ok(ItemRecord {
+            files: record.outputs.iter().map(|print| print.files).sum(),
+            bytes: record.outputs.iter().map(|print| print.bytes).sum(),
+            ..record
+        })
+    }
+
     /// The record with outputs printed by name only: files that name where the data directory
     /// is (loader configs), rewritten when it moves, which must be there but whose bytes say
     /// nothing about the data.

@@ -36,10 +36,10 @@ pub fn ap_table(report: &EvalReport) -> String {
     }
     let _ = writeln!(
         out,
-        "frame-mAP@{}: {} over {} classes with ground truth",
+        "frame-mAP@{}: {} over {} with ground truth",
         report.iou_threshold,
         percent(report.mean_ap),
-        report.classes_with_ground_truth
+        crate::progress::counted(report.classes_with_ground_truth as u64, "class", "classes")
     );
     out
 }
@@ -99,7 +99,7 @@ mod tests {
         assert_eq!(end_of(lines[0], "AP"), end_of(lines[1], "50.00"), "{table}");
         assert_eq!(
             lines[4],
-            "frame-mAP@0.5: 50.00 over 1 classes with ground truth"
+            "frame-mAP@0.5: 50.00 over 1 class with ground truth"
         );
     }
 }

@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 
 use super::{ReportError, read_json_if_present};
 use crate::annotations::{
-    ActionId, FrameKey, GroundTruthBox, KeyframeRange, LabelMap, ReadOptions, VideoId,
+    ActionId, FrameKey, GroundTruthBox, KeyframeRange, LabelMap, NormBox, ReadOptions, VideoId,
     read_ground_truth, read_label_map,
 };
 use crate::frame_index::FrameIndex;
 use crate::layout::DataLayout;
-use crate::records::{RecordError, VideoPlan};
+use crate::records::{PlannedVideo, RecordError, VideoPlan};
 
 /// The frame rate PySlowFast's own extraction keeps: every frame of a 30 fps video.
 pub const NATIVE_FPS: f64 = 30.0;
@@ -67,7 +67,7 @@ pub struct DatasetStats {
     pub classes: Vec<ClassCount>,
     pub frames: u64,
     pub frame_bytes: u64,
-    /// The frames a 30 fps extraction of the same segments would write.
+    /// The frames a 30 fps extraction of the same segments would write (each within its file).
     pub native_frames: u64,
     /// Frames per second of the extracted frames (of the first video) and their sizes.
     pub fps: Option<f64>,
@@ -99,8 +99,12 @@ impl DatasetStats {
         })?;
         let truth = read_truth(layout, &plan, keyframes, &indexes)?;
         let (frames, frame_bytes) = frame_totals(layout, &indexes)?;
-        let segment_seconds = (plan.segment[1] - plan.segment[0]).max(0.0);
-        let native_frames = (segment_seconds * NATIVE_FPS).round() as u64 * indexes.len() as u64;
+        let native_frames = plan
+            .videos
+            .iter()
+            .filter(|video| indexes.contains_key(&video.id))
+            .map(|video| native_frames(video, plan.segment))
+            .sum();
         let first = indexes.values().next();
         Ok(DatasetStats {
             splits: split_stats(&plan, &indexes, &truth),
@@ -130,6 +134,15 @@ impl DatasetStats {
             .find(|planned| planned.id == *video)
             .map(|planned| planned.split.as_str())
     }
+}
+
+/// The frames PySlowFast's extraction writes of a video: every frame at 30 fps of the segment,
+/// or of the part of it the file covers (a video of your own shorter than AVA's 15 minutes).
+fn native_frames(video: &PlannedVideo, segment: [f64; 2]) -> u64 {
+    let [start, end] = video.span.map_or(segment, |[start, end]| {
+        [start.max(segment[0]), end.min(segment[1])]
+    });
+    ((end - start).max(0.0) * NATIVE_FPS).round() as u64
 }
 
 /// The index of every planned video whose extraction completed (its index exists).
@@ -220,11 +233,22 @@ fn split_stats(
                         second: u32::MAX,
                     },
                 )
-                .map(|(_, boxes)| boxes.len())
+                .map(|(_, rows)| person_boxes(rows))
                 .sum::<usize>();
         }
     }
     splits.into_values().collect()
+}
+
+/// The boxes of a keyframe's rows: a box with several actions is a row each, and one box.
+fn person_boxes(rows: &[GroundTruthBox]) -> usize {
+    let mut boxes: Vec<&NormBox> = Vec::new();
+    for row in rows {
+        if !boxes.contains(&&row.bbox) {
+            boxes.push(&row.bbox);
+        }
+    }
+    boxes.len()
 }
 
 /// Boxes per class and split, for every class of the label map (a class with none shows as 0).
@@ -284,4 +308,43 @@ fn dropped(
             }
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::layout::FolderName;
+
+    #[test]
+    fn a_box_with_two_actions_is_one_box() {
+        let row = |corner: f32, action: u16| GroundTruthBox {
+            bbox: NormBox::new(corner, 0.1, 0.5, 0.9).unwrap(),
+            action: ActionId(action),
+            person: Some(0),
+        };
+        assert_eq!(person_boxes(&[row(0.1, 1), row(0.1, 3), row(0.2, 1)]), 2);
+        assert_eq!(person_boxes(&[]), 0);
+    }
+
+    #[test]
+    fn thirty_fps_frames_count_only_the_seconds_a_file_covers() {
+        let video = |span: Option<[f64; 2]>| PlannedVideo {
+            id: "walk_01".parse().unwrap(),
+            file_name: "walk_01.mp4".parse().unwrap(),
+            folder: FolderName::try_from("trainval").unwrap(),
+            split: "train".into(),
+            keyframes: vec![902],
+            span,
+        };
+        // AVA's 15 minutes; a 12 s file starting 2 s before the segment; one ending past it.
+        assert_eq!(native_frames(&video(None), [900.0, 1800.0]), 27_000);
+        assert_eq!(
+            native_frames(&video(Some([898.0, 910.0])), [900.0, 1800.0]),
+            300
+        );
+        assert_eq!(
+            native_frames(&video(Some([1790.0, 1830.0])), [900.0, 1800.0]),
+            300
+        );
+    }
 }

@@ -7,6 +7,7 @@ use super::draw::class_colour;
 use super::gallery::{GalleryEntry, ShownFrame};
 use super::run::RunStats;
 use crate::markup::escape;
+use crate::progress::{counted as human_count, human_bytes};
 use crate::records::VideoPlan;
 
 /// The images' folder, beside the page.
@@ -47,10 +48,6 @@ pub fn render(stats: &DatasetStats, run: Option<&RunStats>, gallery: &[GalleryEn
     html
 }
 
-fn megabytes(bytes: u64) -> String {
-    format!("{:.1} MB", bytes as f64 / 1e6)
-}
-
 fn dataset_section(html: &mut String, stats: &DatasetStats) {
     html.push_str("<h2 id=\"dataset\">Dataset</h2>\n<table>\n<tr><th>split</th><th>videos planned</th><th>with frames</th><th>keyframes</th><th>ground-truth boxes</th></tr>\n");
     for split in &stats.splits {
@@ -81,14 +78,18 @@ fn dataset_section(html: &mut String, stats: &DatasetStats) {
         ),
         (
             "disk used by frames",
-            format!("{} ({} a frame)", megabytes(stats.frame_bytes), per_frame),
+            format!(
+                "{} ({} a frame)",
+                human_bytes(stats.frame_bytes),
+                human_bytes(per_frame)
+            ),
         ),
         (
             "30 fps frames of the same segments",
             format!(
                 "{} frames, about {} at this size: {ratio:.1}x the frames and disk",
                 stats.native_frames,
-                megabytes(stats.native_frames * per_frame)
+                human_bytes(stats.native_frames * per_frame)
             ),
         ),
         (
@@ -159,10 +160,17 @@ fn classes_section(html: &mut String, stats: &DatasetStats) {
         .filter(|class| class.boxes.is_empty())
         .count();
     html.push_str("</table>\n");
-    let _ = writeln!(
-        html,
-        "<p class=\"small\">{empty} classes of the label map have no box in these videos.</p>"
-    );
+    let _ = match empty {
+        0 => Ok(()),
+        1 => writeln!(
+            html,
+            "<p class=\"small\">1 class of the label map has no box in these videos.</p>"
+        ),
+        _ => writeln!(
+            html,
+            "<p class=\"small\">{empty} classes of the label map have no box in these videos.</p>"
+        ),
+    };
 }
 
 fn validation_section(html: &mut String, stats: &DatasetStats) {
@@ -321,13 +329,13 @@ fn gallery_section(
                 true => format!(" (the file's {own} s)"),
                 false => format!(" ({file}'s {own} s)"),
             });
+        let boxes = human_count(entry.truth.len() as u64, "box", "boxes");
         let _ = writeln!(
             html,
-            "<figcaption>{} second {}{own} ({}): {} boxes; {}</figcaption>\n<div class=\"frames\">",
+            "<figcaption>{} second {}{own} ({}): {boxes}; {}</figcaption>\n<div class=\"frames\">",
             entry.key.video,
             entry.key.second,
             escape(&entry.split),
-            entry.truth.len(),
             escape(&actions.join("; "))
         );
         frame_cell(html, "ground truth", &entry.keyframe, "truth");

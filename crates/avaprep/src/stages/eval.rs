@@ -116,12 +116,7 @@ impl Stage for EvalStage {
             made.extend(result.report.clone());
         }
         let made: Vec<&str> = made.iter().map(String::as_str).collect();
-        ItemRecord {
-            files: made.len() as u64,
-            ..ItemRecord::default()
-        }
-        .with_files(context.data_dir, &made, &[])
-        .map_err(ItemError::input)
+        ItemRecord::of_files(context.data_dir, &made, &[]).map_err(ItemError::input)
     }
 
     /// Where each split's detections are, and each scored split's mAP with its per-class table.

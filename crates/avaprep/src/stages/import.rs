@@ -23,6 +23,7 @@ use crate::pipeline::state::CountsMismatch;
 use crate::pipeline::{
     ItemError, ItemRecord, PipelineSpec, PlannedItem, Stage, StageContext, StageReport, WHOLE,
 };
+use crate::progress::counted;
 
 /// The `[import]` table: what `avaprep import` takes as flags.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -238,10 +239,9 @@ impl Stage for ImportStage {
         }
         let layout = DataLayout::new(context.data_dir);
         let made = layout.relative(&context.data_dir.join(IMPORT_DIR));
-        ItemRecord::default()
-            .with_counts(&counts(&summary))
-            .with_files(context.data_dir, &[made.as_str()], &[])
-            .map_err(ItemError::input)
+        let record = ItemRecord::of_files(context.data_dir, &[made.as_str()], &[])
+            .map_err(ItemError::input)?;
+        Ok(record.with_counts(&counts(&summary)))
     }
 
     fn summary(&self, report: &StageReport<StageId>) -> Result<Vec<String>, CountsMismatch> {
@@ -250,13 +250,15 @@ impl Stage for ImportStage {
             return Ok(Vec::new());
         }
         let mut line = format!(
-            "{} videos, {} keyframes, {} boxes",
-            counts.videos, counts.keyframes, counts.boxes
+            "{}, {}, {}",
+            counted(counts.videos, "video", "videos"),
+            counted(counts.keyframes, "keyframe", "keyframes"),
+            counted(counts.boxes, "box", "boxes")
         );
         if counts.left_out > 0 {
             line.push_str(&format!(
-                "; {} videos left out (named in {IMPORT_DIR}/import.json)",
-                counts.left_out
+                "; {} left out (named in {IMPORT_DIR}/import.json)",
+                counted(counts.left_out, "video", "videos")
             ));
         }
         Ok(vec![line])

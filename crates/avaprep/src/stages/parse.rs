@@ -78,12 +78,8 @@ impl Stage for ParseStage {
             .collect();
         let read: Vec<&str> = read.iter().map(String::as_str).collect();
         let made = layout.relative(&layout.video_plan());
-        let record = ItemRecord {
-            files: 1,
-            ..ItemRecord::default()
-        }
-        .with_counts(&counts)
-        .with_files(context.data_dir, &[&made], &read);
+        let record = ItemRecord::of_files(context.data_dir, &[&made], &read)
+            .map(|record| record.with_counts(&counts));
         // Which videos the folder holds is part of the plan: a video that appears there (or a
         // file renamed) plans again.
         match &self.on_disk {

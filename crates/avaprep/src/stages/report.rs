@@ -25,6 +25,7 @@ pub struct ReportParams {
     /// Keyframes drawn in the gallery, chosen evenly.
     pub sample: usize,
     /// Detections scoring below this are not drawn.
+    #[serde(serialize_with = "crate::decimal::shortest")]
     pub min_score: f32,
 }
 
@@ -112,16 +113,12 @@ impl Stage for ReportStage {
             ReportError::OutFolder { .. } => ItemError::output(error),
             error => ItemError::input(error),
         })?;
-        ItemRecord {
-            files: summary.images as u64 + 1,
-            ..ItemRecord::default()
-        }
-        .with_counts(&ReportCounts {
+        let record =
+            ItemRecord::of_files(context.data_dir, &[REPORT_DIR], &[]).map_err(ItemError::input)?;
+        Ok(record.with_counts(&ReportCounts {
             keyframes: summary.keyframes as u64,
             images: summary.images as u64,
-        })
-        .with_files(context.data_dir, &[REPORT_DIR], &[])
-        .map_err(ItemError::input)
+        }))
     }
 
     fn summary(&self, report: &StageReport<StageId>) -> Result<Vec<String>, CountsMismatch> {

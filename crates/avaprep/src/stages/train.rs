@@ -232,17 +232,13 @@ impl Stage for TrainStage {
         crate::fsutil::write_atomic(&path, &bytes).map_err(ItemError::output)?;
         let made = [layout.relative(&path), trained.weights.clone()];
         let made: Vec<&str> = made.iter().map(String::as_str).collect();
-        ItemRecord {
-            files: 1,
-            ..ItemRecord::default()
-        }
-        .with_counts(&TrainCounts {
+        let record =
+            ItemRecord::of_files(context.data_dir, &made, &[]).map_err(ItemError::input)?;
+        Ok(record.with_counts(&TrainCounts {
             epochs: trained.epochs_run,
             steps: trained.steps,
             resumed_at_step: resumed_at_step.get(),
-        })
-        .with_files(context.data_dir, &made, &[])
-        .map_err(ItemError::input)
+        }))
     }
 
     /// Where the model, its curves and its run folder are, and why training stopped.

@@ -94,14 +94,9 @@ impl Stage for ValidateStage {
             decoded: report.frames_decoded,
         };
         let made = layout.relative(&path);
-        ItemRecord {
-            files: 1,
-            bytes: json.len() as u64,
-            ..ItemRecord::default()
-        }
-        .with_counts(&counts)
-        .with_files(context.data_dir, &[made.as_str()], &[])
-        .map_err(ItemError::input)
+        let record = ItemRecord::of_files(context.data_dir, &[made.as_str()], &[])
+            .map_err(ItemError::input)?;
+        Ok(record.with_counts(&counts))
     }
 
     fn summary(&self, report: &StageReport<StageId>) -> Result<Vec<String>, CountsMismatch> {

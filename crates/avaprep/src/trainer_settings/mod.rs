@@ -304,8 +304,10 @@ pub struct TrainConfig {
     /// Batches decoded ahead of the training step.
     pub prefetch: usize,
     /// Detector boxes below this score are ignored, in training and evaluation.
+    #[serde(serialize_with = "crate::decimal::shortest")]
     pub box_threshold: f32,
     /// A detector box takes the labels of ground-truth boxes it overlaps by at least this IoU.
+    #[serde(serialize_with = "crate::decimal::shortest")]
     pub label_iou: f32,
     pub train_split: SplitName,
     /// The split evaluated during training, for early stopping and the best weights. Empty:
@@ -557,6 +559,11 @@ mod tests {
             config.validate().unwrap();
             let text = toml::to_string(&config).unwrap();
             assert_eq!(toml::from_str::<TrainConfig>(&text).unwrap(), config);
+        }
+        // As a person wrote them, in a run's config.toml and in what changed between runs.
+        let written = toml::to_string(&TrainConfig::ava_r50()).unwrap();
+        for line in ["\nbox_threshold = 0.8\n", "\nlabel_iou = 0.9\n"] {
+            assert!(written.contains(line), "{written}");
         }
     }
 
