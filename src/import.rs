@@ -98,7 +98,13 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
         printer.note(&format!("note: {note}"));
     }
     if let Some(note) = summary.action_note(|source| format!("--action-from {source}")) {
-        printer.note(&format!("note: {note}"));
+        printer.note(&format!(
+            "note: {note}, into an empty --out (the label map in {} keeps `person` as an action)",
+            args.out.display()
+        ));
+    }
+    if let Some(note) = summary.val_note("--val ID,ID") {
+        printer.note(&format!("warning: {note}"));
     }
     let splits: Vec<&str> = summary.splits.keys().map(String::as_str).collect();
     let pipeline = write_pipeline(&args.out, &splits)?;

@@ -6,7 +6,7 @@ use anyhow::anyhow;
 use avaprep::pipeline::lock::{DataDirLock, LockMode};
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::{
-    AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore,
+    AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore, WHOLE,
 };
 use avaprep::progress::human_bytes;
 use avaprep::stages::lists::relocate_configs;
@@ -103,12 +103,16 @@ fn print_run_report(
             printer.note(&format!("note: {note}"));
         }
         for failure in stage.failures.iter().chain(&stage.newly_missing) {
-            eprintln!(
-                "error: {}: {}: {}",
-                stage.stage.name(),
-                failure.item,
-                failure.message
-            );
+            // A whole-dataset stage's one item is named by the stage alone.
+            match failure.item == WHOLE {
+                true => eprintln!("error: {}: {}", stage.stage.name(), failure.message),
+                false => eprintln!(
+                    "error: {}: {}: {}",
+                    stage.stage.name(),
+                    failure.item,
+                    failure.message
+                ),
+            }
         }
         let outcome = match stage.outcome {
             StageOutcome::UpToDate => "up to date".to_string(),

@@ -1270,6 +1270,10 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         &[&with_detections[..], &["--test", "new_x"]].concat(),
         "test video new_x is not in",
     );
+    refused(
+        &[&with_detections[..], &["--test", "new_x"]].concat(),
+        "the videos there no export labels: new_c, new_d, new_e)",
+    );
     // Detections of their own, in a file named `name`, with one test video.
     let refused_with = |name: &str, rows: String, test: &str, expected: &str| {
         let path = clips.path().join(name);
@@ -1324,6 +1328,12 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
     ]
     .concat();
     let output = imported(&labels, clips.path(), &own, &extra);
+    // walk_a's action is on no val box: the val mAP cannot score it, and the import says so.
+    assert!(
+        stderr(&output).contains("no val box has walk: the val mAP scores only the other actions"),
+        "{}",
+        stderr(&output)
+    );
     let said = stdout(&output);
     // new_c's keyframes are 0..2 (its boxes at 3..5 are past its end), new_d's 1..8.
     assert!(
@@ -1367,6 +1377,36 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         .chain((1..=8).map(|second| ("new_d".to_string(), second)))
         .collect();
     assert_eq!(places, expected, "{predicted}");
+
+    // The report draws the model's actions on a test keyframe, named by the dataset's second
+    // (new_d's second 1 is 902); given the file's second, it says which to give.
+    let page = work.path().join("page");
+    let report = |keyframe: &str| {
+        avaprep(&data)
+            .args(["report", "--keyframe", keyframe, "--out"])
+            .arg(&page)
+            .output()
+            .unwrap()
+    };
+    let drawn = report("new_d,0902");
+    assert!(drawn.status.success(), "{}", stderr(&drawn));
+    let html = fs::read_to_string(page.join("index.html")).unwrap();
+    let figure = html
+        .split("<figure ")
+        .find(|figure| figure.contains("data-video=\"new_d\" data-second=\"902\""))
+        .unwrap_or_else(|| panic!("no figure of new_d,902: {html}"));
+    assert!(
+        figure.contains("(test): no ground truth (a video to predict on)")
+            && figure.contains("class=\"detections\""),
+        "{figure}"
+    );
+    let file_second = report("new_d,1");
+    assert_ne!(file_second.status.code(), Some(0));
+    assert!(
+        stderr(&file_second).contains("the file's second 1 is new_d,0902"),
+        "{}",
+        stderr(&file_second)
+    );
 
     // Importing again (one test video fewer) is how the dataset is changed: the run redoes
     // what changed and says nothing of edits belonging elsewhere.

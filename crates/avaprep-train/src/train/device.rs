@@ -6,6 +6,15 @@ use super::TrainError;
 use super::amp::{AutocastDtype, set_cuda_autocast_dtype};
 use avaprep::trainer_settings::{Precision, TrainConfig};
 
+/// A device as the `device` setting spells it: `cpu`, `cuda:0`.
+pub(crate) fn device_name(device: Device) -> String {
+    match device {
+        Device::Cuda(index) => format!("cuda:{index}"),
+        Device::Cpu => "cpu".to_string(),
+        other => format!("{other:?}").to_lowercase(),
+    }
+}
+
 /// The device and the precision actually used, with libtorch's autocast dtype set to match.
 /// Mixed precision is CUDA-only; `auto` picks fp16 with the loss scaler there, which every CUDA
 /// GPU runs natively (bf16 needs Ampere or later).

@@ -102,7 +102,7 @@ pub(crate) fn run(
     let resumed_from = (config.resume && state.step > 0).then_some((state.epoch, state.step));
     let metrics = Metrics::open(run_dir, resumed_from.map(|r| r.1), &config_toml)?;
     progress(TrainEvent::Started {
-        device: format!("{device:?}"),
+        device: super::device::device_name(device),
         precision,
         train_clips: train.len(),
         val_clips,

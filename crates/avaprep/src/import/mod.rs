@@ -89,6 +89,13 @@ pub enum ImportError {
     Setting(crate::bad_setting::BadSetting),
     #[error("{path}: {message}")]
     Input { path: PathBuf, message: String },
+    /// A table of the user's (detections, exclusions) that does not read: the error names its
+    /// file and line, and `format` what the file should be.
+    #[error("{source} ({format})")]
+    Table {
+        source: crate::annotations::AnnotationError,
+        format: &'static str,
+    },
     #[error("writing {path}: {source}")]
     Write {
         path: PathBuf,
@@ -118,6 +125,8 @@ pub struct ImportSummary {
     pub test_keyframes: u64,
     /// Action ids by name (ids stay as they were in an earlier import; new names are appended).
     pub actions: BTreeMap<String, u16>,
+    /// Actions labelled in the import but on no box of val: its mAP cannot score them.
+    pub actions_not_in_val: Vec<String>,
     pub clipped_boxes: u64,
     pub boxes_outside_frame: u64,
     pub boxes_without_action: u64,
@@ -187,6 +196,18 @@ impl ImportSummary {
             ));
         }
         notes
+    }
+
+    /// Actions the val mAP will not score, as no val box has them, with how to have them
+    /// scored; `setting` spells the flag or key that names val videos.
+    pub fn val_note(&self, setting: &str) -> Option<String> {
+        if self.actions_not_in_val.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "no val box has {}: the val mAP scores only the other actions; to have them scored, put videos labelled with them in val ({setting})",
+            self.actions_not_in_val.join(", ")
+        ))
     }
 
     /// When every box's action is `person`, the label every box of a person has: the actions
@@ -483,13 +504,43 @@ fn test_files(
         }
         let Some(file) = on_disk.get(&id) else {
             return Err(ImportError::Usage(format!(
-                "test video {name} is not in {} (a test video is `<id>.mp4`, `.mkv` or `.webm` there)",
-                options.videos.display()
+                "test video {name} is not in {} (a test video is `<id>.mp4`, `.mkv` or `.webm` there; {})",
+                options.videos.display(),
+                unlabelled_there(exported, on_disk)
             )));
         };
         files.push(*file);
     }
     Ok(files)
+}
+
+/// "the videos there no export labels: a, b and 3 more", for a test video not found.
+fn unlabelled_there(
+    exported: &[ExportedVideo],
+    on_disk: &BTreeMap<VideoId, VideoFileName>,
+) -> String {
+    const SHOWN: usize = 10;
+    let labelled: BTreeSet<VideoId> = exported
+        .iter()
+        .filter_map(|video| video_id(video).ok())
+        .collect();
+    let unlabelled: Vec<String> = on_disk
+        .keys()
+        .filter(|id| !labelled.contains(id))
+        .map(ToString::to_string)
+        .collect();
+    match unlabelled.len() {
+        0 => "every video there is labelled".to_string(),
+        count if count > SHOWN => format!(
+            "the videos there no export labels: {} and {} more",
+            unlabelled[..SHOWN].join(", "),
+            count - SHOWN
+        ),
+        _ => format!(
+            "the videos there no export labels: {}",
+            unlabelled.join(", ")
+        ),
+    }
 }
 
 /// Each video to predict on, its keyframes the seconds the detector boxes someone at; one that
@@ -592,11 +643,9 @@ fn on_browser_timeline(video: &ExportedVideo) -> bool {
 fn read_own_clock_detections(path: &Path) -> Result<Vec<PredictedBox>, ImportError> {
     let every_second = KeyframeRange::new(0, u32::MAX).expect("a range");
     read_predicted_boxes(path, &ReadOptions::new(every_second, None::<&LabelMap>)).map_err(
-        |error| ImportError::Input {
-            path: path.to_path_buf(),
-            message: format!(
-                "{error} (detections are AVA's detection CSV on the videos' own seconds)"
-            ),
+        |source| ImportError::Table {
+            source,
+            format: "detections are AVA's detection CSV on the videos' own seconds",
         },
     )
 }

@@ -277,6 +277,7 @@ pub(super) fn write_dataset(
         })
         .sum();
     summary.boxes = videos.iter().map(|video| video.boxes.len() as u64).sum();
+    summary.actions_not_in_val = actions_not_in_val(videos, splits);
     summary.test_keyframes = splits.get(TEST_SPLIT).map_or(0, |ids| {
         ids.iter().map(|id| by_id[id].keyframes.len() as u64).sum()
     });
@@ -286,6 +287,29 @@ pub(super) fn write_dataset(
     };
     let json = serde_json::to_vec_pretty(summary).expect("a summary serialises");
     write(&options.out.join(SUMMARY), &json)
+}
+
+/// The actions some labelled box has and no val box has (none without a val split).
+fn actions_not_in_val(
+    videos: &[ImportedVideo],
+    splits: &BTreeMap<String, Vec<VideoId>>,
+) -> Vec<String> {
+    let Some(val) = splits.get("val") else {
+        return Vec::new();
+    };
+    let actions_of = |in_val: bool| -> BTreeSet<&str> {
+        videos
+            .iter()
+            .filter(|video| val.contains(&video.id) == in_val)
+            .flat_map(|video| &video.boxes)
+            .flat_map(|b| b.actions.iter().map(String::as_str))
+            .collect()
+    };
+    let scored = actions_of(true);
+    actions_of(false)
+        .difference(&scored)
+        .map(|name| name.to_string())
+        .collect()
 }
 
 /// A split the detections box nobody in: its detection file would be empty, which no consumer
@@ -559,11 +583,9 @@ fn excluded(
         return Ok(Vec::new());
     };
     let range = KeyframeRange::new(0, u32::MAX).expect("a range");
-    let keys = read_excluded_timestamps(path, range).map_err(|error| ImportError::Input {
-        path: path.clone(),
-        message: format!(
-            "{error} (excluded keyframes are AVA's CSV, video,second, on the videos' own seconds)"
-        ),
+    let keys = read_excluded_timestamps(path, range).map_err(|source| ImportError::Table {
+        source,
+        format: "excluded keyframes are AVA's CSV, video,second, on the videos' own seconds",
     })?;
     let mut inside = Vec::new();
     for key in keys {

@@ -8,7 +8,7 @@ use image::RgbImage;
 
 use super::dataset::DatasetStats;
 use super::draw::{self, PixelRect, TRUTH};
-use super::run::RunStats;
+use super::run::{RunStats, SCORED_SPLIT};
 use super::{ReportError, page};
 use crate::annotations::{FrameKey, GroundTruthBox, NormBox};
 use crate::layout::DataLayout;
@@ -49,7 +49,9 @@ pub fn choose_keyframes(
     run: Option<&RunStats>,
     count: usize,
 ) -> Vec<FrameKey> {
-    let detected_split = run.and_then(|run| run.detection_split.as_deref());
+    let detected_split = run
+        .filter(|run| run.detected_splits.contains(SCORED_SPLIT))
+        .map(|_| SCORED_SPLIT);
     let in_split = |key: &FrameKey| {
         detected_split.is_none_or(|split| stats.split_of(&key.video) == Some(split))
     };
@@ -89,8 +91,25 @@ pub fn draw_entry(
     })?;
     let centre = f64::from(key.second);
     if !index.covers(centre) {
+        // A video on a clock of its own: the second given may be the file's.
+        let file_start = stats
+            .plan
+            .videos
+            .iter()
+            .find(|video| video.id == key.video)
+            .and_then(|video| video.span)
+            .map(|[start, _]| start);
+        let hint = match file_start {
+            Some(start) if start != 0.0 => format!(
+                "; keyframes are the dataset's seconds, the file's second {} is {},{:04}",
+                key.second,
+                key.video,
+                f64::from(key.second) + start
+            ),
+            _ => String::new(),
+        };
         return Err(fail(format!(
-            "no extracted frame within half a frame period of second {} (frames cover {:.1}-{:.1} s)",
+            "no extracted frame within half a frame period of second {} (frames cover {:.1}-{:.1} s){hint}",
             key.second,
             index.times.first().unwrap_or(&0.0),
             index.times.last().unwrap_or(&0.0)
@@ -130,7 +149,7 @@ pub fn draw_entry(
     }
 
     let detections = match run {
-        Some(run) if run.detection_split.as_deref() == Some(split) => {
+        Some(run) if run.detected_splits.contains(split) => {
             let name = format!("{}/{stem}_detections.png", page::IMAGES);
             let count = draw_detections(stats, run, key, frame, &images.join(file_name(&name)))?;
             Some((name, count))

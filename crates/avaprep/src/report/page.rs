@@ -329,14 +329,26 @@ fn gallery_section(
                 true => format!(" (the file's {own} s)"),
                 false => format!(" ({file}'s {own} s)"),
             });
-        let boxes = human_count(entry.truth.len() as u64, "box", "boxes");
+        let without_truth = plan
+            .files
+            .splits
+            .get(&entry.split)
+            .is_some_and(|files| files.ground_truth.is_none());
+        let labels = match (without_truth, entry.truth.len()) {
+            (true, _) => "no ground truth (a video to predict on)".to_string(),
+            (false, 0) => "no box".to_string(),
+            (false, count) => format!(
+                "{}; {}",
+                human_count(count as u64, "box", "boxes"),
+                escape(&actions.join("; "))
+            ),
+        };
         let _ = writeln!(
             html,
-            "<figcaption>{} second {}{own} ({}): {boxes}; {}</figcaption>\n<div class=\"frames\">",
+            "<figcaption>{} second {}{own} ({}): {labels}</figcaption>\n<div class=\"frames\">",
             entry.key.video,
             entry.key.second,
-            escape(&entry.split),
-            escape(&actions.join("; "))
+            escape(&entry.split)
         );
         frame_cell(html, "ground truth", &entry.keyframe, "truth");
         if let Some((image, count)) = &entry.detections {

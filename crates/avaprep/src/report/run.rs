@@ -1,7 +1,7 @@
 //! A training run's folder as the report reads it: how it stopped, its clip, its curves, the
 //! per-class AP of its evaluation and its detections.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -11,10 +11,13 @@ use crate::annotations::{
     ActionId, FrameKey, KeyframeRange, NormBox, ReadOptions, read_detections,
 };
 use crate::eval::EvalReport;
+use crate::split::SplitName;
 use crate::trainer_protocol::{TrainSummary, run_files};
 
-/// The split the eval stage (and `avaprep train`'s last step) writes detections for.
-const SCORED_SPLIT: &str = "val";
+/// The split the eval stage (and `avaprep train`'s last step) scores and writes detections for.
+pub(crate) const SCORED_SPLIT: &str = "val";
+/// The eval stage's detections of a split: `eval/<split>_detections.csv`.
+const DETECTIONS_SUFFIX: &str = "_detections.csv";
 pub use crate::trainer_protocol::run_files::CURVES;
 
 /// `config.toml`, the fields that choose a clip's frames.
@@ -37,9 +40,10 @@ pub struct RunStats {
     pub summary: Option<TrainSummary>,
     pub clip: (usize, u32),
     pub evaluation: Option<EvalReport>,
-    /// The split the detections are of, and the boxes with a class scoring at least the
+    /// The splits the detections are of (val, and those the eval stage predicted on besides,
+    /// such as an import's test videos), and the boxes with a class scoring at least the
     /// threshold, by keyframe.
-    pub detection_split: Option<String>,
+    pub detected_splits: BTreeSet<String>,
     pub detections: BTreeMap<FrameKey, Vec<DetectedBox>>,
     pub min_score: f32,
 }
@@ -67,22 +71,21 @@ impl RunStats {
         let evaluation = read_json_if_present::<EvalReport>(
             &eval_dir.join(format!("{SCORED_SPLIT}_eval.json")),
         )?;
-        let detection_file = [
-            eval_dir.join(format!("{SCORED_SPLIT}_detections.csv")),
-            dir.join(run_files::DETECTIONS),
-        ]
-        .into_iter()
-        .find(|path| path.is_file());
-        let detections = match &detection_file {
-            Some(path) => group_detections(path, min_score, keyframes)?,
-            None => BTreeMap::new(),
-        };
+        let mut detection_files = split_detections(&eval_dir);
+        let trainers = dir.join(run_files::DETECTIONS);
+        if !detection_files.contains_key(SCORED_SPLIT) && trainers.is_file() {
+            detection_files.insert(SCORED_SPLIT.to_string(), trainers);
+        }
+        let mut detections = BTreeMap::new();
+        for path in detection_files.values() {
+            detections.extend(group_detections(path, min_score, keyframes)?);
+        }
         Ok(RunStats {
             dir: dir.to_path_buf(),
             summary,
             clip: (config.clip_frames, config.clip_stride),
             evaluation,
-            detection_split: detection_file.map(|_| SCORED_SPLIT.to_string()),
+            detected_splits: detection_files.into_keys().collect(),
             detections,
             min_score,
         })
@@ -103,6 +106,22 @@ impl RunStats {
     pub fn has_curves(&self) -> bool {
         self.dir.join(CURVES).is_file()
     }
+}
+
+/// The eval stage's detection files, by split.
+fn split_detections(eval_dir: &Path) -> BTreeMap<String, PathBuf> {
+    let Ok(entries) = std::fs::read_dir(eval_dir) else {
+        return BTreeMap::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let name = entry.file_name().into_string().ok()?;
+            let split: SplitName = name.strip_suffix(DETECTIONS_SUFFIX)?.parse().ok()?;
+            let path = entry.path();
+            path.is_file().then(|| (split.to_string(), path))
+        })
+        .collect()
 }
 
 /// The submission format has one row per box and class: rows of the same box become one box.

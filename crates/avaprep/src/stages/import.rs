@@ -220,10 +220,17 @@ impl Stage for ImportStage {
             true => ItemError::usage(format!("[import] {error}")),
             false => ItemError::input(error),
         })?;
-        for problem in summary.skipped_videos.iter().chain(&summary.missing_videos) {
+        for problem in &summary.skipped_videos {
             context
                 .reporter
                 .stage_note(self.id().name(), &format!("left out: {problem}"));
+        }
+        for video in &summary.missing_videos {
+            let note = format!(
+                "video {video} is annotated but not in {}; its boxes are left out",
+                options.videos.display()
+            );
+            context.reporter.stage_note(self.id().name(), &note);
         }
         let notes =
             summary
@@ -233,7 +240,8 @@ impl Stage for ImportStage {
                     format!("via_browser = \"{}\" in [import]", browser.name())
                 }));
         let notes = notes
-            .chain(summary.action_note(|source| format!("action_from = \"{source}\" in [import]")));
+            .chain(summary.action_note(|source| format!("action_from = \"{source}\" in [import]")))
+            .chain(summary.val_note("`val = [...]` in [import]"));
         for note in notes {
             context.reporter.stage_note(self.id().name(), &note);
         }
