@@ -138,6 +138,10 @@ pub struct ImportSummary {
     /// videos with no detector box at any keyframe (no proposal there: nobody is scored).
     pub detections_of_other_videos: Vec<String>,
     pub videos_without_detections: Vec<String>,
+    /// Labelled boxes that are the whole frame (whole-clip labels, VIA temporal segments),
+    /// counted where a detector's boxes are the proposals: no person box overlaps them enough
+    /// to be scored against them or to take their labels.
+    pub whole_frame_boxes: u64,
     /// Annotated videos the folder lacks (their boxes are left out).
     pub missing_videos: Vec<String>,
     /// Videos left out, with why (unreadable, too long).
@@ -187,6 +191,15 @@ impl ImportSummary {
             notes.push(format!(
                 "the detections name videos that are not imported, their boxes left out: {}",
                 self.detections_of_other_videos.join(", ")
+            ));
+        }
+        if self.whole_frame_boxes > 0 {
+            notes.push(format!(
+                "{} the whole frame (whole-clip labels or VIA temporal segments): a detector's person box overlaps such a box by far less than the IoU of 0.5 that scoring needs (and 0.9 that training's labels need), so their actions score about 0; import those exports without detections (the labels' own boxes are then the proposals)",
+                match self.whole_frame_boxes {
+                    1 => "1 labelled box is".to_string(),
+                    count => format!("{count} labelled boxes are"),
+                }
             ));
         }
         if !self.videos_without_detections.is_empty() {

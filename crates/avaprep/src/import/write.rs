@@ -278,6 +278,13 @@ pub(super) fn write_dataset(
         .sum();
     summary.boxes = videos.iter().map(|video| video.boxes.len() as u64).sum();
     summary.actions_not_in_val = actions_not_in_val(videos, splits);
+    if options.detections.is_some() {
+        summary.whole_frame_boxes = videos
+            .iter()
+            .flat_map(|video| &video.boxes)
+            .filter(|b| is_whole_frame(b.corners))
+            .count() as u64;
+    }
     summary.test_keyframes = splits.get(TEST_SPLIT).map_or(0, |ids| {
         ids.iter().map(|id| by_id[id].keyframes.len() as u64).sum()
     });
@@ -287,6 +294,11 @@ pub(super) fn write_dataset(
     };
     let json = serde_json::to_vec_pretty(summary).expect("a summary serialises");
     write(&options.out.join(SUMMARY), &json)
+}
+
+fn is_whole_frame([x1, y1, x2, y2]: [f64; 4]) -> bool {
+    const EDGE: f64 = 0.001;
+    x1 <= EDGE && y1 <= EDGE && x2 >= 1.0 - EDGE && y2 >= 1.0 - EDGE
 }
 
 /// The actions some labelled box has and no val box has (none without a val split).
