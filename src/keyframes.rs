@@ -60,9 +60,15 @@ pub fn run(args: &KeyframesArgs, printer: &Printer) -> anyhow::Result<ExitStatus
         eprintln!("error: video {problem}; left out");
     }
     if !summary.detections_of_other_videos.is_empty() {
+        const SHOWN: usize = 10;
+        let others = &summary.detections_of_other_videos;
+        let more = match others.len() > SHOWN {
+            true => format!(" and {} more", others.len() - SHOWN),
+            false => String::new(),
+        };
         printer.note(&format!(
-            "warning: the detections name videos with no keyframe images here, their boxes left out: {}",
-            summary.detections_of_other_videos.join(", ")
+            "warning: the detections name videos with no keyframe images here, their boxes left out: {}{more}",
+            others[..others.len().min(SHOWN)].join(", ")
         ));
     }
     printer.result(&summary_text(args, &summary));

@@ -8,7 +8,7 @@ use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::{
     AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore, WHOLE,
 };
-use avaprep::progress::human_bytes;
+use avaprep::progress::{counted, human_bytes};
 use avaprep::stages::lists::relocate_configs;
 use avaprep::stages::{StageId, blocker_text};
 
@@ -171,5 +171,9 @@ pub fn figures(files: u64, bytes: u64, seconds: f64) -> String {
     if files == 0 && bytes == 0 && seconds == 0.0 {
         return String::new();
     }
-    format!(", {files} files, {}, {seconds:.1} s", human_bytes(bytes))
+    format!(
+        ", {}, {}, {seconds:.1} s",
+        counted(files, "file", "files"),
+        human_bytes(bytes)
+    )
 }

@@ -771,6 +771,36 @@ fn keyframe_images_a_cvat_task_and_a_via_project_go_out_and_come_back_through_im
     );
     let splits = &json(&dataset.join("import.json"))["splits"];
     assert_eq!(splits["test"], serde_json::json!([to_predict]));
+    // A test video misspelt is named with the videos nobody labelled; read by label (the
+    // default), the untouched boxes all say `person`, and the error says where the actions are.
+    let refused = |test: &str, action_from: &str| {
+        let output = avaprep(work.path())
+            .arg("import")
+            .arg(&export)
+            .arg("--videos")
+            .arg(videos())
+            .arg("--out")
+            .arg(work.path().join("refused"))
+            .args(["--action-from", action_from, "--val", &val.join(",")])
+            .arg("--detections")
+            .arg(&unlabelled)
+            .args(["--test", test])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        stderr(&output)
+    };
+    let said = refused("no_such_video", "checkboxes");
+    assert!(
+        said.contains(&format!("the videos there no export labels: {to_predict})")),
+        "{said}"
+    );
+    let said = refused(&to_predict, "label");
+    assert!(
+        said.contains("its boxes' only action is `person`")
+            && said.contains("--action-from checkboxes"),
+        "{said}"
+    );
 
     // The VIA project: every video's file, the same boxes, no action ticked yet.
     let mut project = json(&out.join("via_project.json"));

@@ -90,10 +90,13 @@ fn check_split(
         return Ok(());
     }
     let prepared: Vec<&str> = plan.files.splits.keys().map(String::as_str).collect();
+    let prepared = match prepared.len() {
+        1 => format!("the split {} only", prepared[0]),
+        _ => format!("the splits {} only", prepared.join(", ")),
+    };
     Err(UsageError(format!(
-        "--split {split}: {} was prepared with the splits {} only; add \"{split}\" to the pipeline's `splits` and prepare it with `avaprep --data-dir {} run PIPELINE --until validate`",
+        "--split {split}: {} was prepared with {prepared}; add \"{split}\" to the pipeline's `splits` and prepare it with `avaprep --data-dir {} run PIPELINE --until validate`",
         data_dir.display(),
-        prepared.join(", "),
         avaprep_shell::shell_word(data_dir)
     ))
     .into())
@@ -112,8 +115,14 @@ fn unprepared(data_dir: &Path, weights: &Path) -> String {
             true => Path::new("."),
             false => dir,
         });
+    // `./data` and `data` are one folder.
+    let plain = |path: &Path| -> PathBuf {
+        path.components()
+            .filter(|part| !matches!(part, std::path::Component::CurDir))
+            .collect()
+    };
     let hint = match run_of {
-        Some(dir) if dir != data_dir => format!(
+        Some(dir) if plain(dir) != plain(data_dir) => format!(
             "; the weights are a run of {}: `avaprep --data-dir {} predict ...`",
             dir.display(),
             avaprep_shell::shell_word(dir)

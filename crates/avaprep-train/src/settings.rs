@@ -47,7 +47,11 @@ impl SettingsArgs {
     pub fn for_weights(&self, weights: &Path) -> anyhow::Result<(TrainConfig, Option<PathBuf>)> {
         let run_dir = weights.parent().unwrap_or(Path::new("."));
         let recorded = run_dir.join(run_files::CONFIG_TOML);
-        if self.names_a_recipe() || !recorded.is_file() {
+        // A run's folder, not any folder with a config.toml of something else.
+        let a_run = [run_files::SUMMARY, run_files::CHECKPOINT]
+            .iter()
+            .any(|name| run_dir.join(name).is_file());
+        if self.names_a_recipe() || !a_run || !recorded.is_file() {
             return Ok((self.train_config()?, None));
         }
         let config = avaprep::trainer_settings::resolve_recorded(

@@ -35,7 +35,7 @@ use crate::annotations::{
 };
 use crate::bad_setting::BadSetting;
 pub use export::{ActionSource, Browser, ExportError};
-use export::{Export, ExportedVideo};
+use export::{Export, ExportedVideo, Track};
 use resolve::{KeyframeBox, SampleCounts, VideoFacts};
 
 /// AVA's keyframe seconds, which PySlowFast hard-codes: 902..=1798.
@@ -195,11 +195,8 @@ impl ImportSummary {
         }
         if self.whole_frame_boxes > 0 {
             notes.push(format!(
-                "{} the whole frame (whole-clip labels or VIA temporal segments): a detector's person box overlaps such a box by far less than the IoU of 0.5 that scoring needs (and 0.9 that training's labels need), so their actions score about 0; import those exports without detections (the labels' own boxes are then the proposals)",
-                match self.whole_frame_boxes {
-                    1 => "1 labelled box is".to_string(),
-                    count => format!("{count} labelled boxes are"),
-                }
+                "{} the whole frame (whole-clip labels or VIA temporal segments): a detector's person box overlaps such a box by far less than the IoU of 0.5 that scoring needs (and training's `label_iou`), so their actions score about 0; import whole-frame labels without --detections, where the labels' own boxes are the proposals (videos to predict on need a detector, and labels with person boxes)",
+                crate::progress::counted(self.whole_frame_boxes, "labelled box is", "labelled boxes are")
             ));
         }
         if !self.videos_without_detections.is_empty() {
@@ -508,10 +505,21 @@ fn test_files(
             .iter()
             .filter(|video| video_id(video).is_ok_and(|labelled| labelled == id))
             .flat_map(|video| &video.tracks)
-            .find(|track| track.shapes.iter().any(|shape| !shape.actions.is_empty()));
+            .find(|track| labels_an_action(track));
         if let Some(track) = labelled {
+            // Read by label, every box of a keyframes task has the action `person`.
+            let by_label = track
+                .shapes
+                .iter()
+                .all(|shape| shape.actions.iter().all(|action| action == "person"));
+            let hint = match by_label {
+                true => {
+                    "; its boxes' only action is `person`, their label: if the actions are checkboxes, as in the task `keyframes` writes, import with --action-from checkboxes (`action_from = \"checkboxes\"` in a pipeline)"
+                }
+                false => " (a labelled video to score goes in val)",
+            };
             return Err(ImportError::Usage(format!(
-                "test video {name} is labelled in {}: test videos are the ones to predict on, without labels (a labelled video to score goes in val)",
+                "test video {name} is labelled in {}: test videos are the ones to predict on, without labels{hint}",
                 track.origin
             )));
         }
@@ -527,6 +535,11 @@ fn test_files(
     Ok(files)
 }
 
+/// A track with an action on some box (a box drawn and nothing ticked labels nothing).
+fn labels_an_action(track: &Track) -> bool {
+    track.shapes.iter().any(|shape| !shape.actions.is_empty())
+}
+
 /// "the videos there no export labels: a, b and 3 more", for a test video not found.
 fn unlabelled_there(
     exported: &[ExportedVideo],
@@ -535,6 +548,7 @@ fn unlabelled_there(
     const SHOWN: usize = 10;
     let labelled: BTreeSet<VideoId> = exported
         .iter()
+        .filter(|video| video.tracks.iter().any(labels_an_action))
         .filter_map(|video| video_id(video).ok())
         .collect();
     let unlabelled: Vec<String> = on_disk

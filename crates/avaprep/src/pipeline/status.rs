@@ -86,10 +86,14 @@ impl<Id: StageName> Runner<'_, Id> {
         line.files = state.total_files();
         line.bytes = state.total_bytes();
         line.seconds = state.seconds;
-        line.detail = state
-            .failures
-            .first()
-            .map(|failure| format!("{}: {}", failure.item, failure.message));
+        line.detail =
+            state
+                .failures
+                .first()
+                .map(|failure| match failure.item == super::stage::WHOLE {
+                    true => failure.message.clone(),
+                    false => format!("{}: {}", failure.item, failure.message),
+                });
         let stale = |line: &mut StageStatusLine<Id>, detail: String| {
             line.condition = StageCondition::Stale;
             line.detail = Some(detail);

@@ -100,7 +100,7 @@ pub fn draw_entry(
             .and_then(|video| video.span)
             .map(|[start, _]| start);
         let hint = match file_start {
-            Some(start) if start != 0.0 => format!(
+            Some(start) if start != 0.0 && index.covers(centre + start) => format!(
                 "; keyframes are the dataset's seconds, the file's second {} is {},{:04}",
                 key.second,
                 key.video,

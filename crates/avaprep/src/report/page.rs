@@ -7,7 +7,7 @@ use super::draw::class_colour;
 use super::gallery::{GalleryEntry, ShownFrame};
 use super::run::RunStats;
 use crate::markup::escape;
-use crate::progress::{counted as human_count, human_bytes};
+use crate::progress::{counted, human_bytes};
 use crate::records::VideoPlan;
 
 /// The images' folder, beside the page.
@@ -339,7 +339,7 @@ fn gallery_section(
             (false, 0) => "no box".to_string(),
             (false, count) => format!(
                 "{}; {}",
-                human_count(count as u64, "box", "boxes"),
+                counted(count as u64, "box", "boxes"),
                 escape(&actions.join("; "))
             ),
         };
