@@ -368,8 +368,23 @@ impl Curves {
     }
 }
 
-/// The range of the finite values, widened when they are all equal (or absent).
+/// The range of the finite values, widened when they are all equal (or absent); values that all
+/// lie in [0, 1] (an mAP) keep an axis within it, not one reaching 1.4 when every mAP is 1.
 fn value_range(lines: &[(&Series, RGBColor, &str)], also: Option<f64>) -> (f64, f64) {
+    let (lo, hi) = widened_range(lines, also);
+    let fractions = lines
+        .iter()
+        .flat_map(|(s, _, _)| s.iter().map(|p| p.1))
+        .chain(also)
+        .filter(|v| v.is_finite())
+        .all(|v| (0.0..=1.0).contains(&v));
+    match fractions {
+        true => (lo.max(0.0), hi.min(1.0)),
+        false => (lo, hi),
+    }
+}
+
+fn widened_range(lines: &[(&Series, RGBColor, &str)], also: Option<f64>) -> (f64, f64) {
     let values = lines
         .iter()
         .flat_map(|(s, _, _)| s.iter().map(|p| p.1))
@@ -495,6 +510,26 @@ mod tests {
                 seconds: 0.5,
             },
         ]
+    }
+
+    #[test]
+    fn a_fraction_s_axis_stays_within_0_and_1() {
+        let range = |values: &[f64]| {
+            let series: Series = values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| (i as f64, *v))
+                .collect();
+            value_range(&[(&series, MAP, "val mAP")], None)
+        };
+        let (lo, hi) = range(&[1.0, 1.0, 1.0]);
+        assert!(lo > 0.0 && lo < 1.0 && hi == 1.0, "{lo}..{hi}");
+        assert_eq!(range(&[0.0, 0.0]).0, 0.0);
+        let (lo, hi) = range(&[0.2, 0.6]);
+        assert!(lo < 0.2 && hi > 0.6 && hi < 1.0, "{lo}..{hi}");
+        // A loss above 1 keeps its own axis.
+        let (lo, hi) = range(&[0.5, 2.0]);
+        assert!(lo < 0.5 && hi > 2.0, "{lo}..{hi}");
     }
 
     #[test]
