@@ -6,7 +6,7 @@ use clap::Args;
 
 use avaprep::import::Browser;
 use avaprep::import::keyframes::{KeyframeOptions, KeyframeSummary, export_keyframes};
-use avaprep::progress::counted;
+use avaprep::progress::{counted, first_named};
 use avaprep_shell::{ExitStatus, Printer, UsageError};
 
 #[derive(Debug, Args)]
@@ -60,15 +60,9 @@ pub fn run(args: &KeyframesArgs, printer: &Printer) -> anyhow::Result<ExitStatus
         eprintln!("error: video {problem}; left out");
     }
     if !summary.detections_of_other_videos.is_empty() {
-        const SHOWN: usize = 10;
-        let others = &summary.detections_of_other_videos;
-        let more = match others.len() > SHOWN {
-            true => format!(" and {} more", others.len() - SHOWN),
-            false => String::new(),
-        };
         printer.note(&format!(
-            "warning: the detections name videos with no keyframe images here, their boxes left out: {}{more}",
-            others[..others.len().min(SHOWN)].join(", ")
+            "warning: the detections name videos with no keyframe images here, their boxes left out: {}",
+            first_named(&summary.detections_of_other_videos, 10)
         ));
     }
     printer.result(&summary_text(args, &summary));

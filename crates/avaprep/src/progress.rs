@@ -51,3 +51,29 @@ pub fn counted(count: u64, one: &str, many: &str) -> String {
         count => format!("{count} {many}"),
     }
 }
+
+/// "a, b, c and 4 more": the first `shown` names, and how many are left unnamed.
+pub fn first_named(names: &[String], shown: usize) -> String {
+    let named = names[..names.len().min(shown)].join(", ");
+    match names.len().saturating_sub(shown) {
+        0 => named,
+        more => format!("{named} and {more} more"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_and_lists_read_as_written() {
+        assert_eq!(counted(1, "box", "boxes"), "1 box");
+        assert_eq!(counted(0, "box", "boxes"), "0 boxes");
+        let names: Vec<String> = ["a", "b", "c", "d"].map(String::from).to_vec();
+        assert_eq!(first_named(&names, 2), "a, b and 2 more");
+        assert_eq!(first_named(&names, 4), "a, b, c, d");
+        assert_eq!(first_named(&names[..1], 3), "a");
+        assert_eq!(human_bytes(120), "120 B");
+        assert_eq!(human_bytes(7 * 1024 * 1024 + 400 * 1024), "7.4 MiB");
+    }
+}

@@ -190,7 +190,7 @@ impl ImportSummary {
         if !self.detections_of_other_videos.is_empty() {
             notes.push(format!(
                 "the detections name videos that are not imported, their boxes left out: {}",
-                self.detections_of_other_videos.join(", ")
+                crate::progress::first_named(&self.detections_of_other_videos, 10)
             ));
         }
         if self.whole_frame_boxes > 0 {
@@ -545,7 +545,6 @@ fn unlabelled_there(
     exported: &[ExportedVideo],
     on_disk: &BTreeMap<VideoId, VideoFileName>,
 ) -> String {
-    const SHOWN: usize = 10;
     let labelled: BTreeSet<VideoId> = exported
         .iter()
         .filter(|video| video.tracks.iter().any(labels_an_action))
@@ -556,16 +555,11 @@ fn unlabelled_there(
         .filter(|id| !labelled.contains(id))
         .map(ToString::to_string)
         .collect();
-    match unlabelled.len() {
-        0 => "every video there is labelled".to_string(),
-        count if count > SHOWN => format!(
-            "the videos there no export labels: {} and {} more",
-            unlabelled[..SHOWN].join(", "),
-            count - SHOWN
-        ),
-        _ => format!(
+    match unlabelled.is_empty() {
+        true => "every video there is labelled".to_string(),
+        false => format!(
             "the videos there no export labels: {}",
-            unlabelled.join(", ")
+            crate::progress::first_named(&unlabelled, 10)
         ),
     }
 }

@@ -67,15 +67,7 @@ fn items_note(items: &[String], what: [&str; 2]) -> Option<String> {
     if items.is_empty() {
         return None;
     }
-    let mut named = items
-        .iter()
-        .take(NAMED)
-        .cloned()
-        .collect::<Vec<_>>()
-        .join(", ");
-    if items.len() > NAMED {
-        named.push_str(&format!(" and {} more", items.len() - NAMED));
-    }
+    let named = crate::progress::first_named(items, NAMED);
     let (noun, what) = match items.len() {
         1 => ("item", what[0]),
         _ => ("items", what[1]),
