@@ -1463,6 +1463,62 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
             && !said.contains("the folder they are copied from"),
         "{said}"
     );
+
+    // The whole pipeline then predicts on the test videos left without training again: nothing
+    // training reads changed, so the run folder and its weights are kept as they were.
+    let runs = || -> Vec<PathBuf> {
+        let mut runs: Vec<PathBuf> = fs::read_dir(data.join("runs"))
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .collect();
+        runs.sort();
+        runs
+    };
+    let weights = |run_dir: &Path| -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
+        let mut files: Vec<_> = fs::read_dir(run_dir)
+            .unwrap()
+            .map(|entry| entry.unwrap().path())
+            .filter(|path| path.extension().is_some_and(|ext| ext == "safetensors"))
+            .map(|path| {
+                let modified = fs::metadata(&path).unwrap().modified().unwrap();
+                (path.clone(), fs::read(&path).unwrap(), modified)
+            })
+            .collect();
+        files.sort();
+        assert!(!files.is_empty(), "no weights in {}", run_dir.display());
+        files
+    };
+    let trained = weights(&run_dir);
+    let kept = tiny_run(&data, &own.join("pipeline.toml"));
+    let said = stdout(&kept) + &stderr(&kept);
+    assert!(kept.status.success(), "{said}");
+    assert!(said.contains("its weights are kept, no training"), "{said}");
+    assert_eq!(runs(), std::slice::from_ref(&run_dir), "{said}");
+    assert!(weights(&run_dir) == trained, "the weights changed: {said}");
+    let predicted =
+        fs::read_to_string(run_dir.join("eval/test_detections.own-seconds.csv")).unwrap();
+    let videos: std::collections::BTreeSet<&str> = predicted
+        .lines()
+        .map(|line| line.split(',').next().unwrap())
+        .collect();
+    assert_eq!(videos, ["new_c"].into(), "{predicted}");
+
+    // Another val video changes what training reads: it trains afresh, beside the first run.
+    let extra = [
+        &with_detections[..],
+        &["--val", "walk_a", "--test", "new_c"],
+    ]
+    .concat();
+    imported(&labels, clips.path(), &own, &extra);
+    let retrained = tiny_run(&data, &own.join("pipeline.toml"));
+    let said = stdout(&retrained) + &stderr(&retrained);
+    assert!(retrained.status.success(), "{said}");
+    assert!(!said.contains("no training"), "{said}");
+    assert_eq!(runs().len(), 2, "{said}");
+    assert!(
+        weights(&run_dir) == trained,
+        "the first run changed: {said}"
+    );
 }
 
 /// `keyframes` on a folder with files named as videos that cannot be used as named (a space, a

@@ -1,9 +1,13 @@
 //! `train`: the trainer executable (`avaprep-train`, the one that links libtorch) run as a child
 //! process on the prepared dataset; what it made is recorded in `work/train.json` for `eval`.
 //!
-//! The run directory is named by the stage's fingerprint: a run under the same inputs resumes
-//! from its last checkpoint (a kill during training, then `avaprep run` again, continues), and a
-//! change upstream or in `[train]` trains afresh beside the old run, never over it.
+//! The run directory is named by the stage's fingerprint, and holds the digest of what training
+//! read ([`reads`]): a run on the same data resumes from its last checkpoint (a kill during
+//! training, then `avaprep run` again, continues), a finished one is kept (videos added only to
+//! predict on change nothing it read), and a change in what it reads or in `[train]` trains
+//! afresh beside the old run, never over it.
+
+mod reads;
 
 use std::collections::VecDeque;
 use std::io::{BufRead as _, BufReader, Read};
@@ -20,7 +24,7 @@ use crate::pipeline::{Closing, ItemError, ItemRecord, Stage, StageContext};
 use crate::progress::Unit;
 use crate::records::TrainedRun;
 use crate::trainer_protocol::{
-    CheckpointFiles, TrainEvent, TrainSummary, TrainerCall, TrainerCommand, run_files,
+    CheckpointFiles, StopReason, TrainEvent, TrainSummary, TrainerCall, TrainerCommand, run_files,
 };
 use crate::trainer_settings::{Preset, TrainConfig};
 
@@ -170,7 +174,27 @@ impl Stage for TrainStage {
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
         let layout = DataLayout::new(context.data_dir);
-        let run_dir = run_dir(&layout, context.fingerprint);
+        let own_dir = run_dir(&layout, context.fingerprint);
+        let reads = reads::training_reads(context.data_dir, &self.params(), &self.config);
+        let trained_on_the_same = reads
+            .as_deref()
+            .and_then(|reads| reads::run_trained_on(&layout.runs(), reads, &own_dir));
+        let run_dir = trained_on_the_same.unwrap_or(own_dir);
+        if let Some(trained) = finished_run(&layout, &run_dir) {
+            context.reporter.stage_note(
+                self.id().name(),
+                &format!(
+                    "what training reads (the train and val videos, their labels and frames, the settings) is unchanged since {} was trained: its weights are kept, no training",
+                    run_dir.display()
+                ),
+            );
+            return self.record_trained(context, &layout, &trained, 0);
+        }
+        if let Some(reads) = &reads {
+            std::fs::create_dir_all(&run_dir).map_err(ItemError::output)?;
+            crate::fsutil::write_atomic(&run_dir.join(reads::READS_FILE), reads.as_bytes())
+                .map_err(ItemError::output)?;
+        }
         let call = TrainerCall {
             data_dir: context.data_dir.to_path_buf(),
             command: TrainerCommand::Train {
@@ -227,18 +251,7 @@ impl Stage for TrainStage {
         };
         run_trainer(&self.trainer, &call, context, &follow)?;
         let trained = trained_run(&layout, &run_dir)?;
-        let path = TrainedRun::path(&layout);
-        let bytes = serde_json::to_vec_pretty(&trained).expect("a record serialises");
-        crate::fsutil::write_atomic(&path, &bytes).map_err(ItemError::output)?;
-        let made = [layout.relative(&path), trained.weights.clone()];
-        let made: Vec<&str> = made.iter().map(String::as_str).collect();
-        let record =
-            ItemRecord::of_files(context.data_dir, &made, &[]).map_err(ItemError::input)?;
-        Ok(record.with_counts(&TrainCounts {
-            epochs: trained.epochs_run,
-            steps: trained.steps,
-            resumed_at_step: resumed_at_step.get(),
-        }))
+        self.record_trained(context, &layout, &trained, resumed_at_step.get())
     }
 
     /// Where the model, its curves and its run folder are, and why training stopped.
@@ -266,6 +279,40 @@ impl Stage for TrainStage {
     }
 }
 
+impl TrainStage {
+    /// Records the run in `work/train.json` for eval, and as the stage's item.
+    fn record_trained(
+        &self,
+        context: &StageContext,
+        layout: &DataLayout,
+        trained: &TrainedRun,
+        resumed_at_step: u64,
+    ) -> Result<ItemRecord, ItemError> {
+        let path = TrainedRun::path(layout);
+        let bytes = serde_json::to_vec_pretty(trained).expect("a record serialises");
+        crate::fsutil::write_atomic(&path, &bytes).map_err(ItemError::output)?;
+        let made = [layout.relative(&path), trained.weights.clone()];
+        let made: Vec<&str> = made.iter().map(String::as_str).collect();
+        let record =
+            ItemRecord::of_files(context.data_dir, &made, &[]).map_err(ItemError::input)?;
+        Ok(record.with_counts(&TrainCounts {
+            epochs: trained.epochs_run,
+            steps: trained.steps,
+            resumed_at_step,
+        }))
+    }
+}
+
+/// The run in `run_dir` when it ran to its end (not stopped part way, to be continued).
+fn finished_run(layout: &DataLayout, run_dir: &Path) -> Option<TrainedRun> {
+    let summary: TrainSummary =
+        serde_json::from_slice(&std::fs::read(run_dir.join(run_files::SUMMARY)).ok()?).ok()?;
+    if matches!(summary.reason, StopReason::Cancelled { .. }) {
+        return None;
+    }
+    trained_run(layout, run_dir).ok()
+}
+
 /// The train stage's counts in its record.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default)]
@@ -288,8 +335,11 @@ fn run_dir(layout: &DataLayout, fingerprint: &str) -> PathBuf {
         .filter(char::is_ascii_alphanumeric)
         .take(12)
         .collect();
-    layout.runs().join(format!("pipeline-{tag}"))
+    layout.runs().join(format!("{RUN_PREFIX}{tag}"))
 }
+
+/// How the names of the pipeline's run folders begin.
+const RUN_PREFIX: &str = "pipeline-";
 
 fn trained_run(layout: &DataLayout, run_dir: &Path) -> Result<TrainedRun, ItemError> {
     let read = |name: &str| -> Result<Vec<u8>, ItemError> {

@@ -1,0 +1,370 @@
+//! What training reads of the dataset, as one digest: a run folder that recorded the same one was
+//! trained on exactly this data, so its weights stand for a training now.
+//!
+//! The engine keys the train stage on everything made before it, so videos added only to
+//! predict on (the test split) make it due again. The trainer reads less: the run's settings,
+//! the plan's entries of its train and val videos, their annotation files, the label maps and
+//! those videos' frames. Training again on the same would redo hours of work to make the same
+//! model, so the stage keeps the run whose digest is the same.
+
+use std::path::Path;
+
+use sha2::{Digest, Sha256};
+
+use super::StageId;
+use crate::fsutil::{FileKind, read_regular};
+use crate::layout::DataLayout;
+use crate::pipeline::StateStore;
+use crate::pipeline::state::Peeked;
+use crate::records::VideoPlan;
+use crate::trainer_protocol::run_files;
+use crate::trainer_settings::TrainConfig;
+
+/// The file in a run folder that holds the digest of what it was trained on.
+pub const READS_FILE: &str = "reads.sha256";
+
+/// The digest of everything the trainer reads under `config` (and the stage's `params`), or
+/// `None` where part of it cannot be read or was made outside the pipeline (frames without
+/// extraction's records): such a run is never kept for another.
+pub fn training_reads(
+    data_dir: &Path,
+    params: &serde_json::Value,
+    config: &TrainConfig,
+) -> Option<String> {
+    let layout = DataLayout::new(data_dir);
+    let plan = VideoPlan::load(&layout.video_plan()).ok()?;
+    let frames = match StateStore::new(data_dir, None)
+        .peek(StageId::Extract.name())
+        .ok()?
+    {
+        Peeked::Valid(state) => state,
+        Peeked::Missing | Peeked::Corrupt(_) => return None,
+    };
+    let mut digest = Digester::default();
+    digest.text("avaprep training reads 1");
+    digest.text(&params.to_string());
+    digest.text(&toml::to_string(config).ok()?);
+    digest.text(&format!(
+        "proposals {} clock {} start {}",
+        plan.ground_truth_proposals, plan.own_clock, plan.video_start
+    ));
+    let annotations = layout.annotations();
+    for name in [&plan.files.label_map, &plan.files.scored_label_map] {
+        digest.file(&annotations, name)?;
+    }
+    let splits = std::iter::once(&config.train_split).chain(config.val_split.as_ref());
+    for split in splits.map(|split| split.as_str()) {
+        digest.text(split);
+        let files = plan.files.splits.get(split)?;
+        for name in [
+            &files.ground_truth,
+            &files.excluded_timestamps,
+            &files.detected_boxes,
+        ] {
+            match name {
+                Some(name) => digest.file(&annotations, name)?,
+                None => digest.text("none"),
+            }
+        }
+        for video in plan.videos.iter().filter(|video| video.split == split) {
+            digest.text(&serde_json::to_string(video).ok()?);
+            // Frames are read by what extraction recorded of them (their bytes, by content).
+            let record = frames.items.get(video.id.as_str())?;
+            digest.text(&record.identity());
+        }
+    }
+    Some(digest.finish())
+}
+
+/// Each part hashed with its length, so that parts never run into one another.
+#[derive(Default)]
+struct Digester(Sha256);
+
+impl Digester {
+    fn text(&mut self, text: &str) {
+        self.bytes(text.as_bytes());
+    }
+
+    fn bytes(&mut self, bytes: &[u8]) {
+        self.0.update((bytes.len() as u64).to_le_bytes());
+        self.0.update(bytes);
+    }
+
+    /// A file of the annotations folder (the plan's names were checked to stay in it).
+    fn file(&mut self, annotations: &Path, name: &str) -> Option<()> {
+        self.text(name);
+        self.bytes(&read_regular(&annotations.join(name), FileKind::Table).ok()?);
+        Some(())
+    }
+
+    fn finish(self) -> String {
+        hex::encode(self.0.finalize())
+    }
+}
+
+/// The run folder under `runs` that was trained on `reads` and finished (or stopped with a
+/// checkpoint to continue from), preferring `preferred` (the stage's own folder): `None` where
+/// none was.
+pub fn run_trained_on(runs: &Path, reads: &str, preferred: &Path) -> Option<std::path::PathBuf> {
+    let recorded = |dir: &Path| {
+        std::fs::read_to_string(dir.join(READS_FILE)).is_ok_and(|text| text.trim() == reads)
+    };
+    if recorded(preferred) {
+        return Some(preferred.to_path_buf());
+    }
+    let mut candidates: Vec<std::path::PathBuf> = std::fs::read_dir(runs)
+        .ok()?
+        .filter_map(Result::ok)
+        .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
+        .map(|entry| entry.path())
+        .filter(|dir| {
+            dir.file_name()
+                .is_some_and(|name| name.to_string_lossy().starts_with(super::RUN_PREFIX))
+        })
+        .filter(|dir| recorded(dir))
+        .collect();
+    // A finished run before one stopped part way (whose checkpoint training continues from).
+    candidates.sort_by_key(|dir| (!dir.join(run_files::SUMMARY).is_file(), dir.clone()));
+    candidates.into_iter().next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pipeline::ItemRecord;
+    use crate::pipeline::state::StageState;
+    use crate::trainer_settings::Preset;
+
+    /// A data directory with a train, a val and a test video, their annotation files, frames
+    /// and extraction's records of them.
+    fn dataset() -> tempfile::TempDir {
+        let dir = tempfile::tempdir().unwrap();
+        for (name, text) in [
+            (
+                "annotations/labels.pbtxt",
+                "label { name: \"walk\" label_id: 1 }\n",
+            ),
+            (
+                "annotations/scored.pbtxt",
+                "item { name: \"walk\" id: 1 }\n",
+            ),
+            ("annotations/train.csv", "walk_a,0902,0.1,0.1,0.5,0.5,1,0\n"),
+            ("annotations/val.csv", "walk_b,0902,0.1,0.1,0.5,0.5,1,0\n"),
+            (
+                "annotations/val_boxes.csv",
+                "walk_b,0902,0.1,0.1,0.5,0.5,,0.9\n",
+            ),
+            (
+                "annotations/test_boxes.csv",
+                "new_c,0902,0.1,0.1,0.5,0.5,,0.9\n",
+            ),
+            ("frames/walk_a/000001.jpg", "a"),
+            ("frames/walk_b/000001.jpg", "b"),
+            ("frames/new_c/000001.jpg", "c"),
+        ] {
+            write(dir.path(), name, text);
+        }
+        write_plan(
+            dir.path(),
+            &[("walk_a", "train"), ("walk_b", "val"), ("new_c", "test")],
+        );
+        record_frames(dir.path());
+        dir
+    }
+
+    fn write(data_dir: &Path, relative: &str, text: &str) {
+        let path = data_dir.join(relative);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn write_plan(data_dir: &Path, videos: &[(&str, &str)]) {
+        let videos: Vec<serde_json::Value> = videos
+            .iter()
+            .map(|(id, split)| {
+                serde_json::json!({"id": id, "file_name": format!("{id}.mp4"),
+                    "folder": "trainval", "split": split, "keyframes": [902, 903]})
+            })
+            .collect();
+        let plan = serde_json::json!({
+            "segment": [900.0, 906.0], "keyframes": [902, 903], "videos": videos,
+            "files": {"label_map": "labels.pbtxt", "scored_label_map": "scored.pbtxt",
+                "splits": {
+                    "train": {"ground_truth": "train.csv"},
+                    "val": {"ground_truth": "val.csv", "detected_boxes": "val_boxes.csv"},
+                    "test": {"detected_boxes": "test_boxes.csv"}}},
+            "video_start": 900.0, "own_clock": true
+        });
+        write(
+            data_dir,
+            "work/videos.json",
+            &serde_json::to_string_pretty(&plan).unwrap(),
+        );
+    }
+
+    /// Extraction's records of the frames as they are now.
+    fn record_frames(data_dir: &Path) {
+        let mut state = StageState::new(StageId::Extract.name(), "key", serde_json::json!({}));
+        for entry in std::fs::read_dir(data_dir.join("frames")).unwrap() {
+            let id = entry.unwrap().file_name().to_string_lossy().to_string();
+            let frames = format!("frames/{id}");
+            let record = ItemRecord::of_files(data_dir, &[&frames], &[]).unwrap();
+            state.items.insert(id, record);
+        }
+        StateStore::new(data_dir, None).save(&state).unwrap();
+    }
+
+    fn config(settings: &str) -> TrainConfig {
+        let preset = Preset::from_name("synthetic-tiny").unwrap();
+        crate::trainer_settings::resolve_table(preset, &settings.parse().unwrap()).unwrap()
+    }
+
+    fn reads(data_dir: &Path, settings: &str) -> Option<String> {
+        let params = serde_json::json!({"preset": "synthetic-tiny"});
+        training_reads(data_dir, &params, &config(settings))
+    }
+
+    #[test]
+    fn what_only_the_test_split_has_leaves_it_the_same() {
+        let data = dataset();
+        let before = reads(data.path(), "").expect("a digest");
+        write(
+            data.path(),
+            "annotations/test_boxes.csv",
+            "new_c,0903,0,0,1,1,,0.9\n",
+        );
+        write(data.path(), "frames/new_c/000001.jpg", "c, made again");
+        write(data.path(), "frames/new_d/000001.jpg", "d");
+        write_plan(
+            data.path(),
+            &[
+                ("walk_a", "train"),
+                ("walk_b", "val"),
+                ("new_c", "test"),
+                ("new_d", "test"),
+            ],
+        );
+        record_frames(data.path());
+        assert_eq!(reads(data.path(), ""), Some(before));
+    }
+
+    /// What a change is, and how to make it to a data directory.
+    type Change = (&'static str, fn(&Path));
+
+    #[test]
+    fn each_thing_training_reads_changes_it() {
+        let train_frame = |data: &Path| {
+            write(data, "frames/walk_a/000001.jpg", "a, made again");
+            record_frames(data);
+        };
+        let val_frame = |data: &Path| {
+            write(data, "frames/walk_b/000002.jpg", "b");
+            record_frames(data);
+        };
+        let changes: [Change; 8] = [
+            ("a train frame", train_frame),
+            ("a val frame", val_frame),
+            ("the train labels", |data| {
+                write(
+                    data,
+                    "annotations/train.csv",
+                    "walk_a,0903,0.1,0.1,0.5,0.5,1,0\n",
+                )
+            }),
+            ("the val detector boxes", |data| {
+                write(
+                    data,
+                    "annotations/val_boxes.csv",
+                    "walk_b,0902,0,0,1,1,,0.9\n",
+                )
+            }),
+            ("the label map", |data| {
+                write(
+                    data,
+                    "annotations/labels.pbtxt",
+                    "label { name: \"run\" label_id: 1 }\n",
+                )
+            }),
+            ("the scored label map", |data| {
+                write(
+                    data,
+                    "annotations/scored.pbtxt",
+                    "item { name: \"run\" id: 1 }\n",
+                )
+            }),
+            ("a train video's keyframes", |data| {
+                let path = data.join("work/videos.json");
+                let mut plan: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+                plan["videos"][0]["keyframes"] = serde_json::json!([902]);
+                std::fs::write(path, plan.to_string()).unwrap();
+            }),
+            ("a video moved from test to val", |data| {
+                write_plan(
+                    data,
+                    &[("walk_a", "train"), ("walk_b", "val"), ("new_c", "val")],
+                )
+            }),
+        ];
+        for (change, make) in changes {
+            let data = dataset();
+            let before = reads(data.path(), "").expect("a digest");
+            make(data.path());
+            let after = reads(data.path(), "").expect("a digest");
+            assert_ne!(before, after, "{change}");
+        }
+        let data = dataset();
+        let before = reads(data.path(), "");
+        assert_ne!(reads(data.path(), "max_epochs = 1"), before, "a setting");
+        assert_ne!(
+            reads(data.path(), "val_split = \"\""),
+            before,
+            "no val split"
+        );
+    }
+
+    #[test]
+    fn frames_without_extraction_s_records_are_never_taken_as_the_same() {
+        let data = dataset();
+        std::fs::remove_file(StateStore::new(data.path(), None).path(StageId::Extract.name()))
+            .unwrap();
+        assert_eq!(reads(data.path(), ""), None);
+        let data = dataset();
+        write_plan(
+            data.path(),
+            &[("walk_a", "train"), ("walk_b", "val"), ("walk_x", "train")],
+        );
+        assert_eq!(
+            reads(data.path(), ""),
+            None,
+            "a train video with no frames recorded"
+        );
+    }
+
+    #[test]
+    fn a_finished_run_on_the_same_data_is_found_before_one_stopped_part_way() {
+        let runs = tempfile::tempdir().unwrap();
+        let run = |name: &str, reads: &str, finished: bool| {
+            let dir = runs.path().join(name);
+            write(&dir, READS_FILE, reads);
+            if finished {
+                write(&dir, run_files::SUMMARY, "{}");
+            }
+            dir
+        };
+        let own = runs.path().join("pipeline-own");
+        run("pipeline-a", "d1", false);
+        let finished = run("pipeline-b", "d1", true);
+        run("pipeline-c", "d2", true);
+        run("preset-run", "d3", true);
+        assert_eq!(run_trained_on(runs.path(), "d1", &own), Some(finished));
+        assert_eq!(
+            run_trained_on(runs.path(), "d3", &own),
+            None,
+            "not the pipeline's"
+        );
+        assert_eq!(run_trained_on(runs.path(), "d4", &own), None);
+        let own = run("pipeline-own", "d1", false);
+        assert_eq!(run_trained_on(runs.path(), "d1", &own), Some(own));
+    }
+}
