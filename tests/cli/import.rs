@@ -1503,7 +1503,24 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         .collect();
     assert_eq!(videos, ["new_c"].into(), "{predicted}");
 
-    // Another val video changes what training reads: it trains afresh, beside the first run.
+    // Continuing the run by hand changes its weights: the pipeline no longer keeps it.
+    let reads = run_dir.join("reads.sha256");
+    assert!(reads.is_file(), "{said}");
+    let continued = avaprep(&data)
+        .args(["train", "--resume", "--run-dir"])
+        .arg(&run_dir)
+        .args(["--set", "epochs=3"])
+        .output()
+        .unwrap();
+    assert!(continued.status.success(), "{}", stderr(&continued));
+    assert!(
+        !reads.exists(),
+        "a continued run still says what it was trained on"
+    );
+    let trained = weights(&run_dir);
+
+    // Another val video (walk_a for walk_b) changes what training reads: it trains afresh,
+    // beside the first run, which it leaves as it was.
     let extra = [
         &with_detections[..],
         &["--val", "walk_a", "--test", "new_c"],
@@ -1514,11 +1531,20 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
     let said = stdout(&retrained) + &stderr(&retrained);
     assert!(retrained.status.success(), "{said}");
     assert!(!said.contains("no training"), "{said}");
-    assert_eq!(runs().len(), 2, "{said}");
+    let runs = runs();
+    assert_eq!(runs.len(), 2, "{said}");
     assert!(
         weights(&run_dir) == trained,
         "the first run changed: {said}"
     );
+    let recorded = json(&data.join("work/train.json"));
+    let second = runs.iter().find(|run| **run != run_dir).unwrap();
+    assert_eq!(
+        data.join(recorded["run_dir"].as_str().unwrap()),
+        *second,
+        "{recorded}"
+    );
+    assert!(second.join("reads.sha256").is_file());
 }
 
 /// `keyframes` on a folder with files named as videos that cannot be used as named (a space, a

@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use anyhow::Context as _;
 use clap::Args;
 
 use avaprep::layout::DataLayout;
@@ -66,6 +67,9 @@ pub fn run(
             printer.note(&text);
         }
     };
+    // What the pipeline recorded of the folder's training no longer holds once it trains again.
+    avaprep::fsutil::remove_if_present(&run_dir.join(run_files::READS))
+        .with_context(|| format!("{}: removing {}", run_dir.display(), run_files::READS))?;
     let summary = crate::train::train(&config, &global.data_dir, &run_dir, cancel, &progress)?;
     printer.record("train_summary", &summary);
     printer.result(&format!(

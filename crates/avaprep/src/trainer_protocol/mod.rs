@@ -32,6 +32,11 @@ pub mod run_files {
     pub const METRICS_JSONL: &str = "metrics.jsonl";
     pub const METRICS_CSV: &str = "metrics.csv";
     pub const CURVES: &str = "curves.png";
+    /// The digest of what the pipeline's training read, written when it finished: a run folder
+    /// with the one a training now would read is kept instead (see `stages::train`). Any
+    /// training that starts in the folder removes it first, so it never speaks for weights that
+    /// a continuation (`avaprep train --resume`) changed.
+    pub const READS: &str = "reads.sha256";
 }
 
 /// The tensor files `checkpoint.json` names (the rest of it is the trainer's own state).

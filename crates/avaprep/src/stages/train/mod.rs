@@ -1,11 +1,11 @@
 //! `train`: the trainer executable (`avaprep-train`, the one that links libtorch) run as a child
 //! process on the prepared dataset; what it made is recorded in `work/train.json` for `eval`.
 //!
-//! The run directory is named by the stage's fingerprint, and holds the digest of what training
-//! read ([`reads`]): a run on the same data resumes from its last checkpoint (a kill during
-//! training, then `avaprep run` again, continues), a finished one is kept (videos added only to
-//! predict on change nothing it read), and a change in what it reads or in `[train]` trains
-//! afresh beside the old run, never over it.
+//! The run directory is named by the stage's fingerprint: a run under the same inputs resumes
+//! from its last checkpoint (a kill during training, then `avaprep run` again, continues), and a
+//! change upstream or in `[train]` trains afresh beside the old run, never over it. A finished
+//! run also holds the digest of what its training read ([`reads`]): when the stage is due again
+//! on the same (videos added only to predict on change nothing it reads), its weights are kept.
 
 mod reads;
 
@@ -174,27 +174,24 @@ impl Stage for TrainStage {
 
     fn run_item(&self, context: &StageContext, _item: &str) -> Result<ItemRecord, ItemError> {
         let layout = DataLayout::new(context.data_dir);
-        let own_dir = run_dir(&layout, context.fingerprint);
         let reads = reads::training_reads(context.data_dir, &self.params(), &self.config);
-        let trained_on_the_same = reads
-            .as_deref()
-            .and_then(|reads| reads::run_trained_on(&layout.runs(), reads, &own_dir));
-        let run_dir = trained_on_the_same.unwrap_or(own_dir);
-        if let Some(trained) = finished_run(&layout, &run_dir) {
+        let own_dir = run_dir(&layout, context.fingerprint);
+        let trained_on_the_same = reads.as_deref().and_then(|reads| {
+            reads::runs_trained_on(&layout.runs(), reads, &own_dir)
+                .into_iter()
+                .find_map(|dir| Some((finished_run(&layout, &dir)?, dir)))
+        });
+        if let Some((trained, dir)) = trained_on_the_same {
             context.reporter.stage_note(
                 self.id().name(),
                 &format!(
-                    "what training reads (the train and val videos, their labels and frames, the settings) is unchanged since {} was trained: its weights are kept, no training",
-                    run_dir.display()
+                    "what training reads (the train and val videos, their labels and frames, the settings) is the same as when {} was trained: its weights are kept, no training",
+                    dir.display()
                 ),
             );
             return self.record_trained(context, &layout, &trained, 0);
         }
-        if let Some(reads) = &reads {
-            std::fs::create_dir_all(&run_dir).map_err(ItemError::output)?;
-            crate::fsutil::write_atomic(&run_dir.join(reads::READS_FILE), reads.as_bytes())
-                .map_err(ItemError::output)?;
-        }
+        let run_dir = own_dir;
         let call = TrainerCall {
             data_dir: context.data_dir.to_path_buf(),
             command: TrainerCommand::Train {
@@ -251,6 +248,10 @@ impl Stage for TrainStage {
         };
         run_trainer(&self.trainer, &call, context, &follow)?;
         let trained = trained_run(&layout, &run_dir)?;
+        if let Some(reads) = &reads {
+            crate::fsutil::write_atomic(&run_dir.join(run_files::READS), reads.as_bytes())
+                .map_err(ItemError::output)?;
+        }
         self.record_trained(context, &layout, &trained, resumed_at_step.get())
     }
 
@@ -303,14 +304,20 @@ impl TrainStage {
     }
 }
 
-/// The run in `run_dir` when it ran to its end (not stopped part way, to be continued).
+/// The run in `run_dir` when it ran to its end (not stopped part way, to be continued) and its
+/// weights are there.
 fn finished_run(layout: &DataLayout, run_dir: &Path) -> Option<TrainedRun> {
     let summary: TrainSummary =
         serde_json::from_slice(&std::fs::read(run_dir.join(run_files::SUMMARY)).ok()?).ok()?;
     if matches!(summary.reason, StopReason::Cancelled { .. }) {
         return None;
     }
-    trained_run(layout, run_dir).ok()
+    let trained = trained_run(layout, run_dir).ok()?;
+    layout
+        .root()
+        .join(&trained.weights)
+        .is_file()
+        .then_some(trained)
 }
 
 /// The train stage's counts in its record.

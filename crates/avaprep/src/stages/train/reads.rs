@@ -7,7 +7,7 @@
 //! those videos' frames. Training again on the same would redo hours of work to make the same
 //! model, so the stage keeps the run whose digest is the same.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
@@ -19,9 +19,6 @@ use crate::pipeline::state::Peeked;
 use crate::records::VideoPlan;
 use crate::trainer_protocol::run_files;
 use crate::trainer_settings::TrainConfig;
-
-/// The file in a run folder that holds the digest of what it was trained on.
-pub const READS_FILE: &str = "reads.sha256";
 
 /// The digest of everything the trainer reads under `config` (and the stage's `params`), or
 /// `None` where part of it cannot be read or was made outside the pipeline (frames without
@@ -40,22 +37,28 @@ pub fn training_reads(
         Peeked::Valid(state) => state,
         Peeked::Missing | Peeked::Corrupt(_) => return None,
     };
+    let splits: Vec<&str> = std::iter::once(&config.train_split)
+        .chain(config.val_split.as_ref())
+        .map(|split| split.as_str())
+        .collect();
     let mut digest = Digester::default();
-    digest.text("avaprep training reads 1");
+    // The version too: another release may build its clips from the same files otherwise.
+    digest.text(concat!(
+        "avaprep training reads 1, ",
+        env!("CARGO_PKG_VERSION")
+    ));
     digest.text(&params.to_string());
     digest.text(&toml::to_string(config).ok()?);
-    digest.text(&format!(
-        "proposals {} clock {} start {}",
-        plan.ground_truth_proposals, plan.own_clock, plan.video_start
-    ));
+    if let Some(path) = &config.init_weights {
+        digest.bytes(&std::fs::read(path).ok()?);
+    }
+    digest.text(&serde_json::to_string(&training_part(plan.clone(), &splits)).ok()?);
     let annotations = layout.annotations();
     for name in [&plan.files.label_map, &plan.files.scored_label_map] {
         digest.file(&annotations, name)?;
     }
-    let splits = std::iter::once(&config.train_split).chain(config.val_split.as_ref());
-    for split in splits.map(|split| split.as_str()) {
-        digest.text(split);
-        let files = plan.files.splits.get(split)?;
+    for split in &splits {
+        let files = plan.files.splits.get(*split)?;
         for name in [
             &files.ground_truth,
             &files.excluded_timestamps,
@@ -66,14 +69,26 @@ pub fn training_reads(
                 None => digest.text("none"),
             }
         }
-        for video in plan.videos.iter().filter(|video| video.split == split) {
-            digest.text(&serde_json::to_string(video).ok()?);
-            // Frames are read by what extraction recorded of them (their bytes, by content).
-            let record = frames.items.get(video.id.as_str())?;
-            digest.text(&record.identity());
+        // Frames are read by what extraction recorded of them (their bytes, by content).
+        for video in plan.videos.iter().filter(|video| video.split == *split) {
+            digest.text(&frames.items.get(video.id.as_str())?.identity());
         }
     }
     Some(digest.finish())
+}
+
+/// The plan as far as training reads it: its train and val videos and files. Its segment goes,
+/// which training does not read, and its keyframe range, which only makes rows outside it
+/// errors (the rows are in the digest): both grow with a longer video to predict on.
+fn training_part(mut plan: VideoPlan, splits: &[&str]) -> VideoPlan {
+    plan.videos
+        .retain(|video| splits.contains(&video.split.as_str()));
+    plan.files
+        .splits
+        .retain(|split, _| splits.contains(&split.as_str()));
+    plan.segment = [0.0; 2];
+    plan.keyframes = [0; 2];
+    plan
 }
 
 /// Each part hashed with its length, so that parts never run into one another.
@@ -102,18 +117,16 @@ impl Digester {
     }
 }
 
-/// The run folder under `runs` that was trained on `reads` and finished (or stopped with a
-/// checkpoint to continue from), preferring `preferred` (the stage's own folder): `None` where
-/// none was.
-pub fn run_trained_on(runs: &Path, reads: &str, preferred: &Path) -> Option<std::path::PathBuf> {
+/// The run folders under `runs` whose training read `reads`, `preferred` (the stage's own) first;
+/// only a training of the pipeline that finished records it.
+pub fn runs_trained_on(runs: &Path, reads: &str, preferred: &Path) -> Vec<PathBuf> {
     let recorded = |dir: &Path| {
-        std::fs::read_to_string(dir.join(READS_FILE)).is_ok_and(|text| text.trim() == reads)
+        std::fs::read_to_string(dir.join(run_files::READS)).is_ok_and(|text| text.trim() == reads)
     };
-    if recorded(preferred) {
-        return Some(preferred.to_path_buf());
-    }
-    let mut candidates: Vec<std::path::PathBuf> = std::fs::read_dir(runs)
-        .ok()?
+    let Ok(entries) = std::fs::read_dir(runs) else {
+        return Vec::new();
+    };
+    let mut found: Vec<PathBuf> = entries
         .filter_map(Result::ok)
         .filter(|entry| entry.file_type().is_ok_and(|kind| kind.is_dir()))
         .map(|entry| entry.path())
@@ -123,9 +136,8 @@ pub fn run_trained_on(runs: &Path, reads: &str, preferred: &Path) -> Option<std:
         })
         .filter(|dir| recorded(dir))
         .collect();
-    // A finished run before one stopped part way (whose checkpoint training continues from).
-    candidates.sort_by_key(|dir| (!dir.join(run_files::SUMMARY).is_file(), dir.clone()));
-    candidates.into_iter().next()
+    found.sort_by_key(|dir| (dir != preferred, dir.clone()));
+    found
 }
 
 #[cfg(test)]
@@ -149,6 +161,11 @@ mod tests {
                 "item { name: \"walk\" id: 1 }\n",
             ),
             ("annotations/train.csv", "walk_a,0902,0.1,0.1,0.5,0.5,1,0\n"),
+            ("annotations/train_excluded.csv", ""),
+            (
+                "annotations/train_boxes.csv",
+                "walk_a,0902,0.1,0.1,0.5,0.5,,0.9\n",
+            ),
             ("annotations/val.csv", "walk_b,0902,0.1,0.1,0.5,0.5,1,0\n"),
             (
                 "annotations/val_boxes.csv",
@@ -190,7 +207,9 @@ mod tests {
             "segment": [900.0, 906.0], "keyframes": [902, 903], "videos": videos,
             "files": {"label_map": "labels.pbtxt", "scored_label_map": "scored.pbtxt",
                 "splits": {
-                    "train": {"ground_truth": "train.csv"},
+                    "train": {"ground_truth": "train.csv",
+                        "excluded_timestamps": "train_excluded.csv",
+                        "detected_boxes": "train_boxes.csv"},
                     "val": {"ground_truth": "val.csv", "detected_boxes": "val_boxes.csv"},
                     "test": {"detected_boxes": "test_boxes.csv"}}},
             "video_start": 900.0, "own_clock": true
@@ -244,6 +263,13 @@ mod tests {
                 ("new_d", "test"),
             ],
         );
+        // A longer video to predict on widens the plan's segment and keyframe range.
+        let path = data.path().join("work/videos.json");
+        let mut plan: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        plan["segment"] = serde_json::json!([900.0, 913.0]);
+        plan["keyframes"] = serde_json::json!([902, 910]);
+        std::fs::write(path, plan.to_string()).unwrap();
         record_frames(data.path());
         assert_eq!(reads(data.path(), ""), Some(before));
     }
@@ -261,7 +287,7 @@ mod tests {
             write(data, "frames/walk_b/000002.jpg", "b");
             record_frames(data);
         };
-        let changes: [Change; 8] = [
+        let changes: [Change; 11] = [
             ("a train frame", train_frame),
             ("a val frame", val_frame),
             ("the train labels", |data| {
@@ -270,6 +296,23 @@ mod tests {
                     "annotations/train.csv",
                     "walk_a,0903,0.1,0.1,0.5,0.5,1,0\n",
                 )
+            }),
+            ("the train keyframes excluded", |data| {
+                write(data, "annotations/train_excluded.csv", "walk_a,0903\n")
+            }),
+            ("the train detector boxes", |data| {
+                write(
+                    data,
+                    "annotations/train_boxes.csv",
+                    "walk_a,0903,0,0,1,1,,0.9\n",
+                )
+            }),
+            ("the proposals' kind", |data| {
+                let path = data.join("work/videos.json");
+                let mut plan: serde_json::Value =
+                    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+                plan["ground_truth_proposals"] = serde_json::json!(true);
+                std::fs::write(path, plan.to_string()).unwrap();
             }),
             ("the val detector boxes", |data| {
                 write(
@@ -342,29 +385,29 @@ mod tests {
     }
 
     #[test]
-    fn a_finished_run_on_the_same_data_is_found_before_one_stopped_part_way() {
+    fn the_runs_that_recorded_the_same_reads_are_found_the_stage_s_own_first() {
         let runs = tempfile::tempdir().unwrap();
-        let run = |name: &str, reads: &str, finished: bool| {
+        let run = |name: &str, reads: &str| {
             let dir = runs.path().join(name);
-            write(&dir, READS_FILE, reads);
-            if finished {
-                write(&dir, run_files::SUMMARY, "{}");
-            }
+            write(&dir, run_files::READS, reads);
             dir
         };
         let own = runs.path().join("pipeline-own");
-        run("pipeline-a", "d1", false);
-        let finished = run("pipeline-b", "d1", true);
-        run("pipeline-c", "d2", true);
-        run("preset-run", "d3", true);
-        assert_eq!(run_trained_on(runs.path(), "d1", &own), Some(finished));
+        let (a, b) = (run("pipeline-a", "d1"), run("pipeline-b", "d1\n"));
+        run("pipeline-c", "d2");
+        run("preset-run", "d3");
         assert_eq!(
-            run_trained_on(runs.path(), "d3", &own),
-            None,
+            runs_trained_on(runs.path(), "d1", &own),
+            [a.clone(), b.clone()]
+        );
+        assert_eq!(
+            runs_trained_on(runs.path(), "d3", &own),
+            [] as [PathBuf; 0],
             "not the pipeline's"
         );
-        assert_eq!(run_trained_on(runs.path(), "d4", &own), None);
-        let own = run("pipeline-own", "d1", false);
-        assert_eq!(run_trained_on(runs.path(), "d1", &own), Some(own));
+        assert_eq!(runs_trained_on(runs.path(), "d4", &own), [] as [PathBuf; 0]);
+        let own = run("pipeline-own", "d1");
+        assert_eq!(runs_trained_on(runs.path(), "d1", &own), [own, a, b]);
+        assert!(runs_trained_on(&runs.path().join("none"), "d1", Path::new("x")).is_empty());
     }
 }
