@@ -221,6 +221,14 @@ mod tests {
         );
     }
 
+    fn edit_plan(data_dir: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+        let path = data_dir.join("work/videos.json");
+        let mut plan: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        edit(&mut plan);
+        std::fs::write(path, plan.to_string()).unwrap();
+    }
+
     /// Extraction's records of the frames as they are now.
     fn record_frames(data_dir: &Path) {
         let mut state = StageState::new(StageId::Extract.name(), "key", serde_json::json!({}));
@@ -264,12 +272,10 @@ mod tests {
             ],
         );
         // A longer video to predict on widens the plan's segment and keyframe range.
-        let path = data.path().join("work/videos.json");
-        let mut plan: serde_json::Value =
-            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-        plan["segment"] = serde_json::json!([900.0, 913.0]);
-        plan["keyframes"] = serde_json::json!([902, 910]);
-        std::fs::write(path, plan.to_string()).unwrap();
+        edit_plan(data.path(), |plan| {
+            plan["segment"] = serde_json::json!([900.0, 913.0]);
+            plan["keyframes"] = serde_json::json!([902, 910]);
+        });
         record_frames(data.path());
         assert_eq!(reads(data.path(), ""), Some(before));
     }
@@ -308,11 +314,9 @@ mod tests {
                 )
             }),
             ("the proposals' kind", |data| {
-                let path = data.join("work/videos.json");
-                let mut plan: serde_json::Value =
-                    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-                plan["ground_truth_proposals"] = serde_json::json!(true);
-                std::fs::write(path, plan.to_string()).unwrap();
+                edit_plan(data, |plan| {
+                    plan["ground_truth_proposals"] = serde_json::json!(true)
+                })
             }),
             ("the val detector boxes", |data| {
                 write(
@@ -336,11 +340,9 @@ mod tests {
                 )
             }),
             ("a train video's keyframes", |data| {
-                let path = data.join("work/videos.json");
-                let mut plan: serde_json::Value =
-                    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-                plan["videos"][0]["keyframes"] = serde_json::json!([902]);
-                std::fs::write(path, plan.to_string()).unwrap();
+                edit_plan(data, |plan| {
+                    plan["videos"][0]["keyframes"] = serde_json::json!([902])
+                })
             }),
             ("a video moved from test to val", |data| {
                 write_plan(
