@@ -105,26 +105,35 @@ pub fn write_pipeline(out: &Path, splits: &[&str]) -> Result<DatasetPipeline, Im
     })
 }
 
-/// When the kept pipeline's `splits` are not the dataset's: which keys to change.
+/// When the kept pipeline's `splits` are not the dataset's, or it leaves the videos to predict
+/// on out of `[eval] splits` (extracted and listed, never predicted on): which keys to change.
 fn kept_pipeline_note(path: &Path, splits: &[&str]) -> Option<String> {
     let text = std::fs::read_to_string(path).ok()?;
     let table: toml::Table = text.parse().ok()?;
-    let named: Vec<&str> = table
-        .get("splits")?
-        .as_array()?
-        .iter()
-        .filter_map(toml::Value::as_str)
-        .collect();
+    let names = |value: Option<&toml::Value>| -> Option<Vec<String>> {
+        let names = value?.as_array()?.iter().filter_map(toml::Value::as_str);
+        Some(names.map(String::from).collect())
+    };
+    let named = names(table.get("splits"))?;
     let mut wanted = splits.to_vec();
     wanted.sort_unstable();
-    let mut sorted = named.clone();
+    let mut sorted: Vec<&str> = named.iter().map(String::as_str).collect();
     sorted.sort_unstable();
-    (sorted != wanted).then(|| {
-        format!(
+    if sorted != wanted {
+        return Some(format!(
             "{} (kept as it is: it is yours) names the splits {}, the dataset has {}: change its `splits`, [train] `settings.val_split` and [eval] `splits`, or remove the file and import again to have it written for this dataset",
             path.display(),
             named.join(", "),
             splits.join(", ")
+        ));
+    }
+    // `[eval]` without `splits` scores val alone, as the stage's default.
+    let evaluated = names(table.get("eval").and_then(|eval| eval.get("splits")))
+        .unwrap_or_else(|| vec!["val".to_string()]);
+    (splits.contains(&TEST_SPLIT) && !evaluated.iter().any(|split| split == TEST_SPLIT)).then(|| {
+        format!(
+            "{} (kept as it is: it is yours) leaves {TEST_SPLIT} out of [eval] `splits`: its videos are extracted but never predicted on; add \"{TEST_SPLIT}\" there",
+            path.display()
         )
     })
 }
@@ -693,6 +702,33 @@ mod tests {
                 .map(|item| item.as_str().unwrap().to_string())
                 .collect()
         };
+        let kept = |text: &str, splits: &[&str]| {
+            let out = folder.path().join("kept");
+            std::fs::create_dir_all(&out).unwrap();
+            std::fs::write(out.join(PIPELINE), text).unwrap();
+            let kept = write_pipeline(&out, splits).unwrap();
+            assert!(!kept.written);
+            assert_eq!(std::fs::read_to_string(&kept.path).unwrap(), text);
+            kept.note.unwrap_or_default()
+        };
+        let everything =
+            "splits = [\"train\", \"val\", \"test\"]\n[eval]\nsplits = [\"val\", \"test\"]\n";
+        assert_eq!(kept(everything, &["train", "val", "test"]), "");
+        let note = kept(everything, &["train", "val"]);
+        assert!(
+            note.contains("names the splits train, val, test, the dataset has train, val"),
+            "{note}"
+        );
+        for text in [
+            "splits = [\"val\", \"train\", \"test\"]\n[eval]\nsplits = [\"val\"]\n",
+            "splits = [\"train\", \"val\", \"test\"]\n",
+        ] {
+            let note = kept(text, &["train", "val", "test"]);
+            assert!(
+                note.contains("leaves test out of [eval] `splits`"),
+                "{text}: {note}"
+            );
+        }
         let with_val = read(&["train", "val"]);
         assert_eq!(with_val["dataset"].as_str(), Some(MANIFEST));
         assert_eq!(strings(&with_val["splits"]), ["train", "val"]);
