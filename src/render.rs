@@ -100,7 +100,7 @@ fn print_run_report(
     for stage in &report.stages {
         printer.record("stage", stage);
         for note in &stage.notes {
-            printer.note(&format!("note: {note}"));
+            printer.note(&format!("note: {}: {note}", stage.stage.name()));
         }
         for failure in stage.failures.iter().chain(&stage.newly_missing) {
             // A whole-dataset stage's one item is named by the stage alone.

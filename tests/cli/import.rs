@@ -1517,6 +1517,7 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         !reads.exists(),
         "a continued run still says what it was trained on"
     );
+    assert!(run_dir.join("trained-by-hand.txt").is_file());
     let trained = weights(&run_dir);
 
     // Another val video (walk_a for walk_b) changes what training reads: it trains afresh,
@@ -1545,6 +1546,28 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         "{recorded}"
     );
     assert!(second.join("reads.sha256").is_file());
+
+    // The first import again: the pipeline's own folder for it is the one continued by hand, on
+    // other settings, so it trains in the next folder instead of continuing that checkpoint.
+    let extra = [
+        &with_detections[..],
+        &["--val", "walk_b", "--test", "new_c,new_d"],
+    ]
+    .concat();
+    imported(&labels, clips.path(), &own, &extra);
+    let beside = tiny_run(&data, &own.join("pipeline.toml"));
+    let said = stdout(&beside) + &stderr(&beside);
+    assert!(beside.status.success(), "{said}");
+    let next = PathBuf::from(format!("{}-2", run_dir.display()));
+    assert!(
+        said.contains("was trained by hand since the pipeline made it") && next.is_dir(),
+        "{said}"
+    );
+    assert!(!said.contains("resumed from the checkpoint"), "{said}");
+    assert!(
+        weights(&run_dir) == trained,
+        "the run trained by hand changed: {said}"
+    );
 }
 
 /// `keyframes` on a folder with files named as videos that cannot be used as named (a space, a

@@ -67,7 +67,17 @@ pub fn run(
             printer.note(&text);
         }
     };
-    // What the pipeline recorded of the folder's training no longer holds once it trains again.
+    // What the pipeline recorded of the folder's training no longer holds once it trains again,
+    // and a training by hand (this process holds the lock, not a pipeline) makes it no longer
+    // the pipeline's.
+    if _held.is_some() {
+        std::fs::create_dir_all(&run_dir)
+            .and_then(|()| {
+                let by_hand = format!("{}\n", command_line());
+                avaprep::fsutil::write_atomic(&run_dir.join(run_files::BY_HAND), by_hand.as_bytes())
+            })
+            .with_context(|| format!("{}: writing {}", run_dir.display(), run_files::BY_HAND))?;
+    }
     avaprep::fsutil::remove_if_present(&run_dir.join(run_files::READS))
         .with_context(|| format!("{}: removing {}", run_dir.display(), run_files::READS))?;
     let summary = crate::train::train(&config, &global.data_dir, &run_dir, cancel, &progress)?;

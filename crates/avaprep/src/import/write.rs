@@ -119,6 +119,18 @@ fn kept_pipeline_note(path: &Path, splits: &[&str]) -> Option<String> {
     wanted.sort_unstable();
     let mut sorted: Vec<&str> = named.iter().map(String::as_str).collect();
     sorted.sort_unstable();
+    let only_test_missing = wanted.contains(&TEST_SPLIT)
+        && !sorted.contains(&TEST_SPLIT)
+        && wanted
+            .iter()
+            .filter(|split| **split != TEST_SPLIT)
+            .eq(sorted.iter());
+    if only_test_missing {
+        return Some(format!(
+            "{} (kept as it is: it is yours) leaves out the split {TEST_SPLIT}, the videos to predict on: add \"{TEST_SPLIT}\" to its `splits` and to [eval] `splits`",
+            path.display()
+        ));
+    }
     if sorted != wanted {
         return Some(format!(
             "{} (kept as it is: it is yours) names the splits {}, the dataset has {}: change its `splits`, [train] `settings.val_split` and [eval] `splits`, or remove the file and import again to have it written for this dataset",
@@ -714,6 +726,12 @@ mod tests {
         let everything =
             "splits = [\"train\", \"val\", \"test\"]\n[eval]\nsplits = [\"val\", \"test\"]\n";
         assert_eq!(kept(everything, &["train", "val", "test"]), "");
+        let without_test = "splits = [\"train\", \"val\"]\n[eval]\nsplits = [\"val\"]\n";
+        let note = kept(without_test, &["train", "val", "test"]);
+        assert!(
+            note.contains("leaves out the split test") && !note.contains("val_split"),
+            "{note}"
+        );
         let note = kept(everything, &["train", "val"]);
         assert!(
             note.contains("names the splits train, val, test, the dataset has train, val"),

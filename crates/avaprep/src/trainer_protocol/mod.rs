@@ -37,6 +37,9 @@ pub mod run_files {
     /// training that starts in the folder removes it first, so it never speaks for weights that
     /// a continuation (`avaprep train --resume`) changed.
     pub const READS: &str = "reads.sha256";
+    /// Written by a training started by hand (`avaprep train`), not by the pipeline: the
+    /// pipeline never continues or keeps the folder as its own after that.
+    pub const BY_HAND: &str = "trained-by-hand.txt";
 }
 
 /// The tensor files `checkpoint.json` names (the rest of it is the trainer's own state).

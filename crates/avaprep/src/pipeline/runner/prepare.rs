@@ -67,6 +67,14 @@ fn items_note(items: &[String], what: [&str; 2]) -> Option<String> {
     if items.is_empty() {
         return None;
     }
+    // A whole-dataset stage's one item is the stage: "1 item ...: all" says nothing more.
+    if items
+        .iter()
+        .map(String::as_str)
+        .eq([super::super::stage::WHOLE])
+    {
+        return Some(what[0].to_string());
+    }
     let named = crate::progress::first_named(items, NAMED);
     let (noun, what) = match items.len() {
         1 => ("item", what[0]),

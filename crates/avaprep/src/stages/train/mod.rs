@@ -191,7 +191,17 @@ impl Stage for TrainStage {
             );
             return self.record_trained(context, &layout, &trained, 0);
         }
-        let run_dir = own_dir;
+        let run_dir = pipeline_folder(&own_dir);
+        if run_dir != own_dir {
+            context.reporter.stage_note(
+                self.id().name(),
+                &format!(
+                    "{} was trained by hand since the pipeline made it (`avaprep train`): the pipeline trains in {}",
+                    own_dir.display(),
+                    run_dir.display()
+                ),
+            );
+        }
         let call = TrainerCall {
             data_dir: context.data_dir.to_path_buf(),
             command: TrainerCommand::Train {
@@ -345,6 +355,22 @@ fn run_dir(layout: &DataLayout, fingerprint: &str) -> PathBuf {
     layout.runs().join(format!("{RUN_PREFIX}{tag}"))
 }
 
+/// The stage's own folder, or the first after it (`-2`, `-3`, ...) that no training by hand has
+/// taken over: a checkpoint continued with other settings or on other data is never the
+/// pipeline's to continue.
+fn pipeline_folder(own_dir: &Path) -> PathBuf {
+    (1..)
+        .map(|n| match n {
+            1 => own_dir.to_path_buf(),
+            n => own_dir.with_file_name(format!(
+                "{}-{n}",
+                own_dir.file_name().unwrap_or_default().to_string_lossy()
+            )),
+        })
+        .find(|dir| !dir.join(run_files::BY_HAND).exists())
+        .expect("a folder no training by hand took")
+}
+
 /// How the names of the pipeline's run folders begin.
 const RUN_PREFIX: &str = "pipeline-";
 
@@ -474,6 +500,32 @@ fn last_lines(stream: impl Read, keep: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_trained_by_hand_is_left_to_the_next() {
+        let runs = tempfile::tempdir().unwrap();
+        let own = runs.path().join("pipeline-abc");
+        let (second, third) = (
+            runs.path().join("pipeline-abc-2"),
+            runs.path().join("pipeline-abc-3"),
+        );
+        let take = |dir: &Path| {
+            std::fs::create_dir_all(dir).unwrap();
+            std::fs::write(dir.join(run_files::BY_HAND), "avaprep train --resume\n").unwrap();
+        };
+        std::fs::create_dir_all(&own).unwrap();
+        assert_eq!(pipeline_folder(&own), own);
+        take(&own);
+        assert_eq!(pipeline_folder(&own), second);
+        std::fs::create_dir_all(&second).unwrap();
+        assert_eq!(
+            pipeline_folder(&own),
+            second,
+            "a folder of its own is the pipeline's"
+        );
+        take(&second);
+        assert_eq!(pipeline_folder(&own), third);
+    }
 
     #[test]
     fn the_run_folder_is_named_by_the_fingerprint_only() {

@@ -134,7 +134,7 @@ pub fn runs_trained_on(runs: &Path, reads: &str, preferred: &Path) -> Vec<PathBu
             dir.file_name()
                 .is_some_and(|name| name.to_string_lossy().starts_with(super::RUN_PREFIX))
         })
-        .filter(|dir| recorded(dir))
+        .filter(|dir| recorded(dir) && !dir.join(run_files::BY_HAND).exists())
         .collect();
     found.sort_by_key(|dir| (dir != preferred, dir.clone()));
     found
@@ -398,6 +398,8 @@ mod tests {
         let (a, b) = (run("pipeline-a", "d1"), run("pipeline-b", "d1\n"));
         run("pipeline-c", "d2");
         run("preset-run", "d3");
+        let by_hand = run("pipeline-d", "d1");
+        write(&by_hand, run_files::BY_HAND, "avaprep train --resume\n");
         assert_eq!(
             runs_trained_on(runs.path(), "d1", &own),
             [a.clone(), b.clone()]
