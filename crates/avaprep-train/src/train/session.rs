@@ -96,7 +96,14 @@ pub(crate) fn run(
     }
     let mut sgd = Sgd::new(&net.vs, config.momentum, config.weight_decay);
     let state = match previous {
-        Some(state) => restore(run_dir, state, &net, &mut sgd)?,
+        Some(state) => {
+            let mut state = restore(run_dir, state, &net, &mut sgd)?;
+            // The early-stopping rule of the settings the run announced: a resume given another
+            // `patience` or `min_delta` stops by those (unchanged, as the run would have).
+            state.early_stopping.patience = config.patience;
+            state.early_stopping.min_delta = config.min_delta;
+            state
+        }
         None => fresh_state(config, precision),
     };
     let resumed_from = (config.resume && state.step > 0).then_some((state.epoch, state.step));
@@ -205,7 +212,11 @@ impl Session<'_> {
     fn run(&mut self) -> Result<TrainSummary, TrainError> {
         let done = match &self.state.stopped {
             None | Some(StopReason::Cancelled { .. }) => false,
-            Some(StopReason::EarlyStopped { .. }) => true,
+            // A larger patience on resume continues a run that stopped early.
+            Some(StopReason::EarlyStopped { .. }) => {
+                let stop = &self.state.early_stopping;
+                stop.bad_rounds >= stop.patience || self.state.epoch >= self.config.last_epoch()
+            }
             // A larger max_epochs (or schedule) on resume continues a finished run.
             Some(StopReason::Completed { .. } | StopReason::MaxEpochs { .. }) => {
                 self.state.epoch >= self.config.last_epoch()

@@ -336,6 +336,31 @@ fn early_stopping_ends_a_plateaued_run() {
         events["config"].as_str().unwrap().contains("patience = 2"),
         "{events}"
     );
+
+    // Resumed with a larger patience, it goes on, and stops by that patience (or at the end).
+    let rng = crate::train::torch_rng_lock();
+    let patient = TrainConfig {
+        patience: 4,
+        resume: true,
+        ..flat
+    };
+    let resumed = train(&patient, data(), run.path(), &never, &printing).unwrap();
+    drop(rng);
+    assert!(resumed.epochs_run > epoch, "{}", resumed.reason);
+    match resumed.reason {
+        StopReason::EarlyStopped {
+            epoch,
+            best_epoch,
+            patience,
+            ..
+        } => assert!(
+            epoch == best_epoch + 4 && patience == 4,
+            "{}",
+            resumed.reason
+        ),
+        StopReason::Completed { epochs } => assert_eq!(epochs, 10),
+        other => panic!("{other}"),
+    }
 }
 
 /// TensorBoard's own reader on the run's event files, every scalar compared with `metrics.jsonl`
