@@ -67,8 +67,9 @@ pub fn run(
         ValidateRequest::from_options(&global.data_dir, &options(args)).map_err(reported)?;
     // A config may name any folders (a copy's may still name the original's): say which.
     printer.note(&format!(
-        "checking the frames in {}, the lists in {}, the annotations in {}",
+        "checking the frames in {}, the lists {} in {}, the annotations in {}",
         request.frame_dir.display(),
+        request.list_names().join(", "),
         request.frame_list_dir.display(),
         request.annotation_dir.display()
     ));

@@ -1568,6 +1568,29 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         weights(&run_dir) == trained,
         "the run trained by hand changed: {said}"
     );
+    // `validate` checks the test split's list and frames too (predict reads them), which no
+    // PySlowFast config names: a damaged frame of new_d fails it by name.
+    let mut frames: Vec<_> = fs::read_dir(data.join("frames/new_d"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .collect();
+    frames.sort();
+    fs::write(&frames[0], b"not a JPEG").unwrap();
+    let validated = avaprep(&data)
+        .args(["validate", "--quick"])
+        .output()
+        .unwrap();
+    let said = stdout(&validated) + &stderr(&validated);
+    let damaged = frames[0].file_name().unwrap().to_str().unwrap();
+    assert_eq!(validated.status.code(), Some(1), "{said}");
+    assert!(
+        said.contains("train.csv, val.csv, test.csv") && said.contains("FAIL frames-decode"),
+        "{said}"
+    );
+    assert!(
+        said.contains(&format!("new_d/{damaged}: does not decode")),
+        "{said}"
+    );
 }
 
 /// `keyframes` on a folder with files named as videos that cannot be used as named (a space, a

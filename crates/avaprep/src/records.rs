@@ -327,6 +327,11 @@ pub struct WrittenTiming {
     /// rows end where it does, and rows before it begins show its first frame.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub video_spans: BTreeMap<String, [f64; 2]>,
+    /// The splits the config names no list of (its phases are train and val), such as a test
+    /// split to predict on: each one's list is `frame_lists/<split>.csv` and its tables these
+    /// files in `slowfast/annotations/`, so that `validate` checks them too.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub other_splits: BTreeMap<String, SplitFiles>,
 }
 
 /// What `train` hands to `eval` and to the person reading the run's end: paths relative to the

@@ -27,7 +27,7 @@ pub use options::ValidateOptions;
 
 use crate::layout::DataLayout;
 use crate::progress::Reporter;
-use crate::records::{Mmaction2View, WRITTEN_TIMING, WrittenTiming};
+use crate::records::{Mmaction2View, SplitFiles, WRITTEN_TIMING, WrittenTiming};
 
 /// Most examples kept per check; the count is always complete.
 pub const MAX_EXAMPLES: usize = 10;
@@ -137,7 +137,7 @@ impl CheckId {
                 "every excluded keyframe names a listed video and a second inside the keyframe range"
             }
             CheckId::VideoSets => {
-                "each split's frame lists and box files hold exactly the same videos"
+                "each split's frame lists and box files hold exactly the same videos (a split the config does not name may list a video without boxes)"
             }
             CheckId::FramesExist => "every frame a list names exists",
             CheckId::FramesDecode => "every frame decodes as a JPEG of its recorded size",
@@ -301,6 +301,9 @@ pub struct ValidateRequest {
     pub detection_score_thresh: f64,
     /// The seconds each video's file covers, where `avaprep lists` recorded them.
     pub video_spans: BTreeMap<String, [f64; 2]>,
+    /// Splits the config names no list of (a test split to predict on), where `avaprep lists`
+    /// recorded them: `<split>.csv` in the list folder and these tables.
+    pub other_splits: BTreeMap<String, SplitFiles>,
 }
 
 impl WrittenTiming {
@@ -327,8 +330,9 @@ impl ValidateRequest {
         }
         let config = PySlowFastYaml::load(&config_path)?;
         check_names_this_directory(&config, &config_path, &layout)?;
-        let written: WrittenTiming = read_json(&layout.slowfast().join(WRITTEN_TIMING))?;
-        Ok(ValidateRequest {
+        let timing_path = layout.slowfast().join(WRITTEN_TIMING);
+        let written: WrittenTiming = read_json(&timing_path)?;
+        ValidateRequest {
             frame_dir: layout.frames(),
             frame_list_dir: layout.frame_lists(),
             annotation_dir: layout.slowfast().join("annotations"),
@@ -342,7 +346,53 @@ impl ValidateRequest {
                 .filter(|view| view.join(Mmaction2View::RECORD).exists()),
             detection_score_thresh: config.detection_score_thresh,
             video_spans: written.video_spans,
-        })
+            other_splits: BTreeMap::new(),
+        }
+        .with_other_splits(written.other_splits, &timing_path)
+    }
+
+    /// The splits `avaprep lists` recorded in `record`, but for those whose list the config
+    /// names already. Their names are read as untrusted: each must stay inside its folder.
+    fn with_other_splits(
+        mut self,
+        recorded: BTreeMap<String, SplitFiles>,
+        record: &Path,
+    ) -> Result<Self, ValidateError> {
+        for (split, files) in &recorded {
+            let tables = [
+                &files.ground_truth,
+                &files.excluded_timestamps,
+                &files.detected_boxes,
+            ];
+            let names = tables.into_iter().flatten().cloned();
+            for name in std::iter::once(other_split_list(split)).chain(names) {
+                crate::layout::check_relative_name(&name).map_err(|message| {
+                    ValidateError::Config {
+                        path: record.to_path_buf(),
+                        message: format!("split {split:?}: {name:?}: {message}"),
+                    }
+                })?;
+            }
+        }
+        let named: Vec<&String> = self.configured_lists().collect();
+        self.other_splits = recorded
+            .into_iter()
+            .filter(|(split, _)| !named.contains(&&other_split_list(split)))
+            .collect();
+        Ok(self)
+    }
+
+    /// Every list validated: the config's, then the other splits'.
+    pub fn list_names(&self) -> Vec<String> {
+        let others = self
+            .other_splits
+            .keys()
+            .map(|split| other_split_list(split));
+        self.configured_lists().cloned().chain(others).collect()
+    }
+
+    fn configured_lists(&self) -> impl Iterator<Item = &String> {
+        self.names.train_lists.iter().chain(&self.names.test_lists)
     }
 
     /// A config `avaprep lists` wrote, named by path (`--config DATA/slowfast/ava.yaml`): the
@@ -363,7 +413,8 @@ impl ValidateRequest {
             return Ok(self);
         };
         let timing_path = folder.join(WRITTEN_TIMING);
-        let written: WrittenTiming = read_json(&timing_path)?;
+        let mut written: WrittenTiming = read_json(&timing_path)?;
+        let other_splits = std::mem::take(&mut written.other_splits);
         self.timing = written.with_clip(self.timing.num_frames, self.timing.sampling_rate);
         self.video_spans = written.video_spans;
         let data_dir = folder.parent().unwrap_or(Path::new("."));
@@ -377,6 +428,11 @@ impl ValidateRequest {
             self.frame_index_dir = Some(index);
             self.mmaction2_view =
                 Some(layout.mmaction2()).filter(|view| view.join(Mmaction2View::RECORD).exists());
+        }
+        let own_tables = same(&self.frame_list_dir, &layout.frame_lists())
+            && same(&self.annotation_dir, &layout.slowfast().join("annotations"));
+        if own_tables {
+            self = self.with_other_splits(other_splits, &timing_path)?;
         }
         Ok(self)
     }
@@ -406,8 +462,14 @@ impl ValidateRequest {
             mmaction2_view: None,
             detection_score_thresh: config.detection_score_thresh,
             video_spans: BTreeMap::new(),
+            other_splits: BTreeMap::new(),
         })
     }
+}
+
+/// The frame list of a split the config does not name, as `avaprep lists` writes it.
+pub fn other_split_list(split: &str) -> String {
+    format!("{split}.csv")
 }
 
 /// The data directory's config names its own folders: one moved or copied still names the old

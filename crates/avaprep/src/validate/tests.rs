@@ -13,6 +13,7 @@ use sha2::{Digest, Sha256};
 
 use super::*;
 use crate::progress::Silent;
+use crate::stages::lists::FRAME_LIST_HEADER;
 
 const TRAIN: [&str; 2] = ["trainvideo1", "trainvideo2"];
 const VAL: &str = "valvideo001";
@@ -68,6 +69,7 @@ impl Fixture {
             mmaction2_view: None,
             detection_score_thresh: 0.8,
             video_spans: BTreeMap::new(),
+            other_splits: BTreeMap::new(),
         }
     }
 
@@ -103,25 +105,9 @@ fn dataset() -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().to_path_buf();
     let fixture = Fixture { _dir: dir, root };
-    let frame_count = ((SEGMENT[1] - SEGMENT[0]) * FPS) as u32;
     let videos: Vec<&str> = TRAIN.iter().copied().chain([VAL]).collect();
     let mut lists: BTreeMap<&str, String> = BTreeMap::new();
     for (number, video) in videos.iter().enumerate() {
-        fs::create_dir_all(fixture.frames().join(video)).unwrap();
-        fs::create_dir_all(fixture.index(video).parent().unwrap()).unwrap();
-        let mut index = format!("{}\n", crate::frame_index::HEADER);
-        for k in 1..=frame_count {
-            fs::write(fixture.frame(video, k), jpeg(32, 18, k as u8)).unwrap();
-            let target = SEGMENT[0] + f64::from(k - 1) / FPS;
-            // The source frame nearest the target on a 30 fps grid starting 0.01 s late.
-            let source = 0.01 + ((target - 0.01) / SOURCE_FRAME).round() * SOURCE_FRAME;
-            writeln!(
-                index,
-                "{k},{target:.6},{source:.6},32,18,{SOURCE_FRAME:.6},{source:.6}"
-            )
-            .unwrap();
-        }
-        fs::write(fixture.index(video), index).unwrap();
         let list_name = if *video == VAL {
             "val.csv"
         } else {
@@ -129,37 +115,13 @@ fn dataset() -> Fixture {
         };
         let list = lists
             .entry(list_name)
-            .or_insert_with(|| "original_vido_id video_id frame_id path labels\n".into());
-        let rows = ((SEGMENT[1] - SEGMENT[0]) * 30.0) as u32;
-        for row in 0..rows {
-            let at = SEGMENT[0] + f64::from(row) / 30.0;
-            let k = (((at - SEGMENT[0]) * FPS).round() as u32 + 1).min(frame_count);
-            writeln!(
-                list,
-                "{video} {number} {row} {video}/{} \"\"",
-                crate::layout::frame_file_name(video, k)
-            )
-            .unwrap();
-        }
+            .or_insert_with(|| format!("{FRAME_LIST_HEADER}\n"));
+        list.push_str(&fixture.write_video(video, number));
     }
     fs::create_dir_all(fixture.lists()).unwrap();
     for (name, text) in lists {
         fs::write(fixture.lists().join(name), text).unwrap();
     }
-    let box_rows = |video: &str, skip: Option<u32>, predicted: bool| {
-        let mut text = String::new();
-        for second in 902..=907u32 {
-            if Some(second) == skip {
-                continue;
-            }
-            let tail = if predicted { ",,0.95" } else { ",12,0" };
-            writeln!(text, "{video},{second},0.100,0.200,0.500,0.900{tail}").unwrap();
-            if !predicted {
-                writeln!(text, "{video},{second},0.100,0.200,0.500,0.900,17,0").unwrap();
-            }
-        }
-        text
-    };
     let annotations = fixture.annotations();
     fs::create_dir_all(&annotations).unwrap();
     let files = [
@@ -194,6 +156,82 @@ fn dataset() -> Fixture {
     fs::write(annotations.join("SHA256SUMS"), sums).unwrap();
     fixture
 }
+
+/// A video's boxes at keyframes 902..=907 but `skip`: two ground-truth labels per box, or one
+/// detector's box scoring 0.95.
+fn box_rows(video: &str, skip: Option<u32>, predicted: bool) -> String {
+    let mut text = String::new();
+    for second in 902..=907u32 {
+        if Some(second) == skip {
+            continue;
+        }
+        let tail = if predicted { ",,0.95" } else { ",12,0" };
+        writeln!(text, "{video},{second},0.100,0.200,0.500,0.900{tail}").unwrap();
+        if !predicted {
+            writeln!(text, "{video},{second},0.100,0.200,0.500,0.900,17,0").unwrap();
+        }
+    }
+    text
+}
+
+impl Fixture {
+    /// A video's frames and frame index (10 s at 5 fps of 32x18); returns its list rows, 30 a
+    /// second, numbered `number`.
+    fn write_video(&self, video: &str, number: usize) -> String {
+        let frame_count = ((SEGMENT[1] - SEGMENT[0]) * FPS) as u32;
+        fs::create_dir_all(self.frames().join(video)).unwrap();
+        fs::create_dir_all(self.index(video).parent().unwrap()).unwrap();
+        let mut index = format!("{}\n", crate::frame_index::HEADER);
+        for k in 1..=frame_count {
+            fs::write(self.frame(video, k), jpeg(32, 18, k as u8)).unwrap();
+            let target = SEGMENT[0] + f64::from(k - 1) / FPS;
+            // The source frame nearest the target on a 30 fps grid starting 0.01 s late.
+            let source = 0.01 + ((target - 0.01) / SOURCE_FRAME).round() * SOURCE_FRAME;
+            writeln!(
+                index,
+                "{k},{target:.6},{source:.6},32,18,{SOURCE_FRAME:.6},{source:.6}"
+            )
+            .unwrap();
+        }
+        fs::write(self.index(video), index).unwrap();
+        let mut rows = String::new();
+        for row in 0..((SEGMENT[1] - SEGMENT[0]) * 30.0) as u32 {
+            let at = SEGMENT[0] + f64::from(row) / 30.0;
+            let k = (((at - SEGMENT[0]) * FPS).round() as u32 + 1).min(frame_count);
+            writeln!(
+                rows,
+                "{video} {number} {row} {video}/{} \"\"",
+                crate::layout::frame_file_name(video, k)
+            )
+            .unwrap();
+        }
+        rows
+    }
+
+    /// A split the config does not name, as `avaprep lists` writes one to predict on:
+    /// `test.csv` of [`TEST`] and a detector's boxes of it, recorded in the request.
+    fn add_test_split(&self, request: &mut ValidateRequest) {
+        let rows = self.write_video(TEST, 3);
+        fs::write(
+            self.lists().join("test.csv"),
+            format!("{FRAME_LIST_HEADER}\n{rows}"),
+        )
+        .unwrap();
+        fs::write(
+            self.annotations().join(TEST_DETECTIONS),
+            box_rows(TEST, None, true),
+        )
+        .unwrap();
+        let files = SplitFiles {
+            detected_boxes: Some(TEST_DETECTIONS.into()),
+            ..SplitFiles::default()
+        };
+        request.other_splits = BTreeMap::from([("test".to_string(), files)]);
+    }
+}
+
+const TEST: &str = "testvideo01";
+const TEST_DETECTIONS: &str = "ava_detection_test_boxes_and_labels.csv";
 
 fn failed(report: &ValidationReport) -> BTreeSet<CheckId> {
     report.failed_checks().map(|check| check.id).collect()
@@ -653,6 +691,113 @@ fn a_foreign_dataset_without_index_or_checksums_skips_those_checks_only() {
         ])
     );
     assert!(report.passed);
+}
+
+/// A split the config names no list of (a test split `avaprep predict` reads) is checked as
+/// `avaprep lists` recorded it: its list, frames, clips and detector's boxes. Before, only the
+/// config's lists were read, so a test video's missing frames passed.
+#[test]
+fn a_split_the_config_does_not_name_is_checked_as_lists_recorded_it() {
+    let fixture = dataset();
+    let mut request = fixture.request(Depth::Full);
+    fixture.add_test_split(&mut request);
+    assert_eq!(request.list_names(), ["train.csv", "val.csv", "test.csv"]);
+    let report = validate(&request, &Silent, &NOT_CANCELLED).unwrap();
+    assert!(
+        report.passed,
+        "{:?}",
+        report.failed_checks().collect::<Vec<_>>()
+    );
+    assert_eq!(report.frames_listed, 200);
+    assert_eq!(report.check(CheckId::ClipFrames).checked, 6 + 6 + 6 + 6);
+
+    fs::remove_file(fixture.frame(TEST, 11)).unwrap();
+    fixture.edit_annotation(TEST_DETECTIONS, |lines| {
+        lines.push("testvideo99,903,0.100,0.200,0.500,0.900,,0.95".into())
+    });
+    let report = validate(&request, &Silent, &NOT_CANCELLED).unwrap();
+    assert_eq!(
+        failed(&report),
+        BTreeSet::from([
+            CheckId::VideoSets,
+            CheckId::FramesExist,
+            CheckId::ClipFrames
+        ])
+    );
+    for (check, expected) in [
+        (CheckId::FramesExist, "testvideo01_000011.jpg: missing"),
+        (CheckId::ClipFrames, "testvideo01 keyframe 902"),
+        (
+            CheckId::VideoSets,
+            "not in the test lists (test.csv): testvideo99",
+        ),
+    ] {
+        let examples = &report.check(check).examples;
+        assert!(
+            examples.iter().any(|example| example.contains(expected)),
+            "{}: {examples:?}",
+            check.name()
+        );
+    }
+}
+
+/// PySlowFast raises `KeyError` on a listed video without boxes, so a val video without them
+/// fails; a test video the detector found nobody in is only one `predict` scores nobody in (import
+/// warned of it), and passes.
+#[test]
+fn a_video_without_boxes_fails_only_in_a_split_pyslowfast_loads() {
+    let fixture = dataset();
+    let mut request = fixture.request(Depth::Quick);
+    fixture.add_test_split(&mut request);
+    fs::write(fixture.annotations().join(TEST_DETECTIONS), "").unwrap();
+    let report = validate(&request, &Silent, &NOT_CANCELLED).unwrap();
+    assert!(
+        report.passed,
+        "{:?}",
+        report.failed_checks().collect::<Vec<_>>()
+    );
+
+    fixture.edit_annotation("ava_val_predicted_boxes.csv", Vec::clear);
+    let report = validate(&request, &Silent, &NOT_CANCELLED).unwrap();
+    assert!(failed(&report).contains(&CheckId::VideoSets));
+    let examples = &report.check(CheckId::VideoSets).examples;
+    assert_eq!(examples.len(), 1, "{examples:?}");
+    assert!(
+        examples[0].contains("ava_val_predicted_boxes.csv: 1 videos of the test lists (val.csv) have no rows in it: valvideo001"),
+        "{examples:?}"
+    );
+}
+
+/// The splits in `lists.json` are read as untrusted: a name that leaves its folder is refused,
+/// naming the file; a split whose list the config names is left to the config's checks.
+#[test]
+fn recorded_splits_stay_inside_their_folders() {
+    let fixture = dataset();
+    let record = fixture.root.join("slowfast/lists.json");
+    let escaping = [
+        ("../../etc/cron", SplitFiles::default()),
+        (
+            "test",
+            SplitFiles {
+                excluded_timestamps: Some("../../secret.csv".into()),
+                ..SplitFiles::default()
+            },
+        ),
+    ];
+    for (split, files) in escaping {
+        let recorded = BTreeMap::from([(split.to_string(), files)]);
+        let error = fixture
+            .request(Depth::Quick)
+            .with_other_splits(recorded, &record)
+            .unwrap_err();
+        assert!(error.to_string().contains("lists.json"), "{error}");
+    }
+    let val = BTreeMap::from([("val".to_string(), SplitFiles::default())]);
+    let request = fixture
+        .request(Depth::Quick)
+        .with_other_splits(val, &record)
+        .unwrap();
+    assert!(request.other_splits.is_empty());
 }
 
 #[test]

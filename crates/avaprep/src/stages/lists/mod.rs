@@ -367,12 +367,31 @@ fn write_all(
             .iter()
             .filter_map(|video| Some((video.id.to_string(), video.span?)))
             .collect(),
+        other_splits: other_splits(plan),
     };
     let timing_path = layout.slowfast().join(WRITTEN_TIMING);
     let timing_json = serde_json::to_vec_pretty(&timing).expect("timing serialises");
     write_file(&timing_path, &timing_json)?;
     files.push(timing_path);
     Ok(Written { files, counts })
+}
+
+/// The listed splits the config has no key for, with their tables' names as written.
+fn other_splits(plan: &VideoPlan) -> BTreeMap<String, crate::records::SplitFiles> {
+    let written = |name: &Option<String>| name.as_deref().map(|name| base_name(name).to_string());
+    split_order(plan)
+        .into_iter()
+        .filter(|split| !pyslowfast_config::CONFIGURED_SPLITS.contains(&split.as_str()))
+        .map(|split| {
+            let files = plan.files.splits.get(&split).cloned().unwrap_or_default();
+            let tables = crate::records::SplitFiles {
+                ground_truth: written(&files.ground_truth),
+                excluded_timestamps: written(&files.excluded_timestamps),
+                detected_boxes: written(&files.detected_boxes),
+            };
+            (split, tables)
+        })
+        .collect()
 }
 
 fn missing_reason(layout: &DataLayout, video: &PlannedVideo) -> String {

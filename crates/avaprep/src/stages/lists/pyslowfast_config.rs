@@ -53,6 +53,10 @@ pub fn relocate_configs(data_dir: &Path) -> Result<Option<PathBuf>, ItemError> {
     Ok(Some(old))
 }
 
+/// The splits the config names: train (`TRAIN_LISTS`) and val (`TEST_LISTS`, the phase
+/// PySlowFast tests and validates on).
+pub(super) const CONFIGURED_SPLITS: [&str; 2] = ["train", "val"];
+
 /// PySlowFast's dataset keys for these files. Paths are absolute so the file works from any
 /// working directory.
 pub(super) fn config_yaml(layout: &DataLayout, plan: &VideoPlan, params: &ListsParams) -> String {

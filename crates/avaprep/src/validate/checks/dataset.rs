@@ -11,13 +11,24 @@ use crate::fsutil::{self, FileKind};
 use crate::validate::tables::{self, BoxFile, BoxKind, BoxRow, FrameList};
 use crate::validate::{CheckId, ValidateRequest};
 
-/// One split as PySlowFast loads it: its lists and the box files its loader reads.
+/// One split as PySlowFast loads it (its phases, train and test), or as `avaprep predict` reads
+/// a split the config does not name: its lists and the box files read with them.
 pub struct SplitTables {
-    pub name: &'static str,
+    pub name: String,
+    /// A phase of PySlowFast's config: its loader raises `KeyError` on a listed video without
+    /// boxes. `avaprep predict` skips such a video of another split.
+    pub configured: bool,
     pub lists: Vec<FrameList>,
     /// Box files whose videos must equal the lists' (the loader's boxes, and the ground truth
     /// the evaluator scores the split against).
     pub box_files: Vec<BoxFile>,
+    pub exclusions: Option<ExclusionTable>,
+}
+
+/// An exclusion file: the keyframes the evaluator leaves out.
+pub struct ExclusionTable {
+    pub name: String,
+    pub keyframes: HashSet<(String, i64)>,
 }
 
 impl SplitTables {
@@ -63,7 +74,6 @@ impl SplitTables {
 pub struct DatasetTables {
     pub splits: Vec<SplitTables>,
     pub labels: Option<HashSet<i64>>,
-    pub exclusions: Option<HashSet<(String, i64)>>,
     pub indexes: HashMap<String, FrameIndex>,
 }
 
@@ -112,18 +122,50 @@ impl DatasetTables {
             BoxKind::GroundTruth,
             results,
         ));
-        let splits = vec![
+        let read_exclusions = |name: Option<&String>, results: &mut Results| {
+            let name = name?;
+            let text = read_text(&request.annotation_dir, name, FileKind::Table, results)?;
+            let format = result(results, CheckId::AnnotationFormat);
+            Some(ExclusionTable {
+                name: name.clone(),
+                keyframes: tables::read_exclusions(name, &text, format),
+            })
+        };
+        let mut splits = vec![
             SplitTables {
-                name: "train",
+                name: "train".into(),
+                configured: true,
                 lists: read_lists(&names.train_lists, results),
                 box_files: train_boxes,
+                exclusions: None,
             },
             SplitTables {
-                name: "test",
+                name: "test".into(),
+                configured: true,
                 lists: read_lists(&names.test_lists, results),
                 box_files: test_boxes,
+                exclusions: read_exclusions(
+                    names.exclusion_file.as_ref().filter(|_| test_phase),
+                    results,
+                ),
             },
         ];
+        for (split, files) in &request.other_splits {
+            let mut box_files =
+                read_boxes(files.detected_boxes.as_slice(), BoxKind::Predicted, results);
+            box_files.extend(read_boxes(
+                files.ground_truth.as_slice(),
+                BoxKind::GroundTruth,
+                results,
+            ));
+            splits.push(SplitTables {
+                name: split.clone(),
+                configured: false,
+                lists: read_lists(&[crate::validate::other_split_list(split)], results),
+                box_files,
+                exclusions: read_exclusions(files.excluded_timestamps.as_ref(), results),
+            });
+        }
         let labels = read_text(
             &request.annotation_dir,
             &names.label_map_file,
@@ -135,20 +177,10 @@ impl DatasetTables {
             ids.extend(all_classes(&request.annotation_dir, results));
             ids
         });
-        let exclusions = names
-            .exclusion_file
-            .as_ref()
-            .filter(|_| test_phase)
-            .and_then(|name| {
-                let text = read_text(&request.annotation_dir, name, FileKind::Table, results)?;
-                let format = result(results, CheckId::AnnotationFormat);
-                Some(tables::read_exclusions(name, &text, format))
-            });
         let indexes = read_indexes(request, &splits, results);
         DatasetTables {
             splits,
             labels,
-            exclusions,
             indexes,
         }
     }

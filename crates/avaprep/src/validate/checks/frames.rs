@@ -389,7 +389,6 @@ mod tests {
             let dataset = DatasetTables {
                 splits: Vec::new(),
                 labels: None,
-                exclusions: None,
                 indexes: HashMap::from([("phone".to_string(), index)]),
             };
             let spans = spans.iter().map(|(v, s)| (v.to_string(), *s)).collect();
