@@ -73,8 +73,14 @@ pub fn run(args: &KeyframesArgs, printer: &Printer) -> anyhow::Result<ExitStatus
 }
 
 fn summary_text(args: &KeyframesArgs, summary: &KeyframeSummary) -> String {
+    let kept = match summary.kept_videos {
+        0 => String::new(),
+        kept => format!(
+            " (the images of {kept} kept from an earlier run: their files and settings are as they were)"
+        ),
+    };
     let mut lines = vec![format!(
-        "{} of {}, {} drawn",
+        "{} of {}{kept}, {} drawn",
         counted(summary.images as u64, "keyframe image", "keyframe images"),
         counted(summary.videos as u64, "video", "videos"),
         counted(summary.boxes as u64, "person box", "person boxes")

@@ -1721,6 +1721,54 @@ fn keyframes_names_misnamed_videos_and_stops_at_ctrl_c() {
         "{folders:?}"
     );
     assert_eq!(fs::read(out.join("annotations.xml")).unwrap(), task);
+
+    // Run again, it keeps the images of the videos done before Ctrl-C (their files and
+    // settings are as they were) and makes the rest; a video replaced since is made again.
+    let done: Vec<&String> = folders
+        .iter()
+        .filter(|name| name.starts_with("cam"))
+        .collect();
+    let first_image = |video: &str| out.join(format!("images/{video}/000000.jpg"));
+    let made_at = |video: &str| {
+        fs::metadata(first_image(video))
+            .unwrap()
+            .modified()
+            .unwrap()
+    };
+    let before = made_at(done[0]);
+    let again = keyframes(&many).output().unwrap();
+    let said = stdout(&again) + &stderr(&again);
+    assert!(again.status.success(), "{said}");
+    assert!(
+        said.contains(&format!(
+            "{} keyframe images of {count} videos (the images of {} kept from an earlier run",
+            3 * count,
+            done.len()
+        )),
+        "{said}"
+    );
+    assert_eq!(made_at(done[0]), before, "the kept images were made again");
+    let replaced = many.join(format!("{}.mp4", done[0]));
+    fs::remove_file(&replaced).unwrap();
+    ffmpeg(
+        &[
+            &["-i", clip.to_str().unwrap(), "-t", "2"][..],
+            &LOSSLESS_H264,
+            &["-an", replaced.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    let after_edit = keyframes(&many).output().unwrap();
+    let said = stdout(&after_edit) + &stderr(&after_edit);
+    assert!(
+        said.contains(&format!(
+            "{} keyframe images of {count} videos (the images of {} kept",
+            3 * count - 1,
+            count - 1
+        )),
+        "{said}"
+    );
+    assert_ne!(made_at(done[0]), before);
 }
 
 /// `avaprep report`'s page for `data`, whose captions name each keyframe's second on the file's

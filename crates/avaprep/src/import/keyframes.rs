@@ -13,13 +13,14 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::ImportError;
 use super::export::Browser;
 use crate::annotations::{NormBox, VideoFileName, VideoId};
 use crate::extract::{ExtractSpec, FrameFormat, extract_video};
 use crate::markup::escape;
+use crate::pipeline::prints::FilePrint;
 use crate::progress::Reporter;
 
 /// The task's annotations, beside its images.
@@ -29,6 +30,8 @@ pub const IMAGES_ARCHIVE: &str = "images.zip";
 /// The VIA 3 project over the videos.
 pub const VIA_PROJECT: &str = "via_project.json";
 const IMAGES: &str = "images";
+/// Each video's record of the images made of it, so a run again keeps them (see [`MadeImages`]).
+const MADE: &str = ".avaprep/keyframes";
 /// The progress bar's name.
 const STAGE: &str = "keyframes";
 
@@ -54,6 +57,9 @@ pub struct KeyframeOptions {
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct KeyframeSummary {
     pub videos: usize,
+    /// Videos whose images an earlier run made and this one kept: the file and the settings
+    /// that chose them are as they were.
+    pub kept_videos: usize,
     pub images: usize,
     /// Detector boxes drawn in the task (and the project).
     pub boxes: usize,
@@ -71,6 +77,7 @@ pub struct KeyframeSummary {
 }
 
 /// One keyframe image written: where, its size, and when its frame is shown in the video.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct KeyframeImage {
     name: String,
     video: VideoId,
@@ -89,8 +96,9 @@ struct KeyframedVideo {
 /// Writes `out/images/<video>/<second>.jpg`, `out/images.zip` (the same, for CVAT),
 /// `out/annotations.xml` and `out/via_project.json`. A video that cannot be read is named in the
 /// summary and the others are written; a video's images are replaced only once its new ones are
-/// complete. `cancel` (Ctrl-C) stops it between videos, or within one, discarding its images;
-/// the task, archive and project are then left as they were.
+/// complete, and kept by a run again while its file and the settings are as they were.
+/// `cancel` (Ctrl-C) stops it between videos, or within one, discarding its images; the task,
+/// archive and project are then left as they were.
 pub fn export_keyframes(
     options: &KeyframeOptions,
     reporter: &dyn Reporter,
@@ -123,7 +131,7 @@ pub fn export_keyframes(
             reporter.stage_finished(STAGE);
             let done = summary.videos + usize::from(outcome.is_ok());
             return Err(ImportError::Interrupted(format!(
-                "the images of {done} of {} videos are in {}; the task, images.zip and the VIA project are not written: run keyframes again",
+                "the images of {done} of {} videos are in {}; the task, images.zip and the VIA project are not written: run keyframes again (it keeps those images)",
                 videos.len(),
                 options.out.join(IMAGES).display()
             )));
@@ -134,8 +142,9 @@ pub fn export_keyframes(
             outcome.as_ref().err().map(String::as_str),
         );
         match outcome {
-            Ok((facts, written)) => {
+            Ok((facts, written, kept)) => {
                 summary.videos += 1;
+                summary.kept_videos += usize::from(kept);
                 images.extend(written);
                 let file = *file;
                 keyframed.insert(*id, KeyframedVideo { file, facts });
@@ -239,16 +248,85 @@ fn read_detections(
     Ok(boxes)
 }
 
+/// What made a video's keyframe images, recorded in `out/.avaprep/keyframes/<video>.json` once
+/// they are in place: a run again keeps them while this is still so, rather than decode the
+/// video again (after Ctrl-C, or for the other browser's VIA project).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct MadeImages {
+    version: String,
+    /// The video file's name, size and modification time.
+    video: FilePrint,
+    keyframe_interval: u32,
+    height: u32,
+    /// The images' folder as written: an image deleted or edited since is made again.
+    folder: FilePrint,
+    images: Vec<KeyframeImage>,
+}
+
+impl MadeImages {
+    fn path(out: &Path, id: VideoId) -> PathBuf {
+        out.join(MADE).join(format!("{id}.json"))
+    }
+
+    /// The record of `id`'s images as they would be made now, with `images`.
+    fn now(
+        options: &KeyframeOptions,
+        id: VideoId,
+        file: &VideoFileName,
+        images: Vec<KeyframeImage>,
+    ) -> std::io::Result<Self> {
+        Ok(MadeImages {
+            version: env!("CARGO_PKG_VERSION").to_string(),
+            video: FilePrint::take(&options.videos, &file.to_string())?,
+            keyframe_interval: options.keyframe_interval,
+            height: options.height,
+            folder: FilePrint::take(&options.out, &format!("{IMAGES}/{id}"))?,
+            images,
+        })
+    }
+
+    /// The images an earlier run made of `id`, where the record of them still holds.
+    fn kept(
+        options: &KeyframeOptions,
+        id: VideoId,
+        file: &VideoFileName,
+    ) -> Option<Vec<KeyframeImage>> {
+        let bytes = std::fs::read(Self::path(&options.out, id)).ok()?;
+        let recorded: MadeImages = serde_json::from_slice(&bytes).ok()?;
+        let now = Self::now(options, id, file, recorded.images.clone()).ok()?;
+        (now == recorded).then_some(recorded.images)
+    }
+}
+
 /// What libav says of a video, and its keyframe images, written into a staging folder and moved
-/// into place complete.
+/// into place complete (or those an earlier run made, kept: the `bool`).
 fn video_keyframes(
     options: &KeyframeOptions,
     id: VideoId,
     file: &VideoFileName,
     cancel: &AtomicBool,
-) -> Result<(super::resolve::VideoFacts, Vec<KeyframeImage>), String> {
+) -> Result<(super::resolve::VideoFacts, Vec<KeyframeImage>, bool), String> {
     let path = options.videos.join(file.to_string());
     let facts = super::probe(&path)?;
+    if let Some(images) = MadeImages::kept(options, id, file) {
+        return Ok((facts, images, true));
+    }
+    let images = extract_keyframes(options, id, &path, &facts, cancel)?;
+    let failed = |error: &dyn std::fmt::Display| format!("{}: {error}", path.display());
+    let record = MadeImages::now(options, id, file, images.clone()).map_err(|e| failed(&e))?;
+    let json = serde_json::to_vec_pretty(&record).expect("a record serialises");
+    crate::fsutil::write_atomic(&MadeImages::path(&options.out, id), &json)
+        .map_err(|e| failed(&e))?;
+    Ok((facts, images, false))
+}
+
+fn extract_keyframes(
+    options: &KeyframeOptions,
+    id: VideoId,
+    path: &Path,
+    facts: &super::resolve::VideoFacts,
+    cancel: &AtomicBool,
+) -> Result<Vec<KeyframeImage>, String> {
     let seconds = super::resolve::keyframe_seconds(facts.last_instant(), options.keyframe_interval);
     let interval = f64::from(options.keyframe_interval);
     // Extraction's frame k is at (k - 1) / fps from the segment's start: one a keyframe.
@@ -264,7 +342,7 @@ fn video_keyframes(
     let format = frame_format(1.0 / interval, options.height).map_err(|e| failed(&e))?;
     let spec = ExtractSpec::new(format, 1);
     let extraction = extract_video(
-        &path,
+        path,
         &id.to_string(),
         &frames,
         [0.0, facts.duration],
@@ -291,7 +369,7 @@ fn video_keyframes(
         });
     }
     crate::fsutil::replace_dir(&staging, &folder).map_err(|e| failed(&e))?;
-    Ok((facts, images))
+    Ok(images)
 }
 
 /// The images at the archive's top, as CVAT names a task's images after their paths in it.
@@ -510,8 +588,83 @@ const VIA_ACTION_ATTRIBUTE: &str = "1";
 
 #[cfg(test)]
 mod tests {
-    use super::{KeyframeImage, region_instant};
-    use crate::annotations::VideoId;
+    use super::{KeyframeImage, KeyframeOptions, MadeImages, region_instant};
+    use crate::annotations::{VideoFileName, VideoId};
+
+    /// A run again keeps a video's images only while the file, the settings, the images and
+    /// the version are those recorded; any one changed, it makes them again.
+    #[test]
+    fn images_are_kept_only_while_what_made_them_holds() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = KeyframeOptions {
+            videos: dir.path().join("clips"),
+            out: dir.path().join("tolabel"),
+            actions: vec!["walk".into()],
+            keyframe_interval: 1,
+            height: 480,
+            detections: None,
+            via_browser: super::Browser::Chromium,
+        };
+        let id: VideoId = "cam".parse().unwrap();
+        let file: VideoFileName = "cam.mp4".parse().unwrap();
+        let video = options.videos.join("cam.mp4");
+        let image = options.out.join("images/cam/000000.jpg");
+        std::fs::create_dir_all(video.parent().unwrap()).unwrap();
+        std::fs::create_dir_all(image.parent().unwrap()).unwrap();
+        std::fs::write(&video, b"a video").unwrap();
+        std::fs::write(&image, b"an image").unwrap();
+        let images = vec![KeyframeImage {
+            name: "cam/000000.jpg".into(),
+            video: id,
+            second: 0,
+            size: (853, 480),
+            shown_at: 0.033,
+        }];
+        let record = |options: &KeyframeOptions| {
+            let made = MadeImages::now(options, id, &file, images.clone()).unwrap();
+            let json = serde_json::to_vec(&made).unwrap();
+            std::fs::create_dir_all(MadeImages::path(&options.out, id).parent().unwrap()).unwrap();
+            std::fs::write(MadeImages::path(&options.out, id), json).unwrap();
+        };
+        let kept = |options: &KeyframeOptions| MadeImages::kept(options, id, &file);
+        assert_eq!(kept(&options), None, "no record yet");
+        record(&options);
+        assert_eq!(kept(&options), Some(images.clone()));
+        for other in [
+            KeyframeOptions {
+                height: 360,
+                ..options.clone()
+            },
+            KeyframeOptions {
+                keyframe_interval: 2,
+                ..options.clone()
+            },
+        ] {
+            assert_eq!(kept(&other), None, "{other:?}");
+        }
+        // The actions, detections and browser go into the task and project, not the images.
+        let retitled = KeyframeOptions {
+            actions: vec!["fall".into()],
+            via_browser: super::Browser::Firefox,
+            ..options.clone()
+        };
+        assert_eq!(kept(&retitled), Some(images.clone()));
+
+        std::fs::write(&video, b"another video").unwrap();
+        assert_eq!(kept(&options), None, "the video replaced");
+        record(&options);
+        std::fs::remove_file(&image).unwrap();
+        assert_eq!(kept(&options), None, "an image deleted");
+        std::fs::write(&image, b"an image").unwrap();
+        record(&options);
+        let path = MadeImages::path(&options.out, id);
+        let text = std::fs::read_to_string(&path).unwrap();
+        let version = format!("\"version\":\"{}\"", env!("CARGO_PKG_VERSION"));
+        std::fs::write(&path, text.replace(&version, "\"version\":\"0.0.0\"")).unwrap();
+        assert_eq!(kept(&options), None, "another version's record");
+        std::fs::write(&path, b"{ damaged").unwrap();
+        assert_eq!(kept(&options), None, "a damaged record");
+    }
 
     #[test]
     fn a_region_is_drawn_at_its_frame_unless_that_frame_is_nearer_another_keyframe() {
