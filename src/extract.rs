@@ -56,14 +56,10 @@ pub struct ExtractArgs {
     #[arg(long, value_name = "DIR")]
     pub videos: Option<PathBuf>,
     /// With --videos: the dataset second at the files' time 0, e.g. 900 for AVA's pre-cut
-    /// 15-minute clips (`videos_15min/`). Default: 0, whole videos.
-    #[arg(
-        long,
-        value_name = "SECONDS",
-        default_value_t = 0.0,
-        requires = "videos"
-    )]
-    pub video_start: f64,
+    /// 15-minute clips (`videos_15min/`). Default: the manifest's `video_start` (AVA's: 0,
+    /// whole videos).
+    #[arg(long, value_name = "SECONDS", requires = "videos")]
+    pub video_start: Option<f64>,
     /// With --videos: a folder holding the annotation files the manifest names, copied into
     /// DATA_DIR/annotations.
     #[arg(long, value_name = "DIR", requires = "videos")]

@@ -1568,6 +1568,32 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         weights(&run_dir) == trained,
         "the run trained by hand changed: {said}"
     );
+    // `predict --out /dev/stdout > log`: the rows, then the summary after them; the rows on
+    // the files' own seconds go beside a file --out names, and /dev/stdout is none (they once
+    // went to /dev/stdout.own-seconds.csv, and the summary overwrote the first rows).
+    let trained = json(&data.join("work/train.json"));
+    let log = work.path().join("predicted.log");
+    let predicted = avaprep(&data)
+        .args(["predict", "--split", "test", "--weights"])
+        .arg(data.join(trained["weights"].as_str().unwrap()))
+        .args(["--out", "/dev/stdout"])
+        .stdout(fs::File::create(&log).unwrap())
+        .output()
+        .unwrap();
+    assert!(predicted.status.success(), "{}", stderr(&predicted));
+    assert!(
+        stderr(&predicted).contains("go beside a file --out names"),
+        "{}",
+        stderr(&predicted)
+    );
+    let logged = fs::read_to_string(&log).unwrap();
+    let rows: Vec<&str> = logged
+        .lines()
+        .take_while(|line| line.split(',').count() == 8)
+        .collect();
+    let summary = format!("{} detections of", rows.len());
+    assert!(!rows.is_empty() && logged.contains(&summary), "{logged}");
+    assert!(!Path::new("/dev/stdout.own-seconds.csv").exists());
     // `validate` checks the test split's list and frames too (predict reads them), which no
     // PySlowFast config names: a damaged frame of new_d fails it by name.
     let mut frames: Vec<_> = fs::read_dir(data.join("frames/new_d"))

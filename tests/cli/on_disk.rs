@@ -234,6 +234,7 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
             stderr(&first)
         );
     }
+    let missing = others.clone();
     let others = others.len();
     let dropped = fs::read_to_string(data.path().join("slowfast/dropped_videos.txt")).unwrap();
     assert_eq!(dropped.lines().count(), others, "{dropped}");
@@ -275,6 +276,28 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
         );
     }
     assert!(kept == frames(data.path()), "frames changed");
+
+    // A video under a camera's upper-case extension is named with the rename that makes it
+    // read; a file libav cannot open is named once, with what to do.
+    assert!(missing.len() >= 2, "{missing:?}");
+    let (misnamed, broken) = (&missing[0], &missing[1]);
+    fs::write(clips.path().join(format!("{misnamed}.MP4")), b"a camera's").unwrap();
+    let junk = clips.path().join(format!("{broken}.mp4"));
+    fs::write(&junk, b"not a video").unwrap();
+    let named = run(&[]);
+    let message = stderr(&named);
+    assert_eq!(named.status.code(), Some(1), "{message}");
+    assert!(
+        message.contains(&format!(
+            "{misnamed}.MP4 is there: rename it {misnamed}.mp4"
+        )),
+        "{message}"
+    );
+    let once = format!("video {broken}: {}: libav cannot open it (", junk.display());
+    assert!(
+        message.contains(&once) && message.contains("replace it with a whole copy"),
+        "{message}"
+    );
 }
 
 /// Ids of one's own videos: file stems of other lengths than YouTube's 11 characters. The same

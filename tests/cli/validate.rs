@@ -4,7 +4,7 @@
 //! and runs as the `validate` stage.
 
 use std::fs;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use avaprep::validate::CheckId;
 use avaprep_testbed::serve::{self, ServeConfig};
@@ -337,6 +337,41 @@ fn junit_output_is_written_through_links_fifos_and_devices() {
         stderr(&output)
     );
     assert!(stdout(&output).is_empty(), "no work before the refusal");
+    for (named, expected) in [
+        (PathBuf::new(), "\"\" is no file name"),
+        (
+            results.join("junit.xml/j.xml"),
+            "which is a file, not a folder",
+        ),
+    ] {
+        let output = validate(&named);
+        assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+        assert!(stderr(&output).contains(expected), "{}", stderr(&output));
+    }
+
+    // `--junit /dev/stdout > log.txt`: the report, then what the command prints after it,
+    // neither over the other (the report once overwrote the start of the log and the summary
+    // the start of the report).
+    let log = dir.path().join("log.txt");
+    let mut redirected = avaprep(dir.path());
+    redirected
+        .args(["validate", "--config"])
+        .arg(&config)
+        .args(["--junit", "/dev/stdout"])
+        .stdout(fs::File::create(&log).unwrap());
+    let status = redirected.status().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let logged = fs::read_to_string(&log).unwrap();
+    let report_end = logged.find("</testsuites>").expect("the whole report") + 13;
+    assert!(logged.starts_with("<?xml"), "{logged}");
+    assert_eq!(
+        junit_cases(&logged.as_bytes()[..report_end]),
+        CheckId::ALL.len()
+    );
+    assert!(
+        logged[report_end..].contains("validation FAILED"),
+        "{logged}"
+    );
 }
 
 /// An annotation file edited after `lists` wrote it fails its checksum (and here the duplicate
@@ -381,6 +416,28 @@ fn an_edited_annotation_file_fails_its_checksum() {
     assert!(
         text.contains("ava_train_v2.2.csv: sha256")
             && text.contains("not the file the manifest names"),
+        "{text}"
+    );
+
+    // A dataset of some splits holds only their files (the test split's are not copied in):
+    // the manifest's checksums are of the files it holds.
+    let test_files: Vec<PathBuf> = fs::read_dir(data.path().join("annotations"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.to_string_lossy().contains("_test_"))
+        .collect();
+    assert!(!test_files.is_empty());
+    for path in &test_files {
+        fs::remove_file(path).unwrap();
+    }
+    let output = avaprep(data.path())
+        .args(["validate", "--manifest"])
+        .arg(mirror().join("manifest.toml"))
+        .output()
+        .unwrap();
+    let text = stdout(&output);
+    assert!(
+        !text.contains("_test_") && text.contains("ava_val_v2.2.csv: sha256"),
         "{text}"
     );
 }

@@ -84,7 +84,8 @@ fn data_dir(text: std::ffi::OsString) -> Result<PathBuf, String> {
 /// refused while the arguments are read, before any work (exit 2).
 pub fn output_file(text: &str) -> Result<PathBuf, String> {
     let path = PathBuf::from(text);
-    avaprep::fsutil::check_output_file(&path).map_err(|error| format!("{text} {error}"))?;
+    let shown = if text.is_empty() { "\"\"" } else { text };
+    avaprep::fsutil::check_output_file(&path).map_err(|error| format!("{shown} {error}"))?;
     Ok(path)
 }
 

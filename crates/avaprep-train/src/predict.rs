@@ -59,11 +59,16 @@ pub fn run(
         summary.clips,
         summary.detections.display()
     ));
-    if let Some(own) = &summary.own_seconds {
-        printer.result(&format!(
+    match &summary.own_seconds {
+        Some(own) => printer.result(&format!(
             "the same rows on your videos' own seconds: {}",
             own.display()
-        ));
+        )),
+        None if summary.own_clock => printer.note(&format!(
+            "note: the same rows on your videos' own seconds go beside a file --out names (NAME.own-seconds.csv); {} is none",
+            summary.detections.display()
+        )),
+        None => {}
     }
     if let Some(report) = &summary.report {
         printer.result(&avaprep::report::ap_table(report));

@@ -148,7 +148,7 @@ fn not_followed(what: &str) -> io::Error {
 /// see the bytes). A directory and a block device are refused, as is a FIFO nobody reads.
 pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
     check_output_file(path)?;
-    let (target, through_descriptor) = link_target(path)?;
+    let end = link_target(path)?;
     match fs::metadata(path) {
         Ok(meta) if meta.file_type().is_fifo() => write_fifo(path, bytes),
         Ok(meta) if !meta.is_file() => {
@@ -156,14 +156,40 @@ pub fn write_output(path: &Path, bytes: &[u8]) -> io::Result<()> {
             file.write_all(bytes)?;
             file.flush()
         }
-        Ok(_) if through_descriptor => {
-            // After what the descriptor's owner wrote, as its own writes would go.
-            let mut file = OpenOptions::new().append(true).open(path)?;
-            file.write_all(bytes)?;
-            file.flush()
-        }
-        _ => write_atomic(&target, bytes),
+        Ok(_) if end.through_descriptor => match end.own_descriptor {
+            Some(descriptor) => write_own_descriptor(descriptor, bytes),
+            None => {
+                // After what the descriptor's owner wrote, as its own writes would go.
+                let mut file = OpenOptions::new().append(true).open(path)?;
+                file.write_all(bytes)?;
+                file.flush()
+            }
+        },
+        _ => write_atomic(&end.target, bytes),
     }
+}
+
+/// Whether `path` names a file of its own (a regular file, or none yet), beside which another
+/// file may be written: not a device, a FIFO or a process's descriptor (`/dev/stdout`).
+pub fn is_plain_output(path: &Path) -> bool {
+    let Ok(end) = link_target(path) else {
+        return false;
+    };
+    !end.through_descriptor && fs::metadata(path).map_or(true, |meta| meta.is_file())
+}
+
+/// Writes through one of this process's own descriptors (`/dev/stdout` when the shell
+/// redirected it to a file), at its offset: what this process prints after then follows the
+/// bytes, where a file opened anew would write over them.
+fn write_own_descriptor(descriptor: std::os::fd::RawFd, bytes: &[u8]) -> io::Result<()> {
+    use std::os::fd::FromRawFd;
+    io::stdout().flush()?;
+    io::stderr().flush()?;
+    // SAFETY: the descriptor is open (its `/proc/self/fd` link was just read) and stays this
+    // process's: it is borrowed, never closed here.
+    let file = std::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(descriptor) });
+    (&*file).write_all(bytes)?;
+    (&*file).flush()
 }
 
 /// A FIFO is opened without blocking: with no process reading it (for `FIFO_WAIT`, so a reader
@@ -214,8 +240,26 @@ fn unread_fifo(what: &str) -> io::Error {
 const FIFO_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether `path` can take an output file: anything but a directory or a block device (or a
-/// link to one).
+/// link to one), an empty name, or a name inside a file.
 pub fn check_output_file(path: &Path) -> io::Result<()> {
+    if path.as_os_str().is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "is no file name: name a file",
+        ));
+    }
+    let file_above = path.ancestors().skip(1).find(|folder| {
+        !folder.as_os_str().is_empty() && fs::metadata(folder).is_ok_and(|meta| !meta.is_dir())
+    });
+    if let Some(file) = file_above {
+        return Err(io::Error::new(
+            io::ErrorKind::NotADirectory,
+            format!(
+                "is inside {}, which is a file, not a folder",
+                file.display()
+            ),
+        ));
+    }
     match fs::metadata(path) {
         Ok(meta) if meta.is_dir() => Err(io::Error::new(
             io::ErrorKind::IsADirectory,
@@ -229,26 +273,54 @@ pub fn check_output_file(path: &Path) -> io::Result<()> {
     }
 }
 
-/// Where a chain of symbolic links at `path` ends (a link's relative target is taken from the
-/// link's own folder; the end need not exist yet), and whether the chain passes through a
-/// process's descriptors (`/proc/*/fd`, `/dev/fd`), whose links name open files, not paths.
-fn link_target(path: &Path) -> io::Result<(PathBuf, bool)> {
+/// Where a chain of symbolic links ends (a link's relative target is taken from the link's own
+/// folder; the end need not exist yet), and whether it passes through a process's descriptors
+/// (`/proc/*/fd`, `/dev/fd`), whose links name open files, not paths.
+struct LinkEnd {
+    target: PathBuf,
+    through_descriptor: bool,
+    /// The first of this process's own descriptors the chain passes (`/dev/stdout`: 1).
+    own_descriptor: Option<std::os::fd::RawFd>,
+}
+
+fn link_target(path: &Path) -> io::Result<LinkEnd> {
     let mut current = path.to_path_buf();
     let mut through_descriptor = false;
+    let mut own_descriptor = None;
     // The kernel's own limit on links followed in one lookup.
     for _ in 0..40 {
         match fs::symlink_metadata(&current) {
             Ok(meta) if meta.file_type().is_symlink() => {
                 through_descriptor |=
                     current.starts_with("/proc") || current.starts_with("/dev/fd");
+                own_descriptor = own_descriptor.or_else(|| descriptor_of_this_process(&current));
                 let target = fs::read_link(&current)?;
                 let folder = current.parent().unwrap_or(Path::new("."));
                 current = folder.join(target);
             }
-            _ => return Ok((current, through_descriptor)),
+            _ => {
+                return Ok(LinkEnd {
+                    target: current,
+                    through_descriptor,
+                    own_descriptor,
+                });
+            }
         }
     }
     Err(io::Error::other("too many levels of symbolic links"))
+}
+
+/// `N` of `/proc/self/fd/N`, `/proc/<this process>/fd/N` or `/dev/fd/N`.
+fn descriptor_of_this_process(link: &Path) -> Option<std::os::fd::RawFd> {
+    let folder = link.parent()?;
+    let own = [
+        PathBuf::from("/proc/self/fd"),
+        PathBuf::from("/dev/fd"),
+        PathBuf::from(format!("/proc/{}/fd", std::process::id())),
+    ];
+    own.contains(&folder.to_path_buf())
+        .then(|| link.file_name()?.to_str()?.parse().ok())
+        .flatten()
 }
 
 /// What a dataset file is, for the most bytes a reader takes of it: far above any real file of
@@ -475,6 +547,20 @@ mod tests {
         let error = write_output(dir.path(), b"x").unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::IsADirectory, "{error}");
         assert!(check_output_file(&dir.path().join("new.xml")).is_ok());
+        assert!(check_output_file(&dir.path().join("new/folder/j.xml")).is_ok());
+        let error = check_output_file(Path::new("")).unwrap_err();
+        assert!(error.to_string().contains("no file name"), "{error}");
+        assert!(is_plain_output(&dir.path().join("new.csv")));
+        assert!(!is_plain_output(Path::new("/dev/stdout")));
+        assert!(!is_plain_output(Path::new("/dev/null")));
+        let file = dir.path().join("file.txt");
+        fs::write(&file, b"x").unwrap();
+        assert!(is_plain_output(&file));
+        let error = check_output_file(&file.join("j.xml")).unwrap_err();
+        assert!(
+            error.to_string().contains("which is a file, not a folder"),
+            "{error}"
+        );
     }
 
     /// `--junit /dev/stdout` and a CI step's pipe: a descriptor's link (as `/proc/self/fd/N`)
@@ -505,6 +591,9 @@ mod tests {
         let descriptor = format!("/proc/self/fd/{}", redirected.as_raw_fd());
         write_output(Path::new(&descriptor), b"report\n").unwrap();
         assert_eq!(fs::read(&log).unwrap(), b"before\nreport\n");
+        // What the descriptor's owner writes next follows the report, not over it.
+        redirected.write_all(b"after\n").unwrap();
+        assert_eq!(fs::read(&log).unwrap(), b"before\nreport\nafter\n");
         assert_eq!(
             fs::metadata(&log).unwrap().ino(),
             inode,

@@ -108,7 +108,8 @@ fn write_own_seconds(
     detections: &[Detection],
     plan: &VideoPlan,
 ) -> Result<Option<PathBuf>, TrainError> {
-    if !plan.own_clock {
+    // Beside a device or a descriptor (`--out /dev/stdout`) there is no folder of the user's.
+    if !plan.own_clock || !avaprep::fsutil::is_plain_output(out) {
         return Ok(None);
     }
     let path = own_seconds_file(out);
@@ -126,9 +127,13 @@ fn write_own_seconds(
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct PredictSummary {
     pub detections: PathBuf,
-    /// The same rows on the videos' own clock, for a dataset of videos on their own clock.
+    /// The same rows on the videos' own clock, for a dataset of videos on their own clock,
+    /// beside `detections` where that is a file (not a device or `/dev/stdout`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub own_seconds: Option<PathBuf>,
+    /// The dataset's videos are on their own clock.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub own_clock: bool,
     /// The boxes scored are the ground truth's (no person detector's were given to the import).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ground_truth_proposals: bool,
@@ -185,6 +190,7 @@ pub fn predict(
     Ok(PredictSummary {
         detections: out.to_path_buf(),
         own_seconds,
+        own_clock: data.plan.own_clock,
         ground_truth_proposals: data.plan.ground_truth_proposals,
         clips: clips.len(),
         rows: detections.len(),

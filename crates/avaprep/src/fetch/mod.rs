@@ -35,8 +35,8 @@ pub struct FetchParams {
     /// never downloaded, never deleted.
     pub videos: Option<PathBuf>,
     /// With `videos`: the dataset second at the files' time 0 (900 for AVA's pre-cut 15-minute
-    /// clips, `videos_15min/`).
-    pub video_start: f64,
+    /// clips, `videos_15min/`); unset, the manifest's (AVA's: 0, whole videos).
+    pub video_start: Option<f64>,
     /// A folder of the annotation files already on disk (the CSVs, label maps and person boxes
     /// the manifest names), copied into the data directory; nothing is downloaded. With `videos`
     /// and no `annotations`, the data directory's `annotations/` must hold them.
@@ -63,7 +63,7 @@ impl Default for FetchParams {
             base_url: Vec::new(),
             attempts: RetryPolicy::default().attempts,
             videos: None,
-            video_start: 0.0,
+            video_start: None,
             annotations: None,
         }
     }
@@ -73,13 +73,13 @@ impl FetchParams {
     /// Refuses values no video could honour, naming the key (`--video-start`, `[fetch]
     /// video_start`).
     pub fn validate(&self) -> Result<(), String> {
-        if !(self.video_start.is_finite() && self.video_start >= 0.0) {
+        let video_start = self.video_start.unwrap_or(0.0);
+        if !(video_start.is_finite() && video_start >= 0.0) {
             return Err(format!(
-                "video_start {}: must be a number of seconds, 0 or more",
-                self.video_start
+                "video_start {video_start}: must be a number of seconds, 0 or more"
             ));
         }
-        if self.video_start != 0.0 && self.videos.is_none() {
+        if video_start != 0.0 && self.videos.is_none() {
             return Err(
                 "video_start applies to videos already on disk: give their folder too (videos = \"DIR\", --videos DIR)".into(),
             );
@@ -93,7 +93,7 @@ impl FetchParams {
         let folder = self.videos.as_ref()?;
         Some(crate::records::VideosOnDisk {
             folder: std::path::absolute(folder).unwrap_or_else(|_| folder.clone()),
-            start_seconds: self.video_start,
+            start_seconds: self.video_start.unwrap_or(0.0),
         })
     }
 

@@ -1,6 +1,6 @@
 //! `fetch-videos`: one item per planned video, several at once.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -247,8 +247,9 @@ fn find_on_disk(
     let Ok(meta) = std::fs::metadata(&path) else {
         let file = video.file_name.id;
         let message = format!(
-            "video {item}: no {file}.mkv, {file}.mp4 or {file}.webm in {}",
-            on_disk.folder.display()
+            "video {item}: no {file}.mkv, {file}.mp4 or {file}.webm in {}{}",
+            on_disk.folder.display(),
+            misspelt_extension(&on_disk.folder, &file.to_string())
         );
         fsutil::write_atomic(&marker, message.as_bytes()).map_err(ItemError::output)?;
         forget_frames(layout, video)?;
@@ -276,6 +277,26 @@ fn find_on_disk(
     })
     .with_files(layout.root(), &[], &[&path.to_string_lossy()])
     .map_err(ItemError::input)
+}
+
+/// `; X.MP4 is there: rename it X.mp4` where the folder holds the video under an extension of
+/// other case (a camera's), which is not read as it is.
+fn misspelt_extension(folder: &Path, id: &str) -> String {
+    let wanted = ["mkv", "mp4", "webm"].map(|extension| format!("{id}.{extension}"));
+    let Ok(entries) = std::fs::read_dir(folder) else {
+        return String::new();
+    };
+    entries
+        .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+        .find_map(|name| {
+            let lower = format!(
+                "{id}.{}",
+                name.strip_prefix(&format!("{id}."))?.to_lowercase()
+            );
+            (wanted.contains(&lower) && lower != name)
+                .then(|| format!("; {name} is there: rename it {lower}"))
+        })
+        .unwrap_or_default()
 }
 
 /// libav must open the video, find a video stream, and its duration must reach the video's last
@@ -306,7 +327,16 @@ fn check_video(
             "it ends at {:.1} s but is annotated up to {needed:.1} s",
             info.end_seconds()
         )),
-        Err(error) => Err(error.to_string()),
+        // The caller names the file: the problem alone, and what to do.
+        Err(crate::media::MediaError::Open { source, .. }) => Err(format!(
+            "libav cannot open it ({source}): a truncated copy or not a video; replace it with a whole copy"
+        )),
+        Err(crate::media::MediaError::NoVideo { .. }) => {
+            Err("it has no video stream; replace it with the video".into())
+        }
+        Err(crate::media::MediaError::Codec { source, .. }) => Err(format!(
+            "libav cannot read its video stream ({source}); replace it with a whole copy"
+        )),
     }
 }
 

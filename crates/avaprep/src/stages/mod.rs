@@ -162,8 +162,10 @@ impl Dataset {
         }
         // Whole files of a dataset whose clock starts later (the quick miniature's, an
         // import's) begin where the dataset says; pre-cut clips say where they begin themselves.
-        if fetch.videos.is_some() && fetch.video_start == 0.0 {
-            fetch.video_start = manifest.dataset.video_start;
+        if fetch.videos.is_some() {
+            fetch
+                .video_start
+                .get_or_insert(manifest.dataset.video_start);
         }
         fetch.make_absolute();
         for base_url in &fetch.base_url {
@@ -172,10 +174,9 @@ impl Dataset {
                 .map_err(|error| format!("base_url: {error}"))?;
         }
         let [start, end] = manifest.dataset.segment;
-        if fetch.video_start >= end {
+        if let Some(video_start) = fetch.video_start.filter(|&video_start| video_start >= end) {
             return Err(format!(
-                "video_start {:?}: after the annotated segment, which ends at second {end} (AVA's pre-cut clips begin at its start, {start})",
-                fetch.video_start
+                "video_start {video_start:?}: after the annotated segment, which ends at second {end} (AVA's pre-cut clips begin at its start, {start})"
             ));
         }
         Ok(Dataset {
@@ -590,6 +591,27 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 3, "{checked} pipeline files");
+    }
+
+    /// Videos on disk begin at the manifest's `video_start` unless one is given, 0 included (a
+    /// walk found `--video-start 0` taken for unset, the files then read 895 s late).
+    #[test]
+    fn a_video_start_given_is_kept_even_when_it_is_0() {
+        let path = crate::testing::repo_root().join("manifests/ava-v2.2.toml");
+        let mut manifest = DatasetManifest::load(&path).unwrap();
+        manifest.dataset.video_start = 895.0;
+        let start = |given: Option<f64>| {
+            let fetch = FetchParams {
+                videos: Some("videos".into()),
+                video_start: given,
+                ..FetchParams::default()
+            };
+            let dataset = Dataset::new(manifest.clone(), Selection::default(), fetch).unwrap();
+            dataset.fetch.videos_on_disk().unwrap().start_seconds
+        };
+        assert_eq!(start(None), 895.0);
+        assert_eq!(start(Some(0.0)), 0.0);
+        assert_eq!(start(Some(900.0)), 900.0);
     }
 
     #[test]

@@ -135,7 +135,10 @@ impl ValidateRequest {
             .annotations
             .iter()
             .flat_map(|archive| &archive.contents);
-        for file in files {
+        // Only the chosen splits' files are copied in (a train-and-val dataset has no test
+        // files): a file the folder lacks is for `files-present`, where a config names it.
+        let held = files.filter(|file| annotations.join(&file.name).exists());
+        for file in held {
             if let Some(sha256) = &file.sha256 {
                 self.known_sha256
                     .insert(annotations.join(&file.name), sha256.clone());

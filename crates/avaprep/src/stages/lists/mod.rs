@@ -199,8 +199,8 @@ impl Stage for ListsStage {
         if counts.videos_dropped > 0 {
             write!(
                 line,
-                "; {} videos without frames dropped everywhere (slowfast/dropped_videos.txt)",
-                counts.videos_dropped
+                "; {} without frames dropped everywhere (slowfast/dropped_videos.txt)",
+                crate::progress::counted(counts.videos_dropped, "video", "videos")
             )
             .expect("a string");
         }
