@@ -129,7 +129,8 @@ fn videos_on_disk_give_the_frames_of_the_fetched_path() {
     let mut text = fs::read(&label_map).unwrap();
     text.extend_from_slice(b"\n");
     fs::write(&label_map, text).unwrap();
-    let refused = avaprep(tempfile::tempdir().unwrap().path())
+    let refusing = tempfile::tempdir().unwrap();
+    let refused = avaprep(refusing.path())
         .args(["extract", "--videos"])
         .arg(mirror().join("ava-dataset/trainval"))
         .arg("--annotations")
@@ -141,9 +142,18 @@ fn videos_on_disk_give_the_frames_of_the_fetched_path() {
     assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
     assert!(
         stderr(&refused).contains("ava_action_list_v2.2.pbtxt")
-            && stderr(&refused).contains("not the official file"),
+            && stderr(&refused).contains("not the official file")
+            && stderr(&refused)
+                .contains("drop ava_action_list_v2.2.pbtxt's line from its `contents` list"),
         "{}",
         stderr(&refused)
+    );
+    // Refused where it is: never copied over the data directory's copy.
+    assert!(
+        !refusing
+            .path()
+            .join("annotations/ava_action_list_v2.2.pbtxt")
+            .exists()
     );
     // A missing video folder is an error naming it, before anything is planned.
     let missing = avaprep(tempfile::tempdir().unwrap().path())

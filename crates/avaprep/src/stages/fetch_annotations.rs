@@ -57,15 +57,21 @@ impl FetchAnnotationsStage {
                     from.display()
                 )));
             }
+            // Checked where it is: a file refused never replaces the copy made before.
+            if let Some(known) = self.known_file(&name) {
+                check_known_file(&from, known).map_err(|error| {
+                    ItemError::input(format!(
+                        "{}; to use an edited file, copy the manifest and drop {name}'s line from its `contents` list",
+                        error.message
+                    ))
+                })?;
+            }
             if !same_folder {
                 let bytes = crate::fsutil::read_regular(&from, crate::fsutil::FileKind::Table)
                     .map_err(|error| {
                         ItemError::input(format!("reading {}: {error}", from.display()))
                     })?;
                 crate::fsutil::write_atomic(&to, &bytes).map_err(ItemError::output)?;
-            }
-            if let Some(known) = self.known_file(&name) {
-                check_known_file(&to, known)?;
             }
             files.push(PathBuf::from(name));
         }

@@ -234,8 +234,15 @@ impl Dataset {
 /// "parse failed in its last run; run `avaprep fetch` first".
 pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>) -> String {
     let stage = blocker.stage;
+    // `fetch` downloads: a data directory of videos on disk, or a pipeline's, is made otherwise.
+    let otherwise = match stage {
+        StageId::FetchAnnotations | StageId::Parse | StageId::FetchVideos => {
+            " (for videos already on disk `avaprep extract --videos DIR`; for a pipeline's data directory `avaprep run PIPELINE`)"
+        }
+        _ => "",
+    };
     format!(
-        "{} {}; run `{}` first",
+        "{} {}; run `{}` first{otherwise}",
         stage.name(),
         blocker.reason,
         stage.command()
@@ -591,6 +598,30 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 3, "{checked} pipeline files");
+    }
+
+    /// A stage `fetch` makes names `fetch`, and the commands that make it for videos on disk
+    /// and for a pipeline (a walk followed `run avaprep fetch first` on a data directory of
+    /// videos on disk and `fetch` tried to download them); other stages name their own.
+    #[test]
+    fn a_blocker_names_every_command_that_makes_it() {
+        let text = |stage| {
+            blocker_text(&crate::pipeline::Blocker {
+                stage,
+                reason: "failed in its last run".into(),
+            })
+        };
+        let parse = text(StageId::Parse);
+        assert!(
+            parse.starts_with("parse failed in its last run; run `avaprep fetch` first")
+                && parse.contains("`avaprep extract --videos DIR`")
+                && parse.contains("`avaprep run PIPELINE`"),
+            "{parse}"
+        );
+        assert_eq!(
+            text(StageId::Extract),
+            "extract failed in its last run; run `avaprep extract` first"
+        );
     }
 
     /// Videos on disk begin at the manifest's `video_start` unless one is given, 0 included (a
