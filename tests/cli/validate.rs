@@ -440,6 +440,23 @@ fn an_edited_annotation_file_fails_its_checksum() {
         !text.contains("_test_") && text.contains("ava_val_v2.2.csv: sha256"),
         "{text}"
     );
+    // A folder that holds none of the manifest's files is another release's or another folder:
+    // an error, not a check that passes having compared nothing.
+    let annotations = data.path().join("annotations");
+    let aside = data.path().join("annotations.aside");
+    fs::rename(&annotations, &aside).unwrap();
+    fs::create_dir(&annotations).unwrap();
+    let output = avaprep(data.path())
+        .args(["validate", "--manifest"])
+        .arg(mirror().join("manifest.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    assert!(
+        stderr(&output).contains("holds none of the annotation files it names"),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// In a pipeline, validate runs after lists, keeps its report, and is up to date on a re-run.

@@ -182,14 +182,19 @@ pub fn is_plain_output(path: &Path) -> bool {
 /// redirected it to a file), at its offset: what this process prints after then follows the
 /// bytes, where a file opened anew would write over them.
 fn write_own_descriptor(descriptor: std::os::fd::RawFd, bytes: &[u8]) -> io::Result<()> {
-    use std::os::fd::FromRawFd;
     io::stdout().flush()?;
     io::stderr().flush()?;
-    // SAFETY: the descriptor is open (its `/proc/self/fd` link was just read) and stays this
-    // process's: it is borrowed, never closed here.
-    let file = std::mem::ManuallyDrop::new(unsafe { File::from_raw_fd(descriptor) });
-    (&*file).write_all(bytes)?;
-    (&*file).flush()
+    match descriptor {
+        1 => io::stdout().lock().write_all(bytes),
+        2 => io::stderr().lock().write_all(bytes),
+        other => {
+            // SAFETY: the descriptor is open (its `/proc/self/fd` link was just read); it is
+            // only duplicated here, and the duplicate shares its offset.
+            let borrowed = unsafe { std::os::fd::BorrowedFd::borrow_raw(other) };
+            File::from(borrowed.try_clone_to_owned()?).write_all(bytes)
+        }
+    }?;
+    io::stdout().flush()
 }
 
 /// A FIFO is opened without blocking: with no process reading it (for `FIFO_WAIT`, so a reader

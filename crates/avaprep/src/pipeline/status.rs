@@ -71,19 +71,8 @@ impl<Id: StageName> Runner<'_, Id> {
             seconds: 0.0,
             detail: None,
         };
-        let mut from_shards = false;
         let mut state = match self.store_for(stage.id()).peek(stage.id().name())? {
-            // Only the shards' files: their work, as the combining run will merge it.
-            Peeked::Missing => match self.shard {
-                None => match self.with_shard_items(stage.id(), None) {
-                    Some(state) => {
-                        from_shards = true;
-                        state
-                    }
-                    None => return Ok(line),
-                },
-                Some(_) => return Ok(line),
-            },
+            Peeked::Missing => return Ok(line),
             Peeked::Corrupt(reason) => {
                 line.condition = StageCondition::Corrupt;
                 line.detail = Some(reason);
@@ -146,10 +135,6 @@ impl<Id: StageName> Runner<'_, Id> {
             }
         };
         let plan: Vec<String> = planned.iter().map(|item| item.name.clone()).collect();
-        if from_shards {
-            // Each shard planned its own videos; together they plan the stage's.
-            state.planned = plan.clone();
-        }
         let keys = self.item_keys(stage, planned);
         if self.shard.is_none() {
             // As the next run will: what the shards made counts.

@@ -57,20 +57,22 @@ impl FetchAnnotationsStage {
                     from.display()
                 )));
             }
-            // Checked where it is: a file refused never replaces the copy made before.
-            if let Some(known) = self.known_file(&name) {
-                check_known_file(&from, known).map_err(|error| {
-                    ItemError::input(format!(
-                        "{}; to use an edited file, copy the manifest and drop {name}'s line from its `contents` list",
-                        error.message
-                    ))
+            let bytes = crate::fsutil::read_regular(&from, crate::fsutil::FileKind::Table)
+                .map_err(|error| {
+                    ItemError::input(format!("reading {}: {error}", from.display()))
                 })?;
+            // The bytes copied are the bytes checked: a file refused never replaces the copy
+            // made before.
+            if let Some((size, sha256)) = self
+                .known_file(&name)
+                .and_then(|known| unlike_known_bytes(&bytes, known))
+            {
+                return Err(ItemError::input(format!(
+                    "{}: {size} bytes with sha256 {sha256}, not the official file the manifest lists; to use an edited file, copy the manifest and drop {name}'s line from its `contents` list",
+                    from.display()
+                )));
             }
             if !same_folder {
-                let bytes = crate::fsutil::read_regular(&from, crate::fsutil::FileKind::Table)
-                    .map_err(|error| {
-                        ItemError::input(format!("reading {}: {error}", from.display()))
-                    })?;
                 crate::fsutil::write_atomic(&to, &bytes).map_err(ItemError::output)?;
             }
             files.push(PathBuf::from(name));
@@ -128,17 +130,16 @@ fn unlike_known(
     Ok((!size_ok || !sha_ok).then_some((size, sha256)))
 }
 
-/// A file on disk has the size and sha256 the manifest lists for it.
-fn check_known_file(path: &Path, known: &crate::manifest::KnownFile) -> Result<(), ItemError> {
-    match unlike_known(path, known).map_err(ItemError::input)? {
-        None => Ok(()),
-        Some((size, sha256)) => Err(ItemError::input(format!(
-            "{}: {size} bytes with sha256 {sha256}, not the official file the manifest lists (size {}, sha256 {})",
-            path.display(),
-            known.size.map_or("unknown".into(), |size| size.to_string()),
-            known.sha256.as_deref().unwrap_or("unknown")
-        ))),
-    }
+/// The size and sha256 of `bytes` when they are not those the manifest lists for the file.
+fn unlike_known_bytes(bytes: &[u8], known: &crate::manifest::KnownFile) -> Option<(u64, String)> {
+    use sha2::Digest as _;
+    let (size, sha256) = (bytes.len() as u64, hex::encode(sha2::Sha256::digest(bytes)));
+    let size_ok = known.size.is_none_or(|expected| expected == size);
+    let sha_ok = known
+        .sha256
+        .as_ref()
+        .is_none_or(|expected| expected.eq_ignore_ascii_case(&sha256));
+    (!size_ok || !sha_ok).then_some((size, sha256))
 }
 
 /// The manifest's sizes and sha256 of archive members hold after extraction.

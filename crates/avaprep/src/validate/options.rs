@@ -131,18 +131,28 @@ impl ValidateRequest {
             path: path.to_path_buf(),
             message: error.to_string(),
         })?;
-        let files = manifest
+        let pinned: Vec<_> = manifest
             .annotations
             .iter()
-            .flat_map(|archive| &archive.contents);
+            .flat_map(|archive| &archive.contents)
+            .filter(|file| file.sha256.is_some())
+            .collect();
         // Only the chosen splits' files are copied in (a train-and-val dataset has no test
         // files): a file the folder lacks is for `files-present`, where a config names it.
-        let held = files.filter(|file| annotations.join(&file.name).exists());
-        for file in held {
-            if let Some(sha256) = &file.sha256 {
-                self.known_sha256
-                    .insert(annotations.join(&file.name), sha256.clone());
+        for file in &pinned {
+            let held = annotations.join(&file.name);
+            if let (true, Some(sha256)) = (held.exists(), &file.sha256) {
+                self.known_sha256.insert(held, sha256.clone());
             }
+        }
+        if !pinned.is_empty() && self.known_sha256.is_empty() {
+            return Err(ValidateError::Config {
+                path: path.to_path_buf(),
+                message: format!(
+                    "{} holds none of the annotation files it names: another release's manifest, or another folder",
+                    annotations.display()
+                ),
+            });
         }
         Ok(())
     }

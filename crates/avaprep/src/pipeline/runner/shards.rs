@@ -26,48 +26,10 @@ impl<Id: StageName> Runner<'_, Id> {
     /// The stage's state file as it is, when it holds a valid state (a missing or corrupt one
     /// is none: the stage is made again).
     pub(crate) fn peek(&self, stage: Id) -> Option<StageState> {
-        let state = match self.store_for(stage).peek(stage.name()) {
+        match self.store_for(stage).peek(stage.name()) {
             Ok(Peeked::Valid(state)) => Some(*state),
             _ => None,
-        };
-        match self.shard {
-            Some(_) => state,
-            None => self.with_shard_items(stage, state),
         }
-    }
-
-    /// Outside a sharded run, what the shards made counts as the combining run will merge it:
-    /// each shard's items that `state` does not resolve, from shards of its parameters (or, with
-    /// no state, of the first shard's). A single command after the shards (`extract` alone)
-    /// then reads its dependency's videos as the shards recorded them, rather than as never
-    /// made, and redoes none of their work.
-    pub(crate) fn with_shard_items(
-        &self,
-        stage: Id,
-        state: Option<StageState>,
-    ) -> Option<StageState> {
-        let shards = self.store.load_shards(stage.name()).unwrap_or_default();
-        let mut state = match state {
-            Some(state) => state,
-            None => {
-                let first = shards.first()?;
-                StageState {
-                    status: first.status,
-                    ..StageState::new(&first.stage, &first.fingerprint, first.params.clone())
-                }
-            }
-        };
-        for shard in shards
-            .iter()
-            .filter(|shard| shard.fingerprint == state.fingerprint)
-        {
-            for (item, record) in &shard.items {
-                if !state.is_resolved(item) {
-                    state.items.insert(item.clone(), record.clone());
-                }
-            }
-        }
-        Some(state)
     }
 
     /// In a sharded run, per-video stages do their shard and whole stages that read per-video output
