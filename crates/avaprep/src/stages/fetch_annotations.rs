@@ -122,18 +122,17 @@ fn unlike_known(
     known: &crate::manifest::KnownFile,
 ) -> Result<Option<(u64, String)>, download::DownloadError> {
     let (size, sha256) = download::hash_file(path)?;
-    let size_ok = known.size.is_none_or(|expected| expected == size);
-    let sha_ok = known
-        .sha256
-        .as_ref()
-        .is_none_or(|expected| expected.eq_ignore_ascii_case(&sha256));
-    Ok((!size_ok || !sha_ok).then_some((size, sha256)))
+    Ok(unlike(size, sha256, known))
 }
 
 /// The size and sha256 of `bytes` when they are not those the manifest lists for the file.
 fn unlike_known_bytes(bytes: &[u8], known: &crate::manifest::KnownFile) -> Option<(u64, String)> {
     use sha2::Digest as _;
-    let (size, sha256) = (bytes.len() as u64, hex::encode(sha2::Sha256::digest(bytes)));
+    let sha256 = hex::encode(sha2::Sha256::digest(bytes));
+    unlike(bytes.len() as u64, sha256, known)
+}
+
+fn unlike(size: u64, sha256: String, known: &crate::manifest::KnownFile) -> Option<(u64, String)> {
     let size_ok = known.size.is_none_or(|expected| expected == size);
     let sha_ok = known
         .sha256
