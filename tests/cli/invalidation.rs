@@ -525,6 +525,40 @@ fn concurrent_runs_and_shards_share_a_folder_safely() {
         let output = shard.wait_with_output().unwrap();
         assert_ran(&output);
     }
+    // Before the combining run, `status` counts the shards' work (it once showed fetch-videos
+    // and extract pending), and `extract` alone redoes none of it (it once redid every video:
+    // the videos' records were in the shards' files only).
+    let mut status = avaprep(shared.path());
+    status
+        .args(["--json", "status", "pipelines/demo.toml"])
+        .arg("--set")
+        .arg(format!(
+            "dataset=\"{}\"",
+            mirror().join("manifest.toml").display()
+        ))
+        .args(["--set", "extract.height=240"])
+        .arg("--set")
+        .arg(format!("fetch.base_url=[\"{}\"]", server.url()));
+    let status = status.output().unwrap();
+    assert!(status.status.success(), "{}", stderr(&status));
+    let conditions: std::collections::BTreeMap<String, String> = stdout(&status)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .filter(|record| record["type"] == "stage_status")
+        .map(|record| {
+            let stage = record["stage"].as_str().unwrap().to_string();
+            (stage, record["condition"].as_str().unwrap().to_string())
+        })
+        .collect();
+    for stage in ["fetch-videos", "extract"] {
+        assert_eq!(conditions[stage], "done", "{stage}: {}", stdout(&status));
+    }
+    let alone = avaprep(shared.path())
+        .args(["--json", "extract", "--height", "240"])
+        .output()
+        .unwrap();
+    assert_ran(&alone);
+    assert_eq!(completed(&alone, "extract"), 0, "{}", stdout(&alone));
     let combined = command(shared.path(), &[]).output().unwrap();
     assert_ran(&combined);
     for stage in ["fetch-annotations", "parse", "fetch-videos", "extract"] {

@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use avaprep::fsutil::write_atomic;
+use avaprep::pipeline::status::StageCondition;
 use avaprep::pipeline::{
     AnyStage, FailureKind, Granularity, ItemError, ItemRecord, PlannedItem, RunReport, Runner,
     Shard, Stage, StageContext, StageName, StageOutcome, StateStore,
@@ -174,9 +175,13 @@ fn stages(extract_value: u32, delay: Duration) -> Vec<TestStage> {
     ]
 }
 
-fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport<Step> {
-    let cancel = AtomicBool::new(false);
-    let runner = Runner {
+fn runner<'a>(
+    data_dir: &'a Path,
+    stages: &'a [TestStage],
+    shard: Option<Shard>,
+    cancel: &'a AtomicBool,
+) -> Runner<'a, Step> {
+    Runner {
         stages: stages
             .iter()
             .map(|stage| stage as &dyn AnyStage<Step>)
@@ -186,14 +191,34 @@ fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport
         context: StageContext {
             data_dir,
             reporter: &Silent,
-            cancel: &cancel,
+            cancel,
             fingerprint: "",
             not_started: 0,
         },
         scrutiny: Default::default(),
         before_per_video: None,
-    };
-    runner.run().unwrap()
+    }
+}
+
+fn run(data_dir: &Path, stages: &[TestStage], shard: Option<Shard>) -> RunReport<Step> {
+    let cancel = AtomicBool::new(false);
+    runner(data_dir, stages, shard, &cancel).run().unwrap()
+}
+
+/// `avaprep status`: each stage's condition and items done.
+fn status(data_dir: &Path, stages: &[TestStage]) -> Vec<(String, StageCondition, usize)> {
+    let cancel = AtomicBool::new(false);
+    let lines = runner(data_dir, stages, None, &cancel).status().unwrap();
+    lines
+        .into_iter()
+        .map(|line| {
+            (
+                line.stage.name().to_string(),
+                line.condition,
+                line.items_done,
+            )
+        })
+        .collect()
 }
 
 fn outcomes(report: &RunReport<Step>) -> Vec<(String, StageOutcome)> {
@@ -422,6 +447,71 @@ fn shards_split_the_videos_and_an_unsharded_run_merges_them() {
     assert_eq!(merged.stages[0].already_done, VIDEOS);
     assert_eq!(merged.stages[1].already_done, VIDEOS);
     assert_eq!(log_lines(data)[before..], ["lists all"]);
+}
+
+/// Before the combining run, `status` and single steps find the shards' work as that run will
+/// merge it (`status` once showed the per-video stages pending, and `extract` alone redid every
+/// video): their made and missing videos count, a whole stage run on them then is what the
+/// combining run keeps, and a download that `fetch --verify` forgot is not taken back from the
+/// shard that recorded it.
+#[test]
+fn after_shards_status_and_single_steps_count_their_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let with_missing = || {
+        let mut stages = stages(1, Duration::ZERO);
+        stages[0].missing = vec!["video07".to_string()];
+        stages
+    };
+    for index in 1..=3 {
+        run(data, &with_missing(), Some(Shard { index, count: 3 }));
+    }
+    let made = vec![
+        ("download".to_string(), StageCondition::Done, VIDEOS),
+        ("extract".to_string(), StageCondition::Done, VIDEOS),
+    ];
+    let mut expected = made.clone();
+    expected.push(("lists".to_string(), StageCondition::Pending, 0));
+    assert_eq!(status(data, &with_missing()), expected);
+    // Damaged shard files are left where they are by a command that only looks.
+    let state_dir = data.join(".avaprep/state");
+    fs::write(state_dir.join("extract.shard-9-of-9.json"), "{").unwrap();
+    assert_eq!(status(data, &with_missing()), expected);
+    assert!(state_dir.join("extract.shard-9-of-9.json").exists());
+    fs::remove_file(state_dir.join("extract.shard-9-of-9.json")).unwrap();
+
+    let before = log_lines(data).len();
+    let extract_alone = run(data, &[with_missing().remove(1)], None);
+    assert_eq!(extract_alone.stages[0].completed, 0);
+    assert_eq!(extract_alone.stages[0].missing, 1);
+    assert!(extract_alone.succeeded(), "{:?}", outcomes(&extract_alone));
+    let lists_alone = run(data, &[with_missing().remove(2)], None);
+    assert_eq!(lists_alone.stages[0].outcome, StageOutcome::Completed);
+    assert_eq!(log_lines(data)[before..], ["lists all"]);
+    let lists = fs::read_to_string(data.join("lists/all")).unwrap();
+    assert_eq!(lists, format!("{} inputs, value 1", VIDEOS - 1));
+    let combined = run(data, &with_missing(), None);
+    assert_eq!(outcomes(&combined)[2].1, StageOutcome::UpToDate);
+    assert_eq!(log_lines(data)[before..], ["lists all"]);
+    let mut expected = made;
+    expected.push(("lists".to_string(), StageCondition::Done, 1));
+    assert_eq!(status(data, &with_missing()), expected);
+
+    for index in 1..=3 {
+        run(data, &with_missing(), Some(Shard { index, count: 3 }));
+    }
+    let forgotten = ["video03".to_string()];
+    StateStore::new(data, None)
+        .forget_items("download", &forgotten)
+        .unwrap();
+    let before = log_lines(data).len();
+    run(data, &with_missing(), None);
+    let downloads: Vec<String> = log_lines(data)
+        .split_off(before)
+        .into_iter()
+        .filter(|line| line.starts_with("download"))
+        .collect();
+    assert_eq!(downloads, ["download video03"]);
 }
 
 /// Not a test on its own: the process that `resumes_after_the_process_is_killed` starts and kills.

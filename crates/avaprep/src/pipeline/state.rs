@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::io;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -402,9 +403,8 @@ impl StateStore {
         }
     }
 
-    /// The valid state files that shards of a sharded run left for `stage`; an unsharded run merges
-    /// their completed items so work done on other machines is not redone.
-    pub fn load_shards(&self, stage: &str) -> Result<Vec<StageState>, StateError> {
+    /// The state files that shards of a sharded run left for `stage` (`<stage>.shard-I-of-N.json`).
+    fn shard_paths(&self, stage: &str) -> Result<Vec<PathBuf>, StateError> {
         let prefix = format!("{stage}.shard-");
         let entries = match fs::read_dir(&self.dir) {
             Ok(entries) => entries,
@@ -416,44 +416,102 @@ impl StateStore {
                 });
             }
         };
+        let mut paths: Vec<PathBuf> = entries
+            .flatten()
+            .filter(|entry| {
+                let name = entry.file_name().to_string_lossy().into_owned();
+                name.starts_with(&prefix) && name.ends_with(".json")
+            })
+            .map(|entry| entry.path())
+            .collect();
+        paths.sort();
+        Ok(paths)
+    }
+
+    /// The valid state files that shards of a sharded run left for `stage`; an unsharded run merges
+    /// their completed items so work done on other machines is not redone.
+    pub fn load_shards(&self, stage: &str) -> Result<Vec<StageState>, StateError> {
         let mut states = Vec::new();
-        for entry in entries.flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.starts_with(&prefix)
-                && name.ends_with(".json")
-                && let Loaded::Valid(state) = load_file(&entry.path(), stage)?
-            {
+        for path in self.shard_paths(stage)? {
+            if let Loaded::Valid(state) = load_file(&path, stage)? {
                 states.push(state);
             }
         }
         Ok(states)
     }
 
-    /// Makes a stage redo `items` on its next run (their output turned out to be damaged).
+    /// The shards' valid states of `stage` with when each was written, newest first, read
+    /// without setting a damaged one aside (for commands that only look).
+    pub fn peek_shards(&self, stage: &str) -> Vec<(SystemTime, StageState)> {
+        let mut states: Vec<(SystemTime, StageState)> = self
+            .shard_paths(stage)
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|path| {
+                let written = fs::metadata(&path).and_then(|meta| meta.modified()).ok()?;
+                let state = parse(&fs::read(&path).ok()?, stage).ok()?;
+                Some((written, state))
+            })
+            .collect();
+        states.sort_by_key(|(written, _)| std::cmp::Reverse(*written));
+        states
+    }
+
+    /// When the stage's own state file was written, if it is there.
+    pub fn written(&self, stage: &str) -> Option<SystemTime> {
+        fs::metadata(self.path(stage))
+            .and_then(|meta| meta.modified())
+            .ok()
+    }
+
+    /// Makes a stage redo `items` on its next run (their output turned out to be damaged). Outside
+    /// a shard, the shards' records of them go too: the run that merges the shards would
+    /// otherwise take them back.
     pub fn forget_items(&self, stage: &str, items: &[String]) -> Result<(), StateError> {
         if let Loaded::Valid(mut state) = self.load(stage)? {
-            for item in items {
-                state.items.remove(item);
-                state.missing.remove(item);
-                state.missing_keys.remove(item);
-            }
-            state.status = StageStatus::Running;
+            forget(&mut state, items);
             self.save(&state)?;
+        }
+        if self.shard_suffix.is_some() {
+            return Ok(());
+        }
+        for path in self.shard_paths(stage)? {
+            if let Loaded::Valid(mut state) = load_file(&path, stage)?
+                && items.iter().any(|item| state.is_resolved(item))
+            {
+                forget(&mut state, items);
+                save_at(&path, &state)?;
+            }
         }
         Ok(())
     }
 
     pub fn save(&self, state: &StageState) -> Result<(), StateError> {
-        let path = self.path(&state.stage);
-        let text = serde_json::to_string_pretty(state).expect("state serialises");
-        let envelope = Envelope {
-            sha256: hex::encode(Sha256::digest(text.as_bytes())),
-            state: serde_json::value::RawValue::from_string(text).expect("valid JSON"),
-        };
-        let mut bytes = serde_json::to_vec_pretty(&envelope).expect("state serialises");
-        bytes.push(b'\n');
-        fsutil::write_atomic(&path, &bytes).map_err(|source| StateError::Write { path, source })
+        save_at(&self.path(&state.stage), state)
     }
+}
+
+fn forget(state: &mut StageState, items: &[String]) {
+    for item in items {
+        state.items.remove(item);
+        state.missing.remove(item);
+        state.missing_keys.remove(item);
+    }
+    state.status = StageStatus::Running;
+}
+
+fn save_at(path: &Path, state: &StageState) -> Result<(), StateError> {
+    let text = serde_json::to_string_pretty(state).expect("state serialises");
+    let envelope = Envelope {
+        sha256: hex::encode(Sha256::digest(text.as_bytes())),
+        state: serde_json::value::RawValue::from_string(text).expect("valid JSON"),
+    };
+    let mut bytes = serde_json::to_vec_pretty(&envelope).expect("state serialises");
+    bytes.push(b'\n');
+    fsutil::write_atomic(path, &bytes).map_err(|source| StateError::Write {
+        path: path.to_path_buf(),
+        source,
+    })
 }
 
 fn load_file(path: &Path, stage: &str) -> Result<Loaded, StateError> {

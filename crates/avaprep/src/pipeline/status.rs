@@ -1,10 +1,12 @@
 //! `avaprep status`: where each stage stands, read from the state files without changing them.
 
+use std::collections::BTreeSet;
+
 use serde::Serialize;
 
 use super::PipelineError;
 use super::fingerprint::stage_key;
-use super::runner::{Runner, adopt_item, assess, topological_order};
+use super::runner::{Runner, adopt_item, assess, merge_shard_states, topological_order};
 use super::stage::{AnyStage, StageName, serialize_name};
 use super::state::{Peeked, STATE_FORMAT, StageStatus};
 
@@ -71,14 +73,18 @@ impl<Id: StageName> Runner<'_, Id> {
             seconds: 0.0,
             detail: None,
         };
-        let mut state = match self.store_for(stage.id()).peek(stage.id().name())? {
-            Peeked::Missing => return Ok(line),
+        let own = match self.store_for(stage.id()).peek(stage.id().name())? {
+            Peeked::Missing => None,
             Peeked::Corrupt(reason) => {
                 line.condition = StageCondition::Corrupt;
                 line.detail = Some(reason);
                 return Ok(line);
             }
-            Peeked::Valid(state) => *state,
+            Peeked::Valid(state) => Some(*state),
+        };
+        // After a sharded run, before the combining run, the shards' files hold the work.
+        let Some(mut state) = self.with_shard_work(stage.id(), own) else {
+            return Ok(line);
         };
         line.items_planned = state.planned_items;
         line.items_done = state.planned_records().count();
@@ -138,7 +144,9 @@ impl<Id: StageName> Runner<'_, Id> {
         let keys = self.item_keys(stage, planned);
         if self.shard.is_none() {
             // As the next run will: what the shards made counts.
-            let _ = self.merge_shards(&mut state, &keys, &[]);
+            let shards = self.store.peek_shards(stage.id().name());
+            let shards = shards.into_iter().map(|(_, shard)| shard).collect();
+            merge_shard_states::<Id>(&mut state, shards, &keys, &[]);
         }
         if adopt {
             for item in &plan {
@@ -175,7 +183,7 @@ impl<Id: StageName> Runner<'_, Id> {
             // Its inputs are as they were when it failed: the next run fails the same way
             // unless something changes (`detail` holds the first failure).
             line.condition = StageCondition::Failed;
-        } else if done < plan.len() || state.planned != plan {
+        } else if done < plan.len() || !same_items(&state.planned, &plan) {
             let new = plan.len() - done;
             stale(
                 &mut line,
@@ -191,4 +199,10 @@ impl<Id: StageName> Runner<'_, Id> {
         }
         Ok(line)
     }
+}
+
+/// Whether two plans name the same items (shards' plans together come in another order).
+fn same_items(recorded: &[String], plan: &[String]) -> bool {
+    let recorded: BTreeSet<&String> = recorded.iter().collect();
+    recorded.len() == plan.len() && plan.iter().all(|item| recorded.contains(item))
 }

@@ -166,7 +166,7 @@ impl<Id: StageName> Runner<'_, Id> {
 
     /// A done stage that a run could not run is no longer done: what it depends on failed.
     pub(crate) fn mark_blocked(&self, stage: &dyn AnyStage<Id>) -> Result<(), PipelineError> {
-        if let Some(mut state) = self.peek(stage.id())
+        if let Some(mut state) = self.peek_own(stage.id())
             && state.status == StageStatus::Done
         {
             state.status = StageStatus::Blocked;

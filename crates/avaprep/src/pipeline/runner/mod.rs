@@ -26,6 +26,7 @@ pub(crate) use graph::topological_order;
 pub(crate) use keys::assess;
 pub(crate) use legacy::adopt_item;
 pub use report::{Blocker, RunReport, StageOutcome, StageReport};
+pub(crate) use shards::merge_shard_states;
 
 use super::prints::Scrutiny;
 use super::stage::{AnyStage, Granularity, ItemError, StageContext, StageName, WHOLE};

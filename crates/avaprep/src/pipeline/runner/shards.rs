@@ -6,8 +6,9 @@ use std::collections::BTreeSet;
 use super::keys::ItemKeys;
 use super::prepare::Prepared;
 use super::{Runner, state_error};
+use crate::pipeline::fingerprint::stage_key;
 use crate::pipeline::stage::{AnyStage, Granularity, ItemError, StageName};
-use crate::pipeline::state::{Peeked, StageState, StateStore};
+use crate::pipeline::state::{ItemRecord, Peeked, StageState, StageStatus, StateStore};
 
 impl<Id: StageName> Runner<'_, Id> {
     /// Where a stage's state is kept: a shard's own file for per-video work; the shared file for
@@ -23,15 +24,63 @@ impl<Id: StageName> Runner<'_, Id> {
         }
     }
 
-    /// The stage's state file as it is, when it holds a valid state (a missing or corrupt one
-    /// is none: the stage is made again).
+    /// The stage's state as the next run will find it: its state file, and outside a sharded
+    /// run what the shards recorded (see [`Self::with_shard_work`]).
     pub(crate) fn peek(&self, stage: Id) -> Option<StageState> {
+        self.with_shard_work(stage, self.peek_own(stage))
+    }
+
+    /// The stage's own state file as it is, when it holds a valid state (a missing or corrupt one
+    /// is none: the stage is made again).
+    pub(crate) fn peek_own(&self, stage: Id) -> Option<StageState> {
         match self.store_for(stage).peek(stage.name()) {
             Ok(Peeked::Valid(state)) => Some(*state),
             _ => None,
         }
     }
 
+    /// Outside a sharded run, `own` with the work of the shards that ran the stage's current
+    /// settings, as the combining run will merge it: their videos made or missing count, so
+    /// `status` and a single command after the shards (`extract` alone) find them done. The
+    /// current settings are this runner's for a stage it runs, else those of the newest state
+    /// file (the stage's own or a shard's). Shard files are only read, never set aside.
+    pub(crate) fn with_shard_work(&self, stage: Id, own: Option<StageState>) -> Option<StageState> {
+        if self.shard.is_some() {
+            return own;
+        }
+        let shards = self.store.peek_shards(stage.name());
+        let Some((newest_written, newest)) = shards.first() else {
+            return own;
+        };
+        let key = match (self.stage(stage), &own) {
+            (Some(stage), _) => stage_key(stage),
+            (None, Some(own))
+                if self
+                    .store
+                    .written(stage.name())
+                    .is_some_and(|written| written >= *newest_written) =>
+            {
+                own.fingerprint.clone()
+            }
+            (None, _) => newest.fingerprint.clone(),
+        };
+        let shards: Vec<StageState> = shards
+            .into_iter()
+            .map(|(_, shard)| shard)
+            .filter(|shard| shard.fingerprint == key)
+            .collect();
+        if shards.is_empty() {
+            return own;
+        }
+        let mut state = match own {
+            Some(own) if own.fingerprint == key => own,
+            _ => combined_shards(&shards),
+        };
+        for shard in shards {
+            take_from_shard(&mut state, shard, |_, _, _| false);
+        }
+        Some(state)
+    }
     /// In a sharded run, per-video stages do their shard and whole stages that read per-video output
     /// wait for the combining run; whole stages before any per-video work run on every shard.
     pub(crate) fn is_deferred(
@@ -67,31 +116,80 @@ impl<Id: StageName> Runner<'_, Id> {
         keys: &ItemKeys,
         group: &[Prepared<Id>],
     ) -> Result<(), ItemError> {
-        for shard in self.store.load_shards(&state.stage).map_err(state_error)? {
-            if shard.fingerprint != state.fingerprint {
-                continue;
-            }
-            for (item, record) in shard.items {
-                let current = record.key == keys.of(group, &item).0;
-                let ours_current = state
-                    .items
-                    .get(&item)
-                    .is_some_and(|ours| ours.key == record.key);
-                if !state.is_resolved(&item) || (current && !ours_current) {
-                    state.missing.remove(&item);
-                    state.missing_keys.remove(&item);
-                    state.items.insert(item, record);
-                }
-            }
-            for (item, reason) in shard.missing {
-                if !state.is_resolved(&item) {
-                    if let Some(key) = shard.missing_keys.get(&item) {
-                        state.missing_keys.insert(item.clone(), key.clone());
-                    }
-                    state.missing.insert(item, reason);
-                }
-            }
-        }
+        let shards = self.store.load_shards(&state.stage).map_err(state_error)?;
+        merge_shard_states(state, shards, keys, group);
         Ok(())
     }
+}
+
+/// [`Runner::merge_shards`] of states already read.
+pub(crate) fn merge_shard_states<Id: StageName>(
+    state: &mut StageState,
+    shards: Vec<StageState>,
+    keys: &ItemKeys,
+    group: &[Prepared<Id>],
+) {
+    for shard in shards {
+        if shard.fingerprint != state.fingerprint {
+            continue;
+        }
+        take_from_shard(state, shard, |state, item, record| {
+            let current = record.key == keys.of(group, item).0;
+            let ours_current = state
+                .items
+                .get(item)
+                .is_some_and(|ours| ours.key == record.key);
+            current && !ours_current
+        });
+    }
+}
+
+/// Adds what `shard` resolved to `state`: its items and missing videos that `state` does not
+/// resolve, and its records that `prefer` takes over `state`'s.
+fn take_from_shard(
+    state: &mut StageState,
+    shard: StageState,
+    prefer: impl Fn(&StageState, &str, &ItemRecord) -> bool,
+) {
+    for (item, record) in shard.items {
+        if !state.is_resolved(&item) || prefer(state, &item, &record) {
+            state.missing.remove(&item);
+            state.missing_keys.remove(&item);
+            state.items.insert(item, record);
+        }
+    }
+    for (item, reason) in shard.missing {
+        if !state.is_resolved(&item) {
+            if let Some(key) = shard.missing_keys.get(&item) {
+                state.missing_keys.insert(item.clone(), key.clone());
+            }
+            state.missing.insert(item, reason);
+        }
+    }
+}
+
+/// A stage that only shards ran (newest first in `shards`, all of one key), as one state: their
+/// plans together, done when every shard is, their failures of videos none of them made.
+fn combined_shards(shards: &[StageState]) -> StageState {
+    let newest = &shards[0];
+    let mut state = StageState::new(&newest.stage, &newest.fingerprint, newest.params.clone());
+    state.depends_on = newest.depends_on.clone();
+    state.read = newest.read.clone();
+    state.status = shards
+        .iter()
+        .map(|shard| shard.status)
+        .find(|status| *status != StageStatus::Done)
+        .unwrap_or(StageStatus::Done);
+    let planned: BTreeSet<&String> = shards.iter().flat_map(|shard| &shard.planned).collect();
+    state.planned = planned.into_iter().cloned().collect();
+    state.planned_items = state.planned.len();
+    state.seconds = shards.iter().map(|shard| shard.seconds).sum();
+    let resolved = |item: &str| shards.iter().any(|shard| shard.is_resolved(item));
+    for failure in shards.iter().flat_map(|shard| &shard.failures) {
+        let known = state.failures.iter().any(|seen| seen.item == failure.item);
+        if !known && !resolved(&failure.item) {
+            state.failures.push(failure.clone());
+        }
+    }
+    state
 }
