@@ -7,7 +7,6 @@ use clap::Args;
 
 use avaprep::annotations::plan::Selection;
 use avaprep::fetch::FetchParams;
-use avaprep::manifest::DatasetManifest;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
 use avaprep::stages::{Dataset, ProductStages, StageId};
@@ -65,7 +64,7 @@ pub struct ExtractArgs {
     #[arg(long, value_name = "DIR", requires = "videos")]
     pub annotations: Option<PathBuf>,
     /// With --videos: the dataset manifest (annotation file names, splits, segment).
-    #[arg(long, default_value = "manifests/ava-v2.2.toml", requires = "videos")]
+    #[arg(long, default_value = crate::fetch::DEFAULT_DATASET, requires = "videos")]
     pub dataset: PathBuf,
     /// With --videos: the splits to plan, comma-separated.
     #[arg(
@@ -116,7 +115,7 @@ pub fn run(
         splits: args.split.clone(),
         ..Selection::default()
     };
-    let dataset = Dataset::new(DatasetManifest::load(&args.dataset)?, selection, fetch)
+    let dataset = Dataset::new(crate::fetch::load_dataset(&args.dataset)?, selection, fetch)
         .map_err(UsageError)?;
     let mut built = ProductStages::for_command(&dataset, StageId::FetchVideos)?;
     built.stages.push((StageId::Extract, Box::new(stage)));

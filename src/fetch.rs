@@ -1,6 +1,6 @@
 //! `avaprep fetch`.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 use clap::Args;
@@ -16,10 +16,34 @@ use avaprep_shell::Printer;
 use crate::render::{finish, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
+/// The AVA 2.2 manifest, relative to the folder the command runs in.
+pub const DEFAULT_DATASET: &str = "manifests/ava-v2.2.toml";
+
+/// The dataset manifest `--dataset` names. The default is found only in the checkout, so when
+/// it is not there the error says which path to give (the checkout this binary was built from,
+/// where it still has the file).
+pub fn load_dataset(path: &Path) -> anyhow::Result<DatasetManifest> {
+    let error = match DatasetManifest::load(path) {
+        Ok(manifest) => return Ok(manifest),
+        Err(error) => error,
+    };
+    let checkout = Path::new(env!("CARGO_MANIFEST_DIR")).join(DEFAULT_DATASET);
+    if path != Path::new(DEFAULT_DATASET) || path.exists() {
+        return Err(error.into());
+    }
+    let named = match checkout.is_file() {
+        true => checkout.display().to_string(),
+        false => format!("/path/to/avaprep/{DEFAULT_DATASET}"),
+    };
+    Err(anyhow::anyhow!(
+        "{error}; the default manifest is read from the folder you run in: give `--dataset {named}`"
+    ))
+}
+
 #[derive(Debug, Args)]
 pub struct FetchArgs {
     /// The dataset manifest: URLs, sizes, checksums, splits.
-    #[arg(long, default_value = "manifests/ava-v2.2.toml")]
+    #[arg(long, default_value = DEFAULT_DATASET)]
     pub dataset: PathBuf,
     /// Splits whose videos to download, comma-separated (train, val, test).
     #[arg(long, value_delimiter = ',', default_value = "train,val")]
@@ -67,8 +91,8 @@ pub fn run(
         base_url: args.base_url.clone(),
         ..FetchParams::default()
     };
-    let dataset = Dataset::new(DatasetManifest::load(&args.dataset)?, selection, fetch)
-        .map_err(UsageError)?;
+    let dataset =
+        Dataset::new(load_dataset(&args.dataset)?, selection, fetch).map_err(UsageError)?;
     let last = if args.annotations_only {
         StageId::Parse
     } else {

@@ -132,6 +132,7 @@ fn print_run_report(
             ),
             StageOutcome::Blocked => blocked_text(&stage.blocked_by),
             StageOutcome::Interrupted => "interrupted: the next run resumes it".to_string(),
+            StageOutcome::NotStarted => "not started: the run stopped before it".to_string(),
             StageOutcome::Deferred => {
                 "deferred: a run without --shard combines the shards and does it".to_string()
             }

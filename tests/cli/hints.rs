@@ -123,3 +123,37 @@ fn missing_frames_come_back_with_extract() {
         assert_complete(data.path(), video, 5.0);
     }
 }
+
+/// Outside the checkout the default manifest is not there: the error names the `--dataset` to
+/// give (the checkout this binary was built from), and with it the command reads AVA's manifest
+/// and goes on to its downloads.
+#[test]
+fn the_default_manifest_from_another_folder_names_its_path() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let data = elsewhere.path().join("data");
+    let fetch_here = |extra: &[&str]| {
+        avaprep(&data)
+            .current_dir(elsewhere.path())
+            .args(["fetch", "--annotations-only", "--base-url", &server.url()])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let failed = fetch_here(&[]);
+    assert_eq!(failed.status.code(), Some(1));
+    let message = stderr(&failed);
+    let named = message
+        .split("give `--dataset ")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("{message}"));
+    assert!(Path::new(named).is_absolute(), "{message}");
+    let again = fetch_here(&["--dataset", named]);
+    let message = stdout(&again) + &stderr(&again);
+    assert!(
+        !message.contains("cannot read dataset manifest"),
+        "{message}"
+    );
+    assert!(message.contains("ava_v2.2.zip"), "{message}");
+}

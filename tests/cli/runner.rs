@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use avaprep::fsutil::write_atomic;
+use avaprep::pipeline::state::{Loaded, StageStatus};
 use avaprep::pipeline::status::StageCondition;
 use avaprep::pipeline::{
     AnyStage, FailureKind, Granularity, ItemError, ItemRecord, PlannedItem, RunReport, Runner,
@@ -481,21 +482,34 @@ fn after_shards_status_and_single_steps_count_their_work() {
     fs::remove_file(state_dir.join("extract.shard-9-of-9.json")).unwrap();
 
     let before = log_lines(data).len();
-    let extract_alone = run(data, &[with_missing().remove(1)], None);
-    assert_eq!(extract_alone.stages[0].completed, 0);
-    assert_eq!(extract_alone.stages[0].missing, 1);
-    assert!(extract_alone.succeeded(), "{:?}", outcomes(&extract_alone));
     let lists_alone = run(data, &[with_missing().remove(2)], None);
     assert_eq!(lists_alone.stages[0].outcome, StageOutcome::Completed);
     assert_eq!(log_lines(data)[before..], ["lists all"]);
     let lists = fs::read_to_string(data.join("lists/all")).unwrap();
     assert_eq!(lists, format!("{} inputs, value 1", VIDEOS - 1));
+    let extract_alone = run(data, &[with_missing().remove(1)], None);
+    assert_eq!(extract_alone.stages[0].completed, 0);
+    assert_eq!(extract_alone.stages[0].missing, 1);
+    assert!(extract_alone.succeeded(), "{:?}", outcomes(&extract_alone));
+    assert_eq!(log_lines(data)[before..], ["lists all"]);
     let combined = run(data, &with_missing(), None);
     assert_eq!(outcomes(&combined)[2].1, StageOutcome::UpToDate);
     assert_eq!(log_lines(data)[before..], ["lists all"]);
     let mut expected = made;
     expected.push(("lists".to_string(), StageCondition::Done, 1));
     assert_eq!(status(data, &with_missing()), expected);
+
+    // A run since the shards dropped a video's record (its redo failed): a single step reads
+    // the stage as that run left it, not with the shard's old record back (which kept lists).
+    let store = StateStore::new(data, None);
+    let Loaded::Valid(mut extract) = store.load("extract").unwrap() else {
+        panic!("extract has a state");
+    };
+    extract.items.remove("video03");
+    extract.status = StageStatus::Failed;
+    store.save(&extract).unwrap();
+    let lists_again = run(data, &[with_missing().remove(2)], None);
+    assert_eq!(lists_again.stages[0].outcome, StageOutcome::Completed);
 
     for index in 1..=3 {
         run(data, &with_missing(), Some(Shard { index, count: 3 }));
@@ -512,6 +526,27 @@ fn after_shards_status_and_single_steps_count_their_work() {
         .filter(|line| line.starts_with("download"))
         .collect();
     assert_eq!(downloads, ["download video03"]);
+}
+
+/// Ctrl-C before the run begins: the streaming per-video stages stop (interrupted, resumed next
+/// time), and the stage after them, which never began, says so rather than "interrupted".
+#[test]
+fn stages_a_stopped_run_never_began_are_not_started() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let cancel = AtomicBool::new(true);
+    let stages = stages(1, Duration::ZERO);
+    let report = runner(data, &stages, None, &cancel).run().unwrap();
+    assert_eq!(
+        outcomes(&report),
+        vec![
+            ("download".to_string(), StageOutcome::Interrupted),
+            ("extract".to_string(), StageOutcome::Interrupted),
+            ("lists".to_string(), StageOutcome::NotStarted),
+        ]
+    );
+    assert!(!report.succeeded());
+    assert!(log_lines(data).is_empty());
 }
 
 /// Not a test on its own: the process that `resumes_after_the_process_is_killed` starts and kills.

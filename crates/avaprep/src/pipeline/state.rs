@@ -364,6 +364,14 @@ pub enum Loaded {
     Corrupt(CorruptState),
 }
 
+/// A shard's state file of a stage, as a command that only looks reads it.
+#[derive(Debug, Clone)]
+pub struct ShardState {
+    pub shard: super::Shard,
+    pub written: SystemTime,
+    pub state: StageState,
+}
+
 /// The folder of state files under a data directory, optionally for one shard of a sharded run.
 #[derive(Debug, Clone)]
 pub struct StateStore {
@@ -440,20 +448,34 @@ impl StateStore {
         Ok(states)
     }
 
-    /// The shards' valid states of `stage` with when each was written, newest first, read
-    /// without setting a damaged one aside (for commands that only look).
-    pub fn peek_shards(&self, stage: &str) -> Vec<(SystemTime, StageState)> {
-        let mut states: Vec<(SystemTime, StageState)> = self
+    /// The shards' valid states of `stage`, newest first, read without setting a damaged one
+    /// aside (for commands that only look).
+    pub fn peek_shards(&self, stage: &str) -> Vec<ShardState> {
+        let prefix = format!("{stage}.shard-");
+        let mut states: Vec<ShardState> = self
             .shard_paths(stage)
             .unwrap_or_default()
             .into_iter()
             .filter_map(|path| {
+                let name = path.file_name()?.to_str()?;
+                let (index, count) = name
+                    .strip_prefix(&prefix)?
+                    .strip_suffix(".json")?
+                    .split_once("-of-")?;
+                let shard = super::Shard {
+                    index: index.parse().ok()?,
+                    count: count.parse().ok()?,
+                };
                 let written = fs::metadata(&path).and_then(|meta| meta.modified()).ok()?;
                 let state = parse(&fs::read(&path).ok()?, stage).ok()?;
-                Some((written, state))
+                Some(ShardState {
+                    shard,
+                    written,
+                    state,
+                })
             })
             .collect();
-        states.sort_by_key(|(written, _)| std::cmp::Reverse(*written));
+        states.sort_by_key(|shard| std::cmp::Reverse(shard.written));
         states
     }
 
@@ -468,7 +490,9 @@ impl StateStore {
     /// a shard, the shards' records of them go too: the run that merges the shards would
     /// otherwise take them back.
     pub fn forget_items(&self, stage: &str, items: &[String]) -> Result<(), StateError> {
-        if let Loaded::Valid(mut state) = self.load(stage)? {
+        if let Loaded::Valid(mut state) = self.load(stage)?
+            && items.iter().any(|item| state.is_resolved(item))
+        {
             forget(&mut state, items);
             self.save(&state)?;
         }

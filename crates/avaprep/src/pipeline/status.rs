@@ -145,7 +145,7 @@ impl<Id: StageName> Runner<'_, Id> {
         if self.shard.is_none() {
             // As the next run will: what the shards made counts.
             let shards = self.store.peek_shards(stage.id().name());
-            let shards = shards.into_iter().map(|(_, shard)| shard).collect();
+            let shards = shards.into_iter().map(|shard| shard.state).collect();
             merge_shard_states::<Id>(&mut state, shards, &keys, &[]);
         }
         if adopt {

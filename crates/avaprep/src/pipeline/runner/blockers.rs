@@ -36,6 +36,7 @@ impl<Id: StageName> Runner<'_, Id> {
                     StageOutcome::Failed => "failed",
                     StageOutcome::Blocked => "was not run",
                     StageOutcome::Interrupted => "was interrupted",
+                    StageOutcome::NotStarted => "was not started",
                 };
                 Some(Blocker {
                     stage: dependency,

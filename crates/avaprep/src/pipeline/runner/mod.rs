@@ -118,7 +118,7 @@ impl<Id: StageName> Runner<'_, Id> {
             .map(|stage| {
                 reports
                     .remove(&stage.id())
-                    .unwrap_or_else(|| StageReport::empty(stage.id(), StageOutcome::Interrupted))
+                    .unwrap_or_else(|| StageReport::empty(stage.id(), StageOutcome::NotStarted))
             })
             .collect();
         Ok(RunReport { stages })

@@ -20,6 +20,8 @@ pub enum StageOutcome {
     Blocked,
     /// Stopped by Ctrl-C; the next run resumes it.
     Interrupted,
+    /// Ctrl-C stopped the run before this stage began; the next run does it.
+    NotStarted,
     /// A whole-dataset stage after per-video work in a sharded run: it needs every shard's output,
     /// so the unsharded run that combines the shards does it.
     Deferred,

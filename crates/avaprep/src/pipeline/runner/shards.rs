@@ -6,9 +6,10 @@ use std::collections::BTreeSet;
 use super::keys::ItemKeys;
 use super::prepare::Prepared;
 use super::{Runner, state_error};
+use crate::pipeline::Shard;
 use crate::pipeline::fingerprint::stage_key;
 use crate::pipeline::stage::{AnyStage, Granularity, ItemError, StageName};
-use crate::pipeline::state::{ItemRecord, Peeked, StageState, StageStatus, StateStore};
+use crate::pipeline::state::{ItemRecord, Peeked, ShardState, StageState, StageStatus, StateStore};
 
 impl<Id: StageName> Runner<'_, Id> {
     /// Where a stage's state is kept: a shard's own file for per-video work; the shared file for
@@ -40,47 +41,53 @@ impl<Id: StageName> Runner<'_, Id> {
     }
 
     /// Outside a sharded run, `own` with the work of the shards that ran the stage's current
-    /// settings, as the combining run will merge it: their videos made or missing count, so
-    /// `status` and a single command after the shards (`extract` alone) find them done. The
-    /// current settings are this runner's for a stage it runs, else those of the newest state
-    /// file (the stage's own or a shard's). Shard files are only read, never set aside.
+    /// settings since `own` was written, as the combining run will merge it: their videos made or
+    /// missing count, so `status` and a single command after the shards (`extract` alone) find
+    /// them done. The current settings are this runner's for a stage it runs, else those of the
+    /// newest state file (the stage's own or a shard's). Shard files are only read, never set
+    /// aside.
     pub(crate) fn with_shard_work(&self, stage: Id, own: Option<StageState>) -> Option<StageState> {
         if self.shard.is_some() {
             return own;
         }
         let shards = self.store.peek_shards(stage.name());
-        let Some((newest_written, newest)) = shards.first() else {
+        let Some(newest) = shards.first() else {
             return own;
         };
+        let own_written = self.store.written(stage.name());
         let key = match (self.stage(stage), &own) {
             (Some(stage), _) => stage_key(stage),
-            (None, Some(own))
-                if self
-                    .store
-                    .written(stage.name())
-                    .is_some_and(|written| written >= *newest_written) =>
-            {
-                own.fingerprint.clone()
-            }
-            (None, _) => newest.fingerprint.clone(),
+            (None, Some(own)) if own_written >= Some(newest.written) => own.fingerprint.clone(),
+            (None, _) => newest.state.fingerprint.clone(),
         };
-        let shards: Vec<StageState> = shards
+        let shards: Vec<ShardState> = shards
             .into_iter()
-            .map(|(_, shard)| shard)
-            .filter(|shard| shard.fingerprint == key)
+            .filter(|shard| shard.state.fingerprint == key)
             .collect();
-        if shards.is_empty() {
+        let own_current = own.as_ref().is_some_and(|own| own.fingerprint == key);
+        // A run without --shard after the shards merged them: its file is the stage's state (it
+        // may since have dropped a shard's record, one whose files changed).
+        if shards.is_empty()
+            || (own_current
+                && shards
+                    .iter()
+                    .all(|shard| own_written >= Some(shard.written)))
+        {
             return own;
         }
         let mut state = match own {
-            Some(own) if own.fingerprint == key => own,
+            Some(own) if own_current => own,
             _ => combined_shards(&shards),
         };
-        for shard in shards {
-            take_from_shard(&mut state, shard, |_, _, _| false);
+        // Oldest first: a shard that ran after the stage's file (or a later shard) replaces its
+        // record of a video.
+        for shard in shards.into_iter().rev() {
+            let later = !own_current || own_written < Some(shard.written);
+            take_from_shard(&mut state, shard.state, |_, _, _| later);
         }
         Some(state)
     }
+
     /// In a sharded run, per-video stages do their shard and whole stages that read per-video output
     /// wait for the combining run; whole stages before any per-video work run on every shard.
     pub(crate) fn is_deferred(
@@ -169,23 +176,38 @@ fn take_from_shard(
 }
 
 /// A stage that only shards ran (newest first in `shards`, all of one key), as one state: their
-/// plans together, done when every shard is, their failures of videos none of them made.
-fn combined_shards(shards: &[StageState]) -> StageState {
-    let newest = &shards[0];
+/// plans together, done when shards 1 to N of one N are all done, their failures of videos none
+/// of them made.
+fn combined_shards(shards: &[ShardState]) -> StageState {
+    let newest = &shards[0].state;
     let mut state = StageState::new(&newest.stage, &newest.fingerprint, newest.params.clone());
     state.depends_on = newest.depends_on.clone();
     state.read = newest.read.clone();
-    state.status = shards
+    let done = |index: u32, count: u32| {
+        shards.iter().any(|shard| {
+            shard.shard == Shard { index, count } && shard.state.status == StageStatus::Done
+        })
+    };
+    let complete = shards
         .iter()
-        .map(|shard| shard.status)
-        .find(|status| *status != StageStatus::Done)
-        .unwrap_or(StageStatus::Done);
-    let planned: BTreeSet<&String> = shards.iter().flat_map(|shard| &shard.planned).collect();
+        .any(|shard| (1..=shard.shard.count).all(|index| done(index, shard.shard.count)));
+    state.status = match complete {
+        true => StageStatus::Done,
+        false => shards
+            .iter()
+            .map(|shard| shard.state.status)
+            .find(|status| *status != StageStatus::Done)
+            .unwrap_or(StageStatus::Running),
+    };
+    let planned: BTreeSet<&String> = shards
+        .iter()
+        .flat_map(|shard| &shard.state.planned)
+        .collect();
     state.planned = planned.into_iter().cloned().collect();
     state.planned_items = state.planned.len();
-    state.seconds = shards.iter().map(|shard| shard.seconds).sum();
-    let resolved = |item: &str| shards.iter().any(|shard| shard.is_resolved(item));
-    for failure in shards.iter().flat_map(|shard| &shard.failures) {
+    state.seconds = shards.iter().map(|shard| shard.state.seconds).sum();
+    let resolved = |item: &str| shards.iter().any(|shard| shard.state.is_resolved(item));
+    for failure in shards.iter().flat_map(|shard| &shard.state.failures) {
         let known = state.failures.iter().any(|seen| seen.item == failure.item);
         if !known && !resolved(&failure.item) {
             state.failures.push(failure.clone());
