@@ -95,7 +95,10 @@ pub enum ExtractError {
         #[source]
         source: std::io::Error,
     },
-    #[error("{path}: {}: the video ends at {video_end_seconds:.1} s", list(.missing))]
+    #[error(
+        "{path}: {}: the video ends at {video_end_seconds:.1} s (a truncated file, or a video shorter than its annotations)",
+        list(.missing)
+    )]
     ShortVideo {
         path: PathBuf,
         missing: Vec<MissingFrames>,

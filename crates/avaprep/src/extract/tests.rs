@@ -455,7 +455,7 @@ fn errors_are_clear() {
     }
     assert!(
         err.to_string()
-            .contains("frames 156-170 (36.0-38.8 s): the video ends at 36.0 s")
+            .contains("frames 156-170 (36.0-38.8 s): the video ends at 36.0 s (a truncated file")
     );
     // moov first, then cut at 80%: it opens and ends early.
     let fast = tmp.join("faststart.mp4");

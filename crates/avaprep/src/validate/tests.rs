@@ -424,7 +424,7 @@ fn defects() -> Vec<Defect> {
             must: &[
                 (
                     CheckId::VideoSets,
-                    "1 videos of the train lists (train.csv) have no rows in it: trainvideo2",
+                    "1 video of the train lists (train.csv) has no rows in it: trainvideo2",
                 ),
                 (CheckId::Checksums, "ava_train_v2.2.csv"),
             ],
@@ -763,7 +763,7 @@ fn a_video_without_boxes_fails_only_in_a_split_pyslowfast_loads() {
     let examples = &report.check(CheckId::VideoSets).examples;
     assert_eq!(examples.len(), 1, "{examples:?}");
     assert!(
-        examples[0].contains("ava_val_predicted_boxes.csv: 1 videos of the test lists (val.csv) have no rows in it: valvideo001"),
+        examples[0].contains("ava_val_predicted_boxes.csv: 1 video of the test lists (val.csv) has no rows in it: valvideo001"),
         "{examples:?}"
     );
 }

@@ -121,10 +121,13 @@ pub(super) fn check_video_sets(split: &SplitTables, check: &mut CheckResult) {
         let unboxed: Vec<&str> = listed.difference(&boxed).copied().collect();
         check.pass((boxed.len() + listed.len() - unlisted.len() - unboxed.len()) as u64);
         if !unlisted.is_empty() {
+            let videos = match unlisted.len() {
+                1 => "1 video with boxes is".to_string(),
+                n => format!("{n} videos with boxes are"),
+            };
             check.fail(format!(
-                "{}: {} videos with boxes are not in the {} lists ({list_names}): {}",
+                "{}: {videos} not in the {} lists ({list_names}): {}",
                 file.name,
-                unlisted.len(),
                 split.name,
                 preview(&unlisted)
             ));
@@ -132,10 +135,13 @@ pub(super) fn check_video_sets(split: &SplitTables, check: &mut CheckResult) {
         // A video of another split without boxes is one `predict` has no person to score in:
         // import warned of it, and no loader fails on it.
         if !unboxed.is_empty() && split.configured {
+            let (videos, have) = match unboxed.len() {
+                1 => ("1 video".to_string(), "has"),
+                n => (format!("{n} videos"), "have"),
+            };
             check.fail(format!(
-                "{}: {} videos of the {} lists ({list_names}) have no rows in it: {}",
+                "{}: {videos} of the {} lists ({list_names}) {have} no rows in it: {}",
                 file.name,
-                unboxed.len(),
                 split.name,
                 preview(&unboxed)
             ));

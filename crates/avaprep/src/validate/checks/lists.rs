@@ -44,8 +44,12 @@ pub fn check_consumer_clock(
                 if AVA_KEYFRAMES.contains(&second) {
                     check.pass(1);
                 } else {
+                    let when = match split.configured {
+                        true => "",
+                        false => " where its config names this split",
+                    };
                     check.fail(format!(
-                        "{video} keyframe {second} ({} split): PySlowFast keeps keyframes 902..1798 and raises KeyError: {second} on this one; import your videos with `avaprep import`, which puts them on AVA's clock",
+                        "{video} keyframe {second} ({} split): PySlowFast keeps keyframes 902..1798 and raises KeyError: {second} on this one{when}; import your videos with `avaprep import`, which puts them on AVA's clock",
                         split.name
                     ));
                 }
