@@ -40,6 +40,22 @@ pub fn load_dataset(path: &Path) -> anyhow::Result<DatasetManifest> {
     ))
 }
 
+/// `--verify` on what was downloaded: every recorded download re-hashed, a damaged one forgotten
+/// (so the run downloads it again) and named. Its lock held.
+pub fn forget_damaged_downloads(global: &GlobalArgs, printer: &Printer) -> anyhow::Result<()> {
+    let store = StateStore::new(&global.data_dir, None);
+    let damaged = stages::verify_downloads(&global.data_dir, &store)?;
+    printer.note(&format!("verify: {} damaged file(s)", damaged.len()));
+    for file in &damaged {
+        printer.note(&format!(
+            "damaged: {}: {}; it is downloaded again now",
+            file.file.display(),
+            file.problem
+        ));
+    }
+    Ok(())
+}
+
 #[derive(Debug, Args)]
 pub struct FetchArgs {
     /// The dataset manifest: URLs, sizes, checksums, splits.
@@ -102,16 +118,7 @@ pub fn run(
     // Before anything is written, --verify's forgetting included.
     let lock = lock(global, None)?;
     if args.verify {
-        let store = StateStore::new(&global.data_dir, None);
-        let damaged = stages::verify_downloads(&global.data_dir, &store)?;
-        printer.note(&format!("verify: {} damaged file(s)", damaged.len()));
-        for file in &damaged {
-            printer.note(&format!(
-                "damaged: {}: {}; it is downloaded again now",
-                file.file.display(),
-                file.problem
-            ));
-        }
+        forget_damaged_downloads(global, printer)?;
     }
     let scrutiny = Scrutiny::verify(args.verify);
     let report = run_stages(

@@ -149,6 +149,14 @@ pub fn run(
         Some(built) => built,
         None => build(&on_imported(global, spec), args.until)?,
     };
+    // Downloads record no prints of their own: their sha256 is in the download records.
+    let downloads = built
+        .as_refs()
+        .iter()
+        .any(|stage| matches!(stage.id(), StageId::FetchAnnotations | StageId::FetchVideos));
+    if args.verify && downloads {
+        crate::fetch::forget_damaged_downloads(global, printer)?;
+    }
     let report = run_stages(
         global,
         &lock,

@@ -126,7 +126,7 @@ fn missing_frames_come_back_with_extract() {
 
 /// Outside the checkout the default manifest is not there: the error names the `--dataset` to
 /// give (the checkout this binary was built from), and with it the command reads AVA's manifest
-/// and goes on to its downloads.
+/// and goes on to its downloads. An archive whose members are not the manifest's leaves nothing.
 #[test]
 fn the_default_manifest_from_another_folder_names_its_path() {
     let server = serve::start(ServeConfig::new(mirror())).unwrap();
@@ -156,4 +156,11 @@ fn the_default_manifest_from_another_folder_names_its_path() {
         "{message}"
     );
     assert!(message.contains("ava_v2.2.zip"), "{message}");
+    // The test mirror's archive is not AVA's: refused, and none of its members kept (they once
+    // stayed in `annotations/`, for a later command to call edited files).
+    assert!(message.contains("not what the manifest lists"), "{message}");
+    let kept: Vec<_> = fs::read_dir(data.join("annotations"))
+        .map(|entries| entries.flatten().map(|entry| entry.file_name()).collect())
+        .unwrap_or_default();
+    assert!(kept.is_empty(), "{kept:?}");
 }

@@ -384,8 +384,20 @@ fn a_failed_download_blocks_only_its_own_video() {
     assert!(list.contains(&failing));
 }
 
+/// The downloaded file of `video` under `videos/`.
+fn downloaded_video(data: &Path, video: &str) -> PathBuf {
+    let folders = fs::read_dir(data.join("videos")).unwrap();
+    folders
+        .flatten()
+        .flat_map(|folder| fs::read_dir(folder.path()).unwrap().flatten())
+        .map(|entry| entry.path())
+        .find(|path| path.file_stem().is_some_and(|stem| stem == video))
+        .unwrap_or_else(|| panic!("no downloaded file of {video}"))
+}
+
 /// A flipped bit keeps a frame's name, size and modification time: the cheap check cannot see
-/// it, `run --verify` (every byte against the recorded hash) redoes exactly that video.
+/// it, `run --verify` (every byte against the recorded hash) redoes exactly that video. A flipped
+/// bit in a downloaded video is downloaded again (`run --verify` once left it as it was).
 #[test]
 fn verify_finds_a_flipped_bit_and_redoes_only_its_video() {
     let server = serve::start(ServeConfig::new(mirror())).unwrap();
@@ -393,7 +405,7 @@ fn verify_finds_a_flipped_bit_and_redoes_only_its_video() {
     assert!(run_pipeline(data.path(), &server).status.success());
     let videos = planned_videos(data.path());
     let frame = frames_of(data.path(), &videos[1])[2].clone();
-    let modified = modified(&frame);
+    let frame_modified = modified(&frame);
     let mut bytes = fs::read(&frame).unwrap();
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x10;
@@ -402,12 +414,38 @@ fn verify_finds_a_flipped_bit_and_redoes_only_its_video() {
         .write(true)
         .open(&frame)
         .unwrap()
-        .set_modified(modified)
+        .set_modified(frame_modified)
+        .unwrap();
+    // A downloaded video too (its sha256 is in the download records, not the stage's prints).
+    let video = downloaded_video(data.path(), &videos[3]);
+    let original = fs::read(&video).unwrap();
+    let mut damaged = original.clone();
+    damaged[original.len() / 2] ^= 0x10;
+    let video_modified = modified(&video);
+    fs::write(&video, &damaged).unwrap();
+    fs::File::options()
+        .write(true)
+        .open(&video)
+        .unwrap()
+        .set_modified(video_modified)
         .unwrap();
     let cheap = run_pipeline(data.path(), &server);
     assert_eq!(completed(&cheap, "extract"), 0, "{}", stdout(&cheap));
+    assert_eq!(completed(&cheap, "fetch-videos"), 0, "{}", stdout(&cheap));
     let verified = run_pipeline_with(data.path(), &server, &["--verify"]);
     assert!(verified.status.success(), "{}", stderr(&verified));
+    assert_eq!(
+        completed(&verified, "fetch-videos"),
+        1,
+        "{}",
+        stdout(&verified)
+    );
+    assert_eq!(
+        fs::read(&video).unwrap(),
+        original,
+        "the video was downloaded again"
+    );
+    // Its bytes are those its frames were made from: they stay.
     assert_eq!(completed(&verified, "extract"), 1, "{}", stdout(&verified));
     assert!(
         stdout(&verified).contains("bytes differ"),

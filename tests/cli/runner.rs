@@ -464,9 +464,14 @@ fn after_shards_status_and_single_steps_count_their_work() {
         stages[0].missing = vec!["video07".to_string()];
         stages
     };
-    for index in 1..=3 {
+    for index in 1..=2 {
         run(data, &with_missing(), Some(Shard { index, count: 3 }));
     }
+    // A shard not run yet: its videos are not made yet (not "interrupted", not done).
+    let partial = status(data, &with_missing());
+    assert_eq!(partial[0].1, StageCondition::Stale, "{partial:?}");
+    assert!(partial[0].2 < VIDEOS, "{partial:?}");
+    run(data, &with_missing(), Some(Shard { index: 3, count: 3 }));
     let made = vec![
         ("download".to_string(), StageCondition::Done, VIDEOS),
         ("extract".to_string(), StageCondition::Done, VIDEOS),
@@ -528,6 +533,29 @@ fn after_shards_status_and_single_steps_count_their_work() {
     assert_eq!(downloads, ["download video03"]);
 }
 
+/// A video that failed in a run without `--shard` and that its shard then made: `status` shows
+/// the stage done, not failed (it once kept the earlier failure until the combining run).
+#[test]
+fn a_failure_a_shard_made_good_is_over() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let mut failing = stages(1, Duration::ZERO);
+    failing[1].failing = vec!["video05".to_string()];
+    run(data, &failing, None);
+    assert_eq!(status(data, &failing)[1].1, StageCondition::Failed);
+    let shard = (1..=3)
+        .map(|index| Shard { index, count: 3 })
+        .find(|shard| shard.contains("video05"))
+        .unwrap();
+    run(data, &stages(1, Duration::ZERO), Some(shard));
+    let conditions = status(data, &stages(1, Duration::ZERO));
+    assert_eq!(
+        conditions[1],
+        ("extract".to_string(), StageCondition::Done, VIDEOS),
+        "{conditions:?}"
+    );
+}
+
 /// Ctrl-C before the run begins: the streaming per-video stages stop (interrupted, resumed next
 /// time), and the stage after them, which never began, says so rather than "interrupted".
 #[test]
@@ -547,6 +575,12 @@ fn stages_a_stopped_run_never_began_are_not_started() {
     );
     assert!(!report.succeeded());
     assert!(log_lines(data).is_empty());
+    // `status` then says the stage that stopped was interrupted (it once said "stale").
+    let conditions = status(data, &stages);
+    assert_eq!(
+        conditions[0],
+        ("download".to_string(), StageCondition::Interrupted, 0)
+    );
 }
 
 /// Not a test on its own: the process that `resumes_after_the_process_is_killed` starts and kills.

@@ -27,10 +27,21 @@ pub enum ArchiveError {
     },
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+    /// What the caller's check of the members found wrong.
+    #[error("{0}")]
+    Refused(String),
 }
 
+/// A look at the members, in a folder of their own, before any of them takes its place: an
+/// error leaves the destination as it was.
+pub type MemberCheck<'a> = &'a dyn Fn(&Path) -> Result<(), String>;
+
 /// Extracts a zip into `destination`, returning the paths written (relative to it).
-pub fn extract_zip(archive: &Path, destination: &Path) -> Result<Vec<PathBuf>, ArchiveError> {
+pub fn extract_zip(
+    archive: &Path,
+    destination: &Path,
+    check: MemberCheck,
+) -> Result<Vec<PathBuf>, ArchiveError> {
     let corrupt = |error: zip::result::ZipError| ArchiveError::Corrupt {
         archive: archive.to_path_buf(),
         kind: "zip",
@@ -55,6 +66,7 @@ pub fn extract_zip(archive: &Path, destination: &Path) -> Result<Vec<PathBuf>, A
         }
         staging.write(&relative, &mut entry)?;
     }
+    check(&staging.root).map_err(ArchiveError::Refused)?;
     staging.commit()
 }
 
@@ -63,6 +75,7 @@ pub fn extract_tar(
     archive: &Path,
     destination: &Path,
     strip_prefix: Option<&str>,
+    check: MemberCheck,
 ) -> Result<Vec<PathBuf>, ArchiveError> {
     let corrupt = |error: io::Error| ArchiveError::Corrupt {
         archive: archive.to_path_buf(),
@@ -99,6 +112,7 @@ pub fn extract_tar(
         };
         staging.write(&relative, &mut entry)?;
     }
+    check(&staging.root).map_err(ArchiveError::Refused)?;
     staging.commit()
 }
 
@@ -250,7 +264,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let archive = write_archive(dir.path(), "a.zip", &zip_with(&["a.csv", "sub/b.txt"]));
         let out = dir.path().join("out");
-        let written = extract_zip(&archive, &out).unwrap();
+        let written = extract_zip(&archive, &out, &|_| Ok(())).unwrap();
         assert_eq!(
             written,
             vec![PathBuf::from("a.csv"), PathBuf::from("sub/b.txt")]
@@ -270,7 +284,9 @@ mod tests {
             let bytes = zip_with(&["good.csv", hostile]);
             let archive = write_archive(dir.path(), "a.zip", &bytes);
             let out = dir.path().join("out");
-            let error = extract_zip(&archive, &out).unwrap_err().to_string();
+            let error = extract_zip(&archive, &out, &|_| Ok(()))
+                .unwrap_err()
+                .to_string();
             assert!(error.contains("refusing entry"), "{hostile}: {error}");
             assert!(
                 !out.join("good.csv").exists(),
@@ -289,7 +305,7 @@ mod tests {
         ]);
         let archive = write_archive(dir.path(), "a.tar", &bytes);
         let out = dir.path().join("out");
-        let written = extract_tar(&archive, &out, Some("ava_annotations/")).unwrap();
+        let written = extract_tar(&archive, &out, Some("ava_annotations/"), &|_| Ok(())).unwrap();
         assert_eq!(written, vec![PathBuf::from("boxes/a.csv")]);
         assert_eq!(fs::read(out.join("boxes/a.csv")).unwrap(), b"data");
     }
@@ -310,7 +326,7 @@ mod tests {
             let bytes = tar_with(&[("top/ok", tar::EntryType::Regular, ""), (name, *kind, link)]);
             let archive = write_archive(dir.path(), "a.tar", &bytes);
             let out = dir.path().join("out");
-            let error = extract_tar(&archive, &out, Some("top/"))
+            let error = extract_tar(&archive, &out, Some("top/"), &|_| Ok(()))
                 .unwrap_err()
                 .to_string();
             assert!(

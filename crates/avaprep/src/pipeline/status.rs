@@ -183,6 +183,13 @@ impl<Id: StageName> Runner<'_, Id> {
             // Its inputs are as they were when it failed: the next run fails the same way
             // unless something changes (`detail` holds the first failure).
             line.condition = StageCondition::Failed;
+        } else if done < plan.len() && state.status == StageStatus::Running {
+            line.condition = StageCondition::Interrupted;
+            line.detail = Some(format!(
+                "{} of {} items not made yet: the next run resumes it",
+                plan.len() - done,
+                plan.len()
+            ));
         } else if done < plan.len() || !same_items(&state.planned, &plan) {
             let new = plan.len() - done;
             stale(

@@ -249,7 +249,7 @@ impl Stage for ExtractStage {
             let hint = match plan.videos_on_disk {
                 Some(_) => "put it back, or run `avaprep run` again to drop it",
                 None => {
-                    "deleted after an earlier extraction? `avaprep fetch --verify` downloads it again"
+                    "not downloaded yet: `avaprep fetch` downloads it; deleted after an earlier extraction: `avaprep fetch --verify` downloads it again"
                 }
             };
             return Err(ItemError::input(format!(

@@ -105,13 +105,14 @@ impl FetchAnnotationsStage {
         )
         .map_err(ItemError::download)?;
         let annotations = layout.annotations();
+        // Members unlike the manifest's never replace the files there.
+        let check = |members: &Path| check_known_contents(&archive, members, file);
         let written = if file.path.ends_with(".zip") {
-            archive::extract_zip(&archive, &annotations)
+            archive::extract_zip(&archive, &annotations, &check)
         } else {
-            archive::extract_tar(&archive, &annotations, file.strip_prefix.as_deref())
+            archive::extract_tar(&archive, &annotations, file.strip_prefix.as_deref(), &check)
         }
         .map_err(ItemError::input)?;
-        check_known_contents(&archive, &annotations, file)?;
         Ok(written)
     }
 }
@@ -141,22 +142,22 @@ fn unlike(size: u64, sha256: String, known: &crate::manifest::KnownFile) -> Opti
     (!size_ok || !sha_ok).then_some((size, sha256))
 }
 
-/// The manifest's sizes and sha256 of archive members hold after extraction.
-fn check_known_contents(archive: &Path, folder: &Path, file: &RemoteFile) -> Result<(), ItemError> {
+/// The manifest's sizes and sha256 of archive members hold, in the folder they were extracted to.
+fn check_known_contents(archive: &Path, folder: &Path, file: &RemoteFile) -> Result<(), String> {
     for known in &file.contents {
         let unlike = unlike_known(&folder.join(&known.name), known).map_err(|_| {
-            ItemError::input(format!(
+            format!(
                 "{}: the archive has no member {} that the manifest lists",
                 archive.display(),
                 known.name
-            ))
+            )
         })?;
         if let Some((size, sha256)) = unlike {
-            return Err(ItemError::input(format!(
+            return Err(format!(
                 "{}: member {} is {size} bytes with sha256 {sha256}, not what the manifest lists",
                 archive.display(),
                 known.name
-            )));
+            ));
         }
     }
     Ok(())

@@ -208,9 +208,11 @@ impl Stage for FetchVideosStage {
                 report.already_done, report.missing
             )]);
         }
+        // How each video came, this run's and earlier runs' alike: say which are this run's.
         Ok(vec![format!(
-            "of {} videos: {} downloaded, {} resumed, {} already on disk and verified, {} missing, {} failed",
+            "of {} videos ({} by this run): {} downloaded, {} resumed, {} already on disk and verified, {} missing, {} failed",
             report.planned,
+            report.completed,
             counts.downloaded,
             counts.resumed,
             counts.verified,

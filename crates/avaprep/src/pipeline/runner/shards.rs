@@ -6,7 +6,6 @@ use std::collections::BTreeSet;
 use super::keys::ItemKeys;
 use super::prepare::Prepared;
 use super::{Runner, state_error};
-use crate::pipeline::Shard;
 use crate::pipeline::fingerprint::stage_key;
 use crate::pipeline::stage::{AnyStage, Granularity, ItemError, StageName};
 use crate::pipeline::state::{ItemRecord, Peeked, ShardState, StageState, StageStatus, StateStore};
@@ -84,6 +83,15 @@ impl<Id: StageName> Runner<'_, Id> {
         for shard in shards.into_iter().rev() {
             let later = !own_current || own_written < Some(shard.written);
             take_from_shard(&mut state, shard.state, |_, _, _| later);
+        }
+        // A failure a shard has since made good is over.
+        let failures = std::mem::take(&mut state.failures);
+        state.failures = failures
+            .into_iter()
+            .filter(|failure| !state.is_resolved(&failure.item))
+            .collect();
+        if state.status == StageStatus::Failed && state.failures.is_empty() {
+            state.status = StageStatus::Done;
         }
         Some(state)
     }
@@ -176,29 +184,18 @@ fn take_from_shard(
 }
 
 /// A stage that only shards ran (newest first in `shards`, all of one key), as one state: their
-/// plans together, done when shards 1 to N of one N are all done, their failures of videos none
-/// of them made.
+/// plans together, done when each of them is, their failures of videos none of them made.
 fn combined_shards(shards: &[ShardState]) -> StageState {
     let newest = &shards[0].state;
     let mut state = StageState::new(&newest.stage, &newest.fingerprint, newest.params.clone());
     state.depends_on = newest.depends_on.clone();
     state.read = newest.read.clone();
-    let done = |index: u32, count: u32| {
-        shards.iter().any(|shard| {
-            shard.shard == Shard { index, count } && shard.state.status == StageStatus::Done
-        })
-    };
-    let complete = shards
+    // Shards that have not run yet leave videos unplanned: `status` counts those against the plan.
+    state.status = shards
         .iter()
-        .any(|shard| (1..=shard.shard.count).all(|index| done(index, shard.shard.count)));
-    state.status = match complete {
-        true => StageStatus::Done,
-        false => shards
-            .iter()
-            .map(|shard| shard.state.status)
-            .find(|status| *status != StageStatus::Done)
-            .unwrap_or(StageStatus::Running),
-    };
+        .map(|shard| shard.state.status)
+        .find(|status| *status != StageStatus::Done)
+        .unwrap_or(StageStatus::Done);
     let planned: BTreeSet<&String> = shards
         .iter()
         .flat_map(|shard| &shard.state.planned)
