@@ -154,8 +154,13 @@ pub fn run(
         .as_refs()
         .iter()
         .any(|stage| matches!(stage.id(), StageId::FetchAnnotations | StageId::FetchVideos));
-    if args.verify && downloads {
-        crate::fetch::forget_damaged_downloads(global, printer)?;
+    match (args.verify && downloads, args.shard) {
+        (true, None) => crate::fetch::forget_damaged_downloads(global, printer)?,
+        // Every download of the data directory, with the other shards at work: not a shard's job.
+        (true, Some(_)) => printer.note(
+            "--verify with --shard re-hashes this shard's frames; the downloads are re-hashed by `avaprep fetch --verify` or a run without --shard",
+        ),
+        (false, _) => {}
     }
     let report = run_stages(
         global,

@@ -520,9 +520,23 @@ fn after_shards_status_and_single_steps_count_their_work() {
         run(data, &with_missing(), Some(Shard { index, count: 3 }));
     }
     let forgotten = ["video03".to_string()];
+    let shard_times = || -> Vec<std::time::SystemTime> {
+        (1..=3)
+            .map(|index| {
+                let name = format!("download.shard-{index}-of-3.json");
+                fs::metadata(state_dir.join(name))
+                    .unwrap()
+                    .modified()
+                    .unwrap()
+            })
+            .collect()
+    };
+    let before_forget = shard_times();
     StateStore::new(data, None)
         .forget_items("download", &forgotten)
         .unwrap();
+    // A shard file keeps its time: one newer than the stage's own file is read as later work.
+    assert_eq!(shard_times(), before_forget);
     let before = log_lines(data).len();
     run(data, &with_missing(), None);
     let downloads: Vec<String> = log_lines(data)

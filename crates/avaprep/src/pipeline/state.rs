@@ -503,8 +503,20 @@ impl StateStore {
             if let Loaded::Valid(mut state) = load_file(&path, stage)?
                 && items.iter().any(|item| state.is_resolved(item))
             {
+                // Its time stays: a shard file newer than the stage's own is read as later work.
+                let written = fs::metadata(&path).and_then(|meta| meta.modified());
                 forget(&mut state, items);
                 save_at(&path, &state)?;
+                if let Ok(written) = written {
+                    fs::File::options()
+                        .write(true)
+                        .open(&path)
+                        .and_then(|file| file.set_modified(written))
+                        .map_err(|source| StateError::Write {
+                            path: path.clone(),
+                            source,
+                        })?;
+                }
             }
         }
         Ok(())
@@ -515,13 +527,13 @@ impl StateStore {
     }
 }
 
+/// The stage's status stays: a forgotten item is one not made yet (not an interrupted run).
 fn forget(state: &mut StageState, items: &[String]) {
     for item in items {
         state.items.remove(item);
         state.missing.remove(item);
         state.missing_keys.remove(item);
     }
-    state.status = StageStatus::Running;
 }
 
 fn save_at(path: &Path, state: &StageState) -> Result<(), StateError> {

@@ -186,7 +186,7 @@ impl<Id: StageName> Runner<'_, Id> {
         } else if done < plan.len() && state.status == StageStatus::Running {
             line.condition = StageCondition::Interrupted;
             line.detail = Some(format!(
-                "{} of {} items not made yet: the next run resumes it",
+                "{} of {} items not made yet: stopped (the next run resumes it), or running now in another command",
                 plan.len() - done,
                 plan.len()
             ));

@@ -210,7 +210,7 @@ impl Stage for FetchVideosStage {
         }
         // How each video came, this run's and earlier runs' alike: say which are this run's.
         Ok(vec![format!(
-            "of {} videos ({} by this run): {} downloaded, {} resumed, {} already on disk and verified, {} missing, {} failed",
+            "{} videos, {} of them fetched by this run; over all runs {} downloaded, {} resumed, {} already on disk and verified; {} missing, {} failed",
             report.planned,
             report.completed,
             counts.downloaded,

@@ -234,6 +234,9 @@ impl Dataset {
 /// "parse failed in its last run; run `avaprep fetch` first".
 pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>) -> String {
     let stage = blocker.stage;
+    if blocker.in_this_run {
+        return format!("{} {} (above)", stage.name(), blocker.reason);
+    }
     // `fetch` downloads: a data directory of videos on disk, or a pipeline's, is made otherwise.
     let otherwise = match stage {
         StageId::FetchAnnotations | StageId::Parse | StageId::FetchVideos => {
@@ -609,6 +612,7 @@ mod tests {
             blocker_text(&crate::pipeline::Blocker {
                 stage,
                 reason: "failed in its last run".into(),
+                in_this_run: false,
             })
         };
         let parse = text(StageId::Parse);
@@ -622,6 +626,14 @@ mod tests {
             text(StageId::Extract),
             "extract failed in its last run; run `avaprep extract` first"
         );
+        // A stage that failed in this very run: its error is above, and running it first is
+        // what the user just did (a walk was told `run avaprep fetch first` after a fetch).
+        let this_run = blocker_text(&crate::pipeline::Blocker {
+            stage: StageId::FetchAnnotations,
+            reason: "failed".into(),
+            in_this_run: true,
+        });
+        assert_eq!(this_run, "fetch-annotations failed (above)");
     }
 
     /// Videos on disk begin at the manifest's `video_start` unless one is given, 0 included (a

@@ -41,6 +41,7 @@ impl<Id: StageName> Runner<'_, Id> {
                 Some(Blocker {
                     stage: dependency,
                     reason: reason.to_string(),
+                    in_this_run: true,
                 })
             })
             .collect();
@@ -75,7 +76,11 @@ impl<Id: StageName> Runner<'_, Id> {
                 }
             }
             if let Some(reason) = self.external_reason(&state) {
-                blockers.push(Blocker { stage: id, reason });
+                blockers.push(Blocker {
+                    stage: id,
+                    reason,
+                    in_this_run: false,
+                });
             }
         }
         blockers

@@ -61,6 +61,9 @@ pub struct Blocker<Id: StageName> {
     #[serde(serialize_with = "serialize_name")]
     pub stage: Id,
     pub reason: String,
+    /// The stage ran (or was blocked) in this run: what it said is above, and running it first
+    /// is not what to do.
+    pub in_this_run: bool,
 }
 
 impl<Id: StageName> StageReport<Id> {

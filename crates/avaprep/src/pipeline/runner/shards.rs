@@ -78,18 +78,23 @@ impl<Id: StageName> Runner<'_, Id> {
             Some(own) if own_current => own,
             _ => combined_shards(&shards),
         };
+        let later = |shard: &ShardState| !own_current || own_written < Some(shard.written);
+        let made_later: BTreeSet<String> = shards
+            .iter()
+            .filter(|shard| later(shard))
+            .flat_map(|shard| shard.state.items.keys().chain(shard.state.missing.keys()))
+            .cloned()
+            .collect();
         // Oldest first: a shard that ran after the stage's file (or a later shard) replaces its
         // record of a video.
         for shard in shards.into_iter().rev() {
-            let later = !own_current || own_written < Some(shard.written);
+            let later = later(&shard);
             take_from_shard(&mut state, shard.state, |_, _, _| later);
         }
         // A failure a shard has since made good is over.
-        let failures = std::mem::take(&mut state.failures);
-        state.failures = failures
-            .into_iter()
-            .filter(|failure| !state.is_resolved(&failure.item))
-            .collect();
+        state
+            .failures
+            .retain(|failure| !made_later.contains(&failure.item));
         if state.status == StageStatus::Failed && state.failures.is_empty() {
             state.status = StageStatus::Done;
         }
