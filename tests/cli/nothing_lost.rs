@@ -10,7 +10,7 @@ use std::time::SystemTime;
 use avaprep_testbed::serve::{self, ServeConfig, ServerHandle};
 
 use crate::extract::{assert_complete, fetched_data, planned_videos};
-use crate::support::{avaprep, demo_run, mirror, stderr, stdout};
+use crate::support::{avaprep, demo_run, mirror, rewrite_keeping_time, stderr, stdout};
 
 const FPS: &str = "5";
 
@@ -405,30 +405,15 @@ fn verify_finds_a_flipped_bit_and_redoes_only_its_video() {
     assert!(run_pipeline(data.path(), &server).status.success());
     let videos = planned_videos(data.path());
     let frame = frames_of(data.path(), &videos[1])[2].clone();
-    let frame_modified = modified(&frame);
-    let mut bytes = fs::read(&frame).unwrap();
-    let middle = bytes.len() / 2;
-    bytes[middle] ^= 0x10;
-    fs::write(&frame, &bytes).unwrap();
-    fs::File::options()
-        .write(true)
-        .open(&frame)
-        .unwrap()
-        .set_modified(frame_modified)
-        .unwrap();
+    let flip_a_bit = |bytes: &mut Vec<u8>| {
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0x10;
+    };
+    rewrite_keeping_time(&frame, flip_a_bit);
+    let bytes = fs::read(&frame).unwrap();
     // A downloaded video too (its sha256 is in the download records, not the stage's prints).
     let video = downloaded_video(data.path(), &videos[3]);
-    let original = fs::read(&video).unwrap();
-    let mut damaged = original.clone();
-    damaged[original.len() / 2] ^= 0x10;
-    let video_modified = modified(&video);
-    fs::write(&video, &damaged).unwrap();
-    fs::File::options()
-        .write(true)
-        .open(&video)
-        .unwrap()
-        .set_modified(video_modified)
-        .unwrap();
+    let original = rewrite_keeping_time(&video, flip_a_bit);
     let cheap = run_pipeline(data.path(), &server);
     assert_eq!(completed(&cheap, "extract"), 0, "{}", stdout(&cheap));
     assert_eq!(completed(&cheap, "fetch-videos"), 0, "{}", stdout(&cheap));

@@ -12,7 +12,7 @@ use avaprep_testbed::serve::{self, ServeConfig, ServerHandle};
 
 use crate::extract::planned_videos;
 use crate::nothing_lost::completed;
-use crate::support::{demo_run, mirror, stderr, stdout};
+use crate::support::{demo_run, mirror, rewrite_keeping_time, stderr, stdout};
 
 const STAGES: [&str; 8] = [
     "fetch-annotations",
@@ -239,16 +239,7 @@ fn a_failed_validation_stops_the_run_before_training() {
         .map(|entry| entry.unwrap().path())
         .min()
         .unwrap();
-    let modified = fs::metadata(&frame).unwrap().modified().unwrap();
-    let mut bytes = fs::read(&frame).unwrap();
-    bytes[..4].fill(0);
-    fs::write(&frame, &bytes).unwrap();
-    fs::File::options()
-        .write(true)
-        .open(&frame)
-        .unwrap()
-        .set_modified(modified)
-        .unwrap();
+    rewrite_keeping_time(&frame, |bytes| bytes[..4].fill(0));
 
     let output = run(data.path(), &server, 2, &[]);
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));

@@ -103,3 +103,20 @@ pub fn cut_video(source: &Path, seconds: f64, encoding: &[&str], out: &Path) {
     let (source, out) = (source.to_str().unwrap(), out.to_str().unwrap());
     ffmpeg(&[&["-ss", &start, "-i", source], encoding, &["-an", out]].concat());
 }
+
+/// Writes `path` back edited by `edit`, with its modification time as it was: a change only a
+/// byte-for-byte check can see. Returns the bytes before the edit.
+pub fn rewrite_keeping_time(path: &Path, edit: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+    let modified = std::fs::metadata(path).unwrap().modified().unwrap();
+    let original = std::fs::read(path).unwrap();
+    let mut bytes = original.clone();
+    edit(&mut bytes);
+    std::fs::write(path, &bytes).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(path)
+        .unwrap()
+        .set_modified(modified)
+        .unwrap();
+    original
+}
