@@ -367,7 +367,6 @@ pub enum Loaded {
 /// A shard's state file of a stage, as a command that only looks reads it.
 #[derive(Debug, Clone)]
 pub struct ShardState {
-    pub shard: super::Shard,
     pub written: SystemTime,
     pub state: StageState,
 }
@@ -451,28 +450,14 @@ impl StateStore {
     /// The shards' valid states of `stage`, newest first, read without setting a damaged one
     /// aside (for commands that only look).
     pub fn peek_shards(&self, stage: &str) -> Vec<ShardState> {
-        let prefix = format!("{stage}.shard-");
         let mut states: Vec<ShardState> = self
             .shard_paths(stage)
             .unwrap_or_default()
             .into_iter()
             .filter_map(|path| {
-                let name = path.file_name()?.to_str()?;
-                let (index, count) = name
-                    .strip_prefix(&prefix)?
-                    .strip_suffix(".json")?
-                    .split_once("-of-")?;
-                let shard = super::Shard {
-                    index: index.parse().ok()?,
-                    count: count.parse().ok()?,
-                };
                 let written = fs::metadata(&path).and_then(|meta| meta.modified()).ok()?;
                 let state = parse(&fs::read(&path).ok()?, stage).ok()?;
-                Some(ShardState {
-                    shard,
-                    written,
-                    state,
-                })
+                Some(ShardState { written, state })
             })
             .collect();
         states.sort_by_key(|shard| std::cmp::Reverse(shard.written));

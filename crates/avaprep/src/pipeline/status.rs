@@ -83,7 +83,8 @@ impl<Id: StageName> Runner<'_, Id> {
             Peeked::Valid(state) => Some(*state),
         };
         // After a sharded run, before the combining run, the shards' files hold the work.
-        let Some(mut state) = self.with_shard_work(stage.id(), own) else {
+        let shards = self.shard_files(stage.id());
+        let Some(mut state) = self.with_shard_work(stage.id(), own, shards.clone()) else {
             return Ok(line);
         };
         line.items_planned = state.planned_items;
@@ -142,12 +143,9 @@ impl<Id: StageName> Runner<'_, Id> {
         };
         let plan: Vec<String> = planned.iter().map(|item| item.name.clone()).collect();
         let keys = self.item_keys(stage, planned);
-        if self.shard.is_none() {
-            // As the next run will: what the shards made counts.
-            let shards = self.store.peek_shards(stage.id().name());
-            let shards = shards.into_iter().map(|shard| shard.state).collect();
-            merge_shard_states::<Id>(&mut state, shards, &keys, &[]);
-        }
+        // As the next run will: what the shards made counts.
+        let shards = shards.into_iter().map(|shard| shard.state).collect();
+        merge_shard_states::<Id>(&mut state, shards, &keys, &[]);
         if adopt {
             for item in &plan {
                 let (key, upstream) = keys.of::<Id>(&[], item);

@@ -27,7 +27,15 @@ impl<Id: StageName> Runner<'_, Id> {
     /// The stage's state as the next run will find it: its state file, and outside a sharded
     /// run what the shards recorded (see [`Self::with_shard_work`]).
     pub(crate) fn peek(&self, stage: Id) -> Option<StageState> {
-        self.with_shard_work(stage, self.peek_own(stage))
+        self.with_shard_work(stage, self.peek_own(stage), self.shard_files(stage))
+    }
+
+    /// Outside a sharded run, the shards' state files of the stage, newest first (read only).
+    pub(crate) fn shard_files(&self, stage: Id) -> Vec<ShardState> {
+        match self.shard {
+            Some(_) => Vec::new(),
+            None => self.store.peek_shards(stage.name()),
+        }
     }
 
     /// The stage's own state file as it is, when it holds a valid state (a missing or corrupt one
@@ -39,17 +47,18 @@ impl<Id: StageName> Runner<'_, Id> {
         }
     }
 
-    /// Outside a sharded run, `own` with the work of the shards that ran the stage's current
+    /// `own` with the work of the `shards` (its [`Self::shard_files`]) that ran the stage's current
     /// settings since `own` was written, as the combining run will merge it: their videos made or
     /// missing count, so `status` and a single command after the shards (`extract` alone) find
     /// them done. The current settings are this runner's for a stage it runs, else those of the
     /// newest state file (the stage's own or a shard's). Shard files are only read, never set
     /// aside.
-    pub(crate) fn with_shard_work(&self, stage: Id, own: Option<StageState>) -> Option<StageState> {
-        if self.shard.is_some() {
-            return own;
-        }
-        let shards = self.store.peek_shards(stage.name());
+    pub(crate) fn with_shard_work(
+        &self,
+        stage: Id,
+        own: Option<StageState>,
+        shards: Vec<ShardState>,
+    ) -> Option<StageState> {
         let Some(newest) = shards.first() else {
             return own;
         };
