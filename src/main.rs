@@ -82,7 +82,7 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run a pipeline file: every stage in order, skipping what is up to date.
     Run(pipeline::RunArgs),
-    /// Show where each stage of a pipeline stands: done, stale, pending, failed, interrupted.
+    /// Show where each stage of a pipeline stands: done, stale, pending, failed, running, interrupted.
     Status(pipeline::StatusArgs),
 }
 

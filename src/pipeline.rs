@@ -286,6 +286,7 @@ fn status_text(line: &StageStatusLine<StageId>) -> String {
         StageCondition::Stale => "stale",
         StageCondition::Pending => "pending",
         StageCondition::Failed => "failed",
+        StageCondition::Running => "running",
         StageCondition::Interrupted => "interrupted",
         StageCondition::Corrupt => "corrupt state",
     };

@@ -323,6 +323,58 @@ fn the_first_ctrl_c_stops_a_download_in_progress_and_keeps_its_partial_file() {
     );
 }
 
+/// `avaprep status` in another terminal while fetch downloads: the stage is running, by that
+/// command; after its Ctrl-C, interrupted. It once said "interrupted" in both cases.
+#[test]
+fn status_beside_a_fetch_says_running_then_interrupted() {
+    let root = mirror();
+    let mut slow = SlowFetch::start(root, 30, Stdio::null());
+    slow.wait_for_part(slow.size / 20);
+    let pipeline = slow.data.path().join("fetch.toml");
+    fs::write(
+        &pipeline,
+        format!(
+            "dataset = {:?}\nsplits = [\"train\", \"val\", \"test\"]\n[fetch]\nbase_url = [{:?}]\n",
+            root.join("manifest.toml"),
+            slow._server.url()
+        ),
+    )
+    .unwrap();
+    let fetch_videos = || {
+        let output = avaprep(slow.data.path())
+            .args(["--json", "status"])
+            .arg(&pipeline)
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .find(|record| record["stage"] == "fetch-videos")
+            .expect("a fetch-videos line")
+    };
+    let during = fetch_videos();
+    assert_eq!(during["condition"], "running", "{during}");
+    let detail = during["detail"].as_str().unwrap();
+    assert!(
+        detail.contains(" fetch --dataset ")
+            && detail.contains(&format!("pid {}", slow.child.id()))
+            && detail.contains(&format!(
+                "of {} items made so far",
+                mirror_videos(root).len()
+            )),
+        "{detail}"
+    );
+    // SAFETY: a signal to the child this test started and has not yet waited for.
+    assert_eq!(
+        unsafe { libc::kill(slow.child.id() as i32, libc::SIGINT) },
+        0
+    );
+    assert_eq!(slow.child.wait().unwrap().code(), Some(1));
+    let after = fetch_videos();
+    assert_eq!(after["condition"], "interrupted", "{after}");
+}
+
 #[test]
 fn kill_9_mid_download_then_rerun_resumes_and_skips_what_was_complete() {
     let root = mirror();

@@ -597,6 +597,55 @@ fn stages_a_stopped_run_never_began_are_not_started() {
     );
 }
 
+/// `status` beside a run: the stage being run is "running", naming the command that holds the
+/// data directory; once that command stops it is "interrupted". A command that takes the data
+/// directory later, with the stage not resumed yet, does not make it "running" either.
+#[test]
+fn status_beside_a_run_says_running_and_names_the_command() {
+    use avaprep::pipeline::lock::{DataDirLock, LockMode};
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    let stages = stages(1, Duration::from_millis(100));
+    let download = |stages: &[TestStage]| {
+        let cancel = AtomicBool::new(false);
+        let lines = runner(data, stages, None, &cancel).status().unwrap();
+        (
+            lines[0].condition,
+            lines[0].detail.clone().unwrap_or_default(),
+        )
+    };
+    let cancel = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        let running = scope.spawn(|| {
+            let _lock =
+                DataDirLock::acquire(data, LockMode::Exclusive, "avaprep run slow.toml").unwrap();
+            runner(data, &stages, None, &cancel).run().unwrap()
+        });
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while recorded_items(&data.join(".avaprep/state/download.json")).len() < 2 {
+            assert!(Instant::now() < deadline, "the run made no progress");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let (condition, detail) = download(&stages);
+        assert_eq!(condition, StageCondition::Running, "{detail}");
+        assert!(
+            detail.contains("`avaprep run slow.toml`")
+                && detail.contains(&format!("pid {}", std::process::id()))
+                && detail.contains(&format!("of {VIDEOS} items made so far")),
+            "{detail}"
+        );
+        cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+        running.join().unwrap();
+    });
+    let (condition, detail) = download(&stages);
+    assert_eq!(condition, StageCondition::Interrupted, "{detail}");
+    assert!(detail.contains("the next run resumes it"), "{detail}");
+    // File times tick coarsely: the next command comes well after the state was written.
+    std::thread::sleep(Duration::from_millis(50));
+    let _later = DataDirLock::acquire(data, LockMode::Exclusive, "avaprep lists").unwrap();
+    assert_eq!(download(&stages).0, StageCondition::Interrupted);
+}
+
 /// Not a test on its own: the process that `resumes_after_the_process_is_killed` starts and kills.
 #[test]
 #[ignore = "run by resumes_after_the_process_is_killed"]

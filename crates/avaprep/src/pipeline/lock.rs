@@ -291,25 +291,61 @@ enum Hosts {
 }
 
 fn living_notes(holders: &Path, hosts: Hosts) -> Vec<String> {
+    living_holders(holders, hosts)
+        .into_iter()
+        .map(|holder| holder.note)
+        .collect()
+}
+
+/// A command holding a data directory, as the note it left in `.avaprep/holders` tells.
+#[derive(Debug, Clone)]
+pub struct Holder {
+    /// Which command, its process and since when, as the refusal of a second writer names it.
+    pub note: String,
+    /// When it took the lock (its note's modification time, on the data directory's clock).
+    pub since: std::time::SystemTime,
+    /// On another machine (a shared folder): whether it still runs cannot be checked from here.
+    pub elsewhere: bool,
+}
+
+/// The commands holding `data_dir` now, read from their notes without taking the lock (a look
+/// must never turn a writer away). A note of this machine counts only while its process lives.
+pub fn holders_now(data_dir: &Path) -> Vec<Holder> {
+    living_holders(&data_dir.join(".avaprep").join("holders"), Hosts::All)
+}
+
+fn living_holders(holders: &Path, hosts: Hosts) -> Vec<Holder> {
     let host = host_name();
     fs::read_dir(holders)
         .into_iter()
         .flatten()
         .flatten()
-        .filter(|entry| {
+        .filter_map(|entry| {
             let name = entry.file_name().to_string_lossy().into_owned();
-            match name.strip_prefix(&format!("{host}-")) {
-                Some(rest) => rest
-                    .split('-')
-                    .next()
-                    .and_then(|pid| pid.parse::<i32>().ok())
-                    .is_some_and(process_exists),
-                None => hosts == Hosts::All,
-            }
+            let elsewhere = match name.strip_prefix(&format!("{host}-")) {
+                Some(rest) => {
+                    let alive = rest
+                        .split('-')
+                        .next()
+                        .and_then(|pid| pid.parse::<i32>().ok())
+                        .is_some_and(process_exists);
+                    if !alive {
+                        return None;
+                    }
+                    false
+                }
+                None if hosts == Hosts::All => true,
+                None => return None,
+            };
+            // A planted FIFO or device must not hold the command up.
+            let note = read_regular_text(&entry.path(), FileKind::Config).ok()?;
+            let since = entry.metadata().and_then(|meta| meta.modified()).ok()?;
+            Some(Holder {
+                note: note.chars().take(300).collect(),
+                since,
+                elsewhere,
+            })
         })
-        // A planted FIFO or device must not hold the command up.
-        .filter_map(|entry| read_regular_text(&entry.path(), FileKind::Config).ok())
-        .map(|note| note.chars().take(300).collect())
         .collect()
 }
 

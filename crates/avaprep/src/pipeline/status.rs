@@ -6,9 +6,10 @@ use serde::Serialize;
 
 use super::PipelineError;
 use super::fingerprint::stage_key;
+use super::lock::{Holder, holders_now};
 use super::runner::{Runner, adopt_item, assess, merge_shard_states, topological_order};
 use super::stage::{AnyStage, StageName, serialize_name};
-use super::state::{Peeked, STATE_FORMAT, StageStatus};
+use super::state::{Peeked, STATE_FORMAT, ShardState, StageState, StageStatus};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -21,7 +22,9 @@ pub enum StageCondition {
     Pending,
     /// Finished with failed items.
     Failed,
-    /// Started and not finished: interrupted, or running now in another process.
+    /// Being run now by another command, which holds the data directory.
+    Running,
+    /// Started and not finished, by a command that no longer runs: the next run resumes it.
     Interrupted,
     /// The state file exists but cannot be trusted; the next run rebuilds the stage.
     Corrupt,
@@ -48,9 +51,11 @@ impl<Id: StageName> Runner<'_, Id> {
     pub fn status(&self) -> Result<Vec<StageStatusLine<Id>>, PipelineError> {
         let order = topological_order(&self.stages)?;
         let legacy = self.legacy_current(&order);
+        let holders = holders_now(self.context.data_dir);
         let mut lines: Vec<StageStatusLine<Id>> = Vec::new();
         for stage in &order {
-            let line = self.status_line(*stage, legacy.contains(&stage.id()), &lines)?;
+            let adopt = legacy.contains(&stage.id());
+            let line = self.status_line(*stage, adopt, &holders, &lines)?;
             lines.push(line);
         }
         Ok(lines)
@@ -60,6 +65,7 @@ impl<Id: StageName> Runner<'_, Id> {
         &self,
         stage: &dyn AnyStage<Id>,
         adopt: bool,
+        holders: &[Holder],
         earlier: &[StageStatusLine<Id>],
     ) -> Result<StageStatusLine<Id>, PipelineError> {
         let mut line = StageStatusLine {
@@ -84,6 +90,7 @@ impl<Id: StageName> Runner<'_, Id> {
         };
         // After a sharded run, before the combining run, the shards' files hold the work.
         let shards = self.shard_files(stage.id());
+        let running = self.running_now(stage.id(), own.as_ref(), &shards, holders);
         let Some(mut state) = self.with_shard_work(stage.id(), own, shards.clone()) else {
             return Ok(line);
         };
@@ -101,6 +108,11 @@ impl<Id: StageName> Runner<'_, Id> {
                     true => failure.message.clone(),
                     false => format!("{}: {}", failure.item, failure.message),
                 });
+        if !running.is_empty() {
+            line.condition = StageCondition::Running;
+            line.detail = Some(running_detail(&line, &running));
+            return Ok(line);
+        }
         let stale = |line: &mut StageStatusLine<Id>, detail: String| {
             line.condition = StageCondition::Stale;
             line.detail = Some(detail);
@@ -184,7 +196,7 @@ impl<Id: StageName> Runner<'_, Id> {
         } else if done < plan.len() && state.status == StageStatus::Running {
             line.condition = StageCondition::Interrupted;
             line.detail = Some(format!(
-                "{} of {} items not made yet: stopped (the next run resumes it), or running now in another command",
+                "{} of {} items not made yet: stopped, and the next run resumes it",
                 plan.len() - done,
                 plan.len()
             ));
@@ -204,6 +216,51 @@ impl<Id: StageName> Runner<'_, Id> {
         }
         Ok(line)
     }
+}
+
+impl<Id: StageName> Runner<'_, Id> {
+    /// The commands running a stage now: those holding the data directory that took it before
+    /// the stage's state was written as started. A state that a stopped command left started is
+    /// older than every lock held now.
+    fn running_now<'h>(
+        &self,
+        stage: Id,
+        own: Option<&StageState>,
+        shards: &[ShardState],
+        holders: &'h [Holder],
+    ) -> Vec<&'h Holder> {
+        let own_started = own
+            .filter(|own| own.status == StageStatus::Running)
+            .and_then(|_| self.store_for(stage).written(stage.name()));
+        let shards_started = shards
+            .iter()
+            .filter(|shard| shard.state.status == StageStatus::Running)
+            .map(|shard| shard.written);
+        let Some(started) = own_started.into_iter().chain(shards_started).max() else {
+            return Vec::new();
+        };
+        holders
+            .iter()
+            .filter(|holder| holder.since <= started)
+            .collect()
+    }
+}
+
+fn running_detail<Id: StageName>(line: &StageStatusLine<Id>, running: &[&Holder]) -> String {
+    let mut notes: Vec<&str> = running.iter().map(|holder| holder.note.as_str()).collect();
+    notes.sort();
+    let mut detail = format!(
+        "{} of {} items made so far, by {}",
+        line.items_done,
+        line.items_planned,
+        notes.join(" and ")
+    );
+    if running.iter().any(|holder| holder.elsewhere) {
+        detail.push_str(
+            "; whether it still runs on that machine cannot be seen from here: if it was stopped, the next run resumes the stage",
+        );
+    }
+    detail
 }
 
 /// Whether two plans name the same items (shards' plans together come in another order).
