@@ -311,7 +311,12 @@ pub struct Holder {
 /// The commands holding `data_dir` now, read from their notes without taking the lock (a look
 /// must never turn a writer away). A note of this machine counts only while its process lives.
 pub fn holders_now(data_dir: &Path) -> Vec<Holder> {
-    living_holders(&data_dir.join(".avaprep").join("holders"), Hosts::All)
+    let holders = data_dir.join(".avaprep").join("holders");
+    // Never read through a link planted in our own folder.
+    match fs::symlink_metadata(&holders) {
+        Ok(meta) if meta.is_dir() => living_holders(&holders, Hosts::All),
+        _ => Vec::new(),
+    }
 }
 
 fn living_holders(holders: &Path, hosts: Hosts) -> Vec<Holder> {
