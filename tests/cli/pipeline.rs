@@ -284,26 +284,7 @@ fn a_run_killed_during_training_continues_from_the_last_checkpoint() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(600);
-    let checkpoint = loop {
-        let found = fs::read_dir(data.path().join("runs"))
-            .into_iter()
-            .flatten()
-            .flatten()
-            .map(|entry| entry.path().join("checkpoint.json"))
-            .find(|path| path.is_file());
-        if let Some(path) = found
-            && json(&path)["step"].as_u64().unwrap_or(0) > 0
-        {
-            break path;
-        }
-        assert!(Instant::now() < deadline, "no checkpoint was written");
-        assert!(
-            child.try_wait().unwrap().is_none(),
-            "the run ended before a checkpoint"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let checkpoint = first_checkpoint(data.path(), &mut child);
     child.kill().unwrap();
     child.wait().unwrap();
     let killed_at = json(&checkpoint)["step"].as_u64().unwrap();
@@ -327,6 +308,58 @@ fn a_run_killed_during_training_continues_from_the_last_checkpoint() {
     );
     let run_dir = assert_outputs(data.path());
     assert_eq!(run_dir, checkpoint.parent().unwrap(), "the same run folder");
+}
+
+/// The run folder's checkpoint once it holds a step, while `run` still runs.
+fn first_checkpoint(data: &Path, run: &mut std::process::Child) -> PathBuf {
+    let deadline = Instant::now() + Duration::from_secs(600);
+    loop {
+        let found = fs::read_dir(data.join("runs"))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path().join("checkpoint.json"))
+            .find(|path| path.is_file());
+        if let Some(path) = found
+            && json(&path)["step"].as_u64().unwrap_or(0) > 0
+        {
+            return path;
+        }
+        assert!(Instant::now() < deadline, "no checkpoint was written");
+        assert!(
+            run.try_wait().unwrap().is_none(),
+            "the run ended before a checkpoint"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// A Ctrl-C sent to `avaprep run` alone (as a job runner signals its main process) stops the
+/// training it runs at a clean point. The trainer once heard only a terminal's Ctrl-C, and
+/// trained out its whole schedule.
+#[test]
+fn a_ctrl_c_to_the_run_alone_stops_its_training() {
+    const EPOCHS: u32 = 6;
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let mut child = command(data.path(), &server, EPOCHS, &[])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let checkpoint = first_checkpoint(data.path(), &mut child);
+    // SAFETY: a signal to the child this test started and has not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    let mut errors = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut errors).unwrap();
+    assert_eq!(child.wait().unwrap().code(), Some(1), "{errors}");
+    assert!(errors.contains("interrupted"), "{errors}");
+    let epoch = json(&checkpoint)["epoch"].as_u64().unwrap();
+    assert!(
+        epoch < u64::from(EPOCHS),
+        "trained {epoch} epochs: {errors}"
+    );
+    assert!(trainers_of(data.path()).is_empty());
 }
 
 /// A train-only pipeline (no val split fetched) trains its whole schedule without evaluating,

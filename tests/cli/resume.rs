@@ -4,7 +4,8 @@
 
 use std::fs;
 use std::path::Path;
-use std::process::Output;
+use std::process::{Output, Stdio};
+use std::time::{Duration, Instant};
 
 use crate::invalidation::{assert_ran, workspace};
 use crate::support::{avaprep, stderr};
@@ -107,4 +108,80 @@ fn resume_continues_the_latest_run_with_its_own_settings_and_never_starts_afresh
         .parse()
         .unwrap();
     assert_eq!(config["model"].as_str(), Some("tiny"), "{config}");
+}
+
+/// The lines of the run's `metrics.jsonl` of one `type`.
+fn logged(run: &Path, kind: &str) -> usize {
+    fs::read_to_string(run.join("metrics.jsonl"))
+        .unwrap_or_default()
+        .lines()
+        .filter(|line| line.contains(&format!("\"type\":\"{kind}\"")))
+        .count()
+}
+
+/// `avaprep train` started in the background, once it has logged `batches` more batches.
+fn training(data: &Path, run: &Path, args: &[&str], batches: usize) -> std::process::Child {
+    let before = logged(run, "batch");
+    let mut child = avaprep(data)
+        .arg("train")
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(300);
+    while logged(run, "batch") < before + batches {
+        assert!(Instant::now() < deadline, "no training progress");
+        assert!(child.try_wait().unwrap().is_none(), "training ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child
+}
+
+fn interrupt(child: &std::process::Child) {
+    // SAFETY: a signal to a child this test started and has not yet waited for.
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+}
+
+fn exit_code(mut child: std::process::Child) -> (Option<i32>, String) {
+    let mut errors = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut errors).unwrap();
+    (child.wait().unwrap().code(), errors)
+}
+
+/// Ctrl-C stops a training at a clean point and exits 1, as every command does (it exited 0); a
+/// resume keeps every evaluation logged before the checkpoint (it dropped them all: none
+/// parsed); a second Ctrl-C ends the training at once with 130 (it crashed, 139).
+#[test]
+fn ctrl_c_stops_training_with_1_and_a_resume_keeps_its_evaluations() {
+    let workspace = workspace();
+    let data = tempfile::tempdir().unwrap();
+    let data = data.path();
+    assert_ran(&workspace.run_until(data, "validate", &[]));
+    let run = data.join("runs/synthetic-tiny");
+    let tiny = ["--preset", "synthetic-tiny", "--set", "eval_every=1"];
+
+    let first = training(data, &run, &tiny, 60);
+    interrupt(&first);
+    let (code, errors) = exit_code(first);
+    assert_eq!(code, Some(1), "{errors}");
+    assert!(errors.contains("resume to continue"), "{errors}");
+    let evaluations = logged(&run, "eval");
+    assert!(
+        evaluations >= 1,
+        "cancelled before any evaluation: {errors}"
+    );
+
+    let checkpoint: serde_json::Value =
+        serde_json::from_slice(&fs::read(run.join("checkpoint.json")).unwrap()).unwrap();
+    let one_more = format!("epochs={}", checkpoint["epoch"].as_u64().unwrap() + 1);
+    assert_ran(&train(data, &["--resume", "--set", &one_more]));
+    assert_eq!(logged(&run, "eval"), evaluations + 1);
+
+    let again = training(data, &run, &["--resume", "--set", "epochs=30"], 5);
+    interrupt(&again);
+    std::thread::sleep(Duration::from_millis(20));
+    interrupt(&again);
+    let (code, errors) = exit_code(again);
+    assert_eq!(code, Some(130), "{errors}");
 }

@@ -126,7 +126,10 @@ pub fn start(global: &GlobalArgs) {
     init_logging(global.verbosity());
     let _ = ctrlc::set_handler(|| {
         if CANCEL.swap(true, Ordering::SeqCst) {
-            std::process::exit(130);
+            // At once, running no exit handlers: libtorch's, run while its threads still work,
+            // crashed the trainer (exit 139 rather than 130).
+            // SAFETY: _exit only ends the process.
+            unsafe { libc::_exit(130) };
         }
         eprintln!(
             "interrupted: stopping at the next clean point, what is done kept (Ctrl-C again to stop at once)"

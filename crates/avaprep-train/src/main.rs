@@ -49,10 +49,13 @@ fn main() -> ExitCode {
         Command::Train(args) => {
             train_command::run(&cli.global, args, &printer, &avaprep_shell::CANCEL)
         }
-        Command::Predict(args) => predict::run(&cli.global, args, &printer, &avaprep_shell::CANCEL),
-        Command::Bench(command) => bench::run(&cli.global, command, &printer),
+        Command::Predict(args) => predict::run(&cli.global, args, &printer, &avaprep_shell::CANCEL)
+            .map(|()| ExitStatus::Success),
+        Command::Bench(command) => {
+            bench::run(&cli.global, command, &printer).map(|()| ExitStatus::Success)
+        }
     };
-    avaprep_shell::finish(result.map(|()| ExitStatus::Success))
+    avaprep_shell::finish(result)
 }
 
 #[cfg(test)]

@@ -8,9 +8,9 @@ use clap::Args;
 
 use avaprep::layout::DataLayout;
 use avaprep::pipeline::lock::{DataDirLock, LockMode};
-use avaprep::trainer_protocol::run_files;
+use avaprep::trainer_protocol::{StopReason, run_files};
 use avaprep::trainer_settings::{TrainConfig, differences};
-use avaprep_shell::{Printer, UsageError, command_line};
+use avaprep_shell::{ExitStatus, Printer, UsageError, command_line};
 
 use crate::settings::{SettingsArgs, read_run_config};
 use crate::train::{InitReport, TrainEvent};
@@ -39,12 +39,19 @@ pub fn run(
     args: &TrainArgs,
     printer: &Printer,
     cancel: &AtomicBool,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<ExitStatus> {
     // Settings first: a bad one is a usage error before anything is written, the lock included.
     let (config, run_dir) = match args.resume {
         true => resumed_run(global, args, printer)?,
         false => new_run(global, args, printer)?,
     };
+    if std::fs::metadata(&run_dir).is_ok_and(|meta| !meta.is_dir()) {
+        return Err(UsageError(format!(
+            "--run-dir {}: is a file; name a folder for the run (it is made where missing)",
+            run_dir.display()
+        ))
+        .into());
+    }
     let _held = DataDirLock::acquire_unless_parent_holds(&global.data_dir, &command_line())?;
     refuse_stale_upstream(&global.data_dir)?;
     // A run folder outside the data directory has a lock of its own: two trainings of two data
@@ -98,7 +105,11 @@ pub fn run(
     if summary.best.is_some() && plan.is_ok_and(|plan| plan.ground_truth_proposals) {
         printer.note(avaprep::stages::eval::GROUND_TRUTH_PROPOSALS);
     }
-    Ok(())
+    // Stopped by Ctrl-C at a clean point: the work is not done, as for every other command.
+    Ok(match summary.reason {
+        StopReason::Cancelled { .. } => ExitStatus::Failure,
+        _ => ExitStatus::Success,
+    })
 }
 
 /// The settings and folder of a new run: the recipe with `--set` over it, in the folder named or

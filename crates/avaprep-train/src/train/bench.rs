@@ -214,6 +214,7 @@ impl Stepper {
                 epoch: drawn.epoch,
                 batch: drawn.index,
                 loss,
+                checkpoint: None,
             },
         )?;
         self.sgd.apply_gradients(None, self.grad_clip, self.lr);

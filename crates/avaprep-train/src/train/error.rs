@@ -52,12 +52,15 @@ pub enum TrainError {
     )]
     RunExists(PathBuf),
     #[error(
-        "loss is {loss} at epoch {epoch}, batch {batch}: training diverged (too high an LR?); the last checkpoint is intact"
+        "loss is {loss} at epoch {epoch}, batch {batch}: training diverged (too high an LR?); {}",
+        kept_checkpoint(*.checkpoint)
     )]
     NonFiniteLoss {
         epoch: usize,
         batch: usize,
         loss: f64,
+        /// The epoch of the run's last checkpoint, where it has one.
+        checkpoint: Option<usize>,
     },
     #[error("checkpoint: {0}")]
     Checkpoint(String),
@@ -77,6 +80,18 @@ impl TrainError {
         TrainError::Io {
             path: path.to_path_buf(),
             source,
+        }
+    }
+}
+
+/// What a diverged run still has: it once claimed a checkpoint where none had been written.
+fn kept_checkpoint(epoch: Option<usize>) -> String {
+    match epoch {
+        Some(epoch) => format!(
+            "its checkpoint after epoch {epoch} is intact: `--resume --set lr=...` with a lower LR continues from it"
+        ),
+        None => {
+            "no checkpoint was written yet: start again with a lower LR (`--set lr=...`)".into()
         }
     }
 }

@@ -48,9 +48,27 @@ pub enum Record {
         epoch: usize,
         step: u64,
         map: Option<f64>,
+        #[serde(deserialize_with = "class_keys")]
         ap: BTreeMap<u16, Option<f64>>,
         seconds: f64,
     },
+}
+
+/// The AP table's class ids, which JSON writes as text keys. Inside a tagged enum serde reads
+/// such a key as text only: read as numbers directly, every evaluation failed to parse, and a
+/// resumed run dropped all of them from its history.
+fn class_keys<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<BTreeMap<u16, Option<f64>>, D::Error> {
+    BTreeMap::<String, Option<f64>>::deserialize(deserializer)?
+        .into_iter()
+        .map(|(id, ap)| match id.parse::<u16>() {
+            Ok(id) => Ok((id, ap)),
+            Err(_) => Err(serde::de::Error::custom(format!(
+                "class id {id:?} is not a number"
+            ))),
+        })
+        .collect()
 }
 
 impl Record {
@@ -570,6 +588,21 @@ mod tests {
         assert!(title_ink > 500, "{title_ink} dark pixels in the title");
         let resumed = Metrics::open(dir.path(), Some(1), "").unwrap();
         assert_eq!(resumed.records.len(), 1);
+    }
+
+    /// A resumed run keeps every record up to its checkpoint, evaluations included (they once
+    /// failed to parse and were all dropped).
+    #[test]
+    fn resuming_keeps_every_record_up_to_the_checkpoint() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut metrics = Metrics::open(dir.path(), None, "").unwrap();
+        for r in records() {
+            metrics.push(r).unwrap();
+        }
+        let resumed = Metrics::open(dir.path(), Some(3), "").unwrap();
+        assert_eq!(resumed.records, records()[..4]);
+        let text = std::fs::read_to_string(dir.path().join(JSONL)).unwrap();
+        assert_eq!(text.lines().count(), 4, "{text}");
     }
 
     /// Not a check: draws the curves of a longer synthetic run where a person can look at them

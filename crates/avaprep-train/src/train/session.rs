@@ -345,6 +345,10 @@ impl Session<'_> {
             epoch: epoch + 1,
             batch: index,
             loss,
+            checkpoint: TrainState::load(self.run_dir)
+                .ok()
+                .flatten()
+                .map(|state| state.epoch),
         })
     }
 

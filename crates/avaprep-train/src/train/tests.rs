@@ -269,7 +269,12 @@ fn absurd_lr_stops_with_a_clear_error_and_keeps_the_last_checkpoint() {
         matches!(error, TrainError::NonFiniteLoss { epoch: 2, .. }),
         "{error}"
     );
-    assert!(error.to_string().contains("checkpoint is intact"));
+    assert!(
+        error
+            .to_string()
+            .contains("checkpoint after epoch 1 is intact"),
+        "{error}"
+    );
     let after = TrainState::load(run.path()).unwrap().unwrap();
     assert_eq!(after.step, before.step);
     assert_eq!(
@@ -277,6 +282,17 @@ fn absurd_lr_stops_with_a_clear_error_and_keeps_the_last_checkpoint() {
         read_tensors(&run.path().join(before.files.model_file.unwrap()))
             .unwrap()
             .len()
+    );
+    // A run that diverges before its first checkpoint says it has none.
+    let fresh = tempfile::tempdir().unwrap();
+    let from_nothing = TrainConfig {
+        resume: false,
+        ..absurd
+    };
+    let error = train(&from_nothing, data(), fresh.path(), &never, &quiet).unwrap_err();
+    assert!(
+        error.to_string().contains("no checkpoint was written yet"),
+        "{error}"
     );
 }
 

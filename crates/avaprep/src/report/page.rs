@@ -256,8 +256,12 @@ fn run_section(html: &mut String, run: &RunStats, plan: &VideoPlan) {
         );
     }
     let Some(evaluation) = &run.evaluation else {
-        html.push_str(
-            "<p>No per-class evaluation in the run: run <code>avaprep eval</code>.</p>\n",
+        let _ = writeln!(
+            html,
+            "<p>No per-class evaluation in this run yet: training writes one when it ends \
+             (<code>avaprep train --resume --run-dir {}</code> finishes a stopped run), and so \
+             does a pipeline's eval stage (<code>avaprep run PIPELINE</code>).</p>",
+            escape(&run.dir.display().to_string())
         );
         return;
     };

@@ -68,9 +68,13 @@ impl RunStats {
             })?;
         let summary = read_json_if_present::<TrainSummary>(&dir.join(run_files::SUMMARY))?;
         let eval_dir = dir.join("eval");
-        let evaluation = read_json_if_present::<EvalReport>(
+        // The eval stage's, else the one training wrote at its end (`avaprep train` by hand).
+        let evaluation = match read_json_if_present::<EvalReport>(
             &eval_dir.join(format!("{SCORED_SPLIT}_eval.json")),
-        )?;
+        )? {
+            Some(evaluation) => Some(evaluation),
+            None => read_json_if_present::<EvalReport>(&dir.join(run_files::EVAL))?,
+        };
         let mut detection_files = split_detections(&eval_dir);
         let trainers = dir.join(run_files::DETECTIONS);
         if !detection_files.contains_key(SCORED_SPLIT) && trainers.is_file() {
@@ -148,4 +152,45 @@ fn group_detections(
         }
     }
     Ok(grouped)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::eval::{DroppedRows, FrameCounts};
+
+    fn evaluation(mean_ap: f64) -> EvalReport {
+        EvalReport {
+            mean_ap: Some(mean_ap),
+            classes_with_ground_truth: 0,
+            iou_threshold: 0.5,
+            max_detections_per_frame: None,
+            classes: Vec::new(),
+            frames: FrameCounts::default(),
+            dropped: DroppedRows::default(),
+        }
+    }
+
+    /// A run `avaprep train` made by hand has only the evaluation training wrote at its end: the
+    /// report shows it (it once said there was none). The eval stage's, where there is one,
+    /// comes first.
+    #[test]
+    fn the_evaluation_training_wrote_is_shown_where_the_eval_stage_wrote_none() {
+        let run = tempfile::tempdir().unwrap();
+        let write = |path: &Path, text: &str| {
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, text).unwrap();
+        };
+        write(
+            &run.path().join(run_files::CONFIG_TOML),
+            "clip_frames = 32\nclip_stride = 2\n",
+        );
+        let read = || RunStats::read(run.path(), 0.5, KeyframeRange::AVA).unwrap();
+        assert!(read().evaluation.is_none());
+        let json = |map| serde_json::to_string(&evaluation(map)).unwrap();
+        write(&run.path().join(run_files::EVAL), &json(0.25));
+        assert_eq!(read().evaluation.unwrap().mean_ap, Some(0.25));
+        write(&run.path().join("eval/val_eval.json"), &json(0.5));
+        assert_eq!(read().evaluation.unwrap().mean_ap, Some(0.5));
+    }
 }

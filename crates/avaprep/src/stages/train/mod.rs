@@ -14,6 +14,7 @@ use std::io::{BufRead as _, BufReader, Read};
 use std::os::unix::process::CommandExt as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde::{Deserialize, Serialize};
 
@@ -421,8 +422,10 @@ pub fn missing_trainer(trainer: &Path) -> String {
 
 /// Runs the trainer with `args` (its `--json` events on stdout go to `follow`); fails with the
 /// end of its error output. The trainer dies with this process (so a killed `run` never leaves
-/// a trainer writing into a run directory the next `run` resumes) and shares its Ctrl-C, on
-/// which it saves a checkpoint and stops.
+/// a trainer writing into a run directory the next `run` resumes). It is told of this process's
+/// first Ctrl-C, on which it saves a checkpoint and stops: in a process group of its own, it
+/// hears it once, whether the terminal sent it or a job runner signalled this process alone
+/// (which once let the trainer run its whole schedule).
 pub fn run_trainer<T: serde::de::DeserializeOwned>(
     trainer: &Path,
     call: &TrainerCall,
@@ -449,6 +452,7 @@ pub fn run_trainer<T: serde::de::DeserializeOwned>(
     unsafe {
         command.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            libc::setpgid(0, 0);
             Ok(())
         });
     }
@@ -461,11 +465,16 @@ pub fn run_trainer<T: serde::de::DeserializeOwned>(
     let stderr = child.stderr.take().expect("piped");
     let errors = std::thread::spawn(move || last_lines(stderr, 30));
     let stdout = child.stdout.take().expect("piped");
-    for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-        if let Ok(event) = serde_json::from_str::<T>(&line) {
-            follow(event);
+    let ended = AtomicBool::new(false);
+    std::thread::scope(|scope| {
+        scope.spawn(|| pass_on_cancel(child.id(), context.cancel, &ended));
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(event) = serde_json::from_str::<T>(&line) {
+                follow(event);
+            }
         }
-    }
+        ended.store(true, Ordering::SeqCst);
+    });
     let status = child
         .wait()
         .map_err(|error| ItemError::trainer(format!("waiting for the trainer: {error}")))?;
@@ -484,6 +493,19 @@ pub fn run_trainer<T: serde::de::DeserializeOwned>(
         )));
     }
     Ok(())
+}
+
+/// Sends the trainer one SIGINT once `cancel` is set, until its output `ended`. The trainer is
+/// not waited for meanwhile, so its process id is still its own.
+fn pass_on_cancel(trainer: u32, cancel: &AtomicBool, ended: &AtomicBool) {
+    while !ended.load(Ordering::SeqCst) {
+        if cancel.load(Ordering::SeqCst) {
+            // SAFETY: a signal to our own child, not yet reaped.
+            unsafe { libc::kill(trainer as libc::pid_t, libc::SIGINT) };
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }
 
 fn last_lines(stream: impl Read, keep: usize) -> String {
