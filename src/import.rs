@@ -34,7 +34,8 @@ pub struct ImportArgs {
     /// Seconds between keyframes: AVA labels one a second.
     #[arg(long, default_value_t = 1)]
     pub keyframe_interval: u32,
-    /// The share of the videos that are val, chosen by a hash of --seed and each id.
+    /// The share of the videos that are val, chosen by a hash of --seed and each id; a video
+    /// keeps the split an earlier import into --out gave it with the same share and seed.
     #[arg(long, default_value_t = 0.2, conflicts_with = "val")]
     pub val_fraction: f64,
     #[arg(long, default_value_t = 0)]

@@ -91,6 +91,60 @@ fn import(out: &Path, files: &[PathBuf], extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// A re-import by `--val-fraction` keeps each video in the split the earlier import into the
+/// folder put it in (as its `import.json` says), so adding videos never moves one; with another
+/// seed the videos are chosen afresh.
+#[test]
+fn a_reimport_keeps_each_video_in_the_split_it_had() {
+    let out = tempfile::tempdir().unwrap();
+    let record = out.path().join("import.json");
+    let import = |seed: &str| {
+        let output = avaprep(out.path())
+            .arg("import")
+            .arg(exports().join("via3.json"))
+            .arg("--videos")
+            .arg(videos())
+            .arg("--out")
+            .arg(out.path())
+            .args(["--val-fraction", "0.3", "--seed", seed])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        json(&record)["splits"].clone()
+    };
+    let chosen = import("0");
+    let (train, val) = (&chosen["train"], &chosen["val"]);
+    assert!(!val.as_array().unwrap().is_empty(), "{chosen}");
+    // As if an earlier import had put the first train video in val, and the first val one in
+    // train.
+    let mut earlier = json(&record);
+    let (to_val, to_train) = (train[0].clone(), val[0].clone());
+    let moved = |list: &serde_json::Value, out: &serde_json::Value, with: &serde_json::Value| {
+        let mut ids: Vec<serde_json::Value> = list
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|id| *id != out)
+            .cloned()
+            .collect();
+        ids.push(with.clone());
+        ids
+    };
+    earlier["splits"]["train"] = moved(train, &to_val, &to_train).into();
+    earlier["splits"]["val"] = moved(val, &to_train, &to_val).into();
+    fs::write(&record, earlier.to_string()).unwrap();
+    let kept = import("0");
+    let val_now = kept["val"].as_array().unwrap();
+    assert!(
+        val_now.contains(&to_val) && !val_now.contains(&to_train),
+        "{kept}"
+    );
+    // Another seed: chosen afresh, not kept.
+    let afresh = import("1");
+    fs::remove_file(&record).unwrap();
+    assert_eq!(afresh, import("1"));
+}
+
 const LABEL_MAPS: [&str; 2] = [
     "ava_action_list_v2.2.pbtxt",
     "ava_action_list_v2.2_for_activitynet_2019.pbtxt",

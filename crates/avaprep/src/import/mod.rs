@@ -50,7 +50,8 @@ pub enum SplitRule {
     /// These video ids.
     Given(BTreeSet<String>),
     /// This share of the videos, chosen by a hash of the seed and the id (the same on every
-    /// machine, and stable as videos are added).
+    /// machine). A video an earlier import into the same folder placed by the same share and
+    /// seed stays where it was: adding videos never moves one.
     Fraction { val: f64, seed: u64 },
 }
 
@@ -159,6 +160,65 @@ pub struct ImportSummary {
     /// many seconds (a file that does not start at 0 s, or whose sound starts before its video):
     /// `via_browser` decided where their boxes are.
     pub browser_timed_videos: BTreeMap<String, f64>,
+    /// The share and seed that chose val (`--val-fraction`, `--seed`); none where `--val`
+    /// named the videos.
+    pub val_share: Option<ValShare>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct ValShare {
+    pub fraction: f64,
+    pub seed: u64,
+}
+
+/// What an earlier import into the same folder recorded of its splits (`import.json`).
+#[derive(Debug, serde::Deserialize)]
+struct EarlierImport {
+    splits: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    parts: BTreeMap<String, Vec<String>>,
+    #[serde(default)]
+    val_share: Option<ValShare>,
+}
+
+/// The split (train or val) an earlier import into `out` gave each video file, where it chose
+/// by the same share and seed; empty otherwise (another rule, no earlier import, an earlier
+/// version's record).
+fn earlier_splits(out: &Path, rule: &SplitRule) -> BTreeMap<String, String> {
+    let SplitRule::Fraction { val, seed } = rule else {
+        return BTreeMap::new();
+    };
+    let Some(earlier) = std::fs::read(out.join(write::SUMMARY))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<EarlierImport>(&bytes).ok())
+        .filter(|earlier| {
+            earlier.val_share
+                == Some(ValShare {
+                    fraction: *val,
+                    seed: *seed,
+                })
+        })
+    else {
+        return BTreeMap::new();
+    };
+    let file_of: BTreeMap<&String, &String> = earlier
+        .parts
+        .iter()
+        .flat_map(|(file, parts)| parts.iter().map(move |part| (part, file)))
+        .collect();
+    earlier
+        .splits
+        .iter()
+        .filter(|(split, _)| split.as_str() != TEST_SPLIT)
+        .flat_map(|(split, ids)| {
+            ids.iter().map(|id| {
+                (
+                    file_of.get(id).copied().unwrap_or(id).clone(),
+                    split.clone(),
+                )
+            })
+        })
+        .collect()
 }
 
 impl ImportSummary {
@@ -440,7 +500,14 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
         )));
     }
     // By file: the parts of a long video stay in its split.
-    let mut file_splits = split_videos(&sampled, &options.split)?;
+    let earlier = earlier_splits(&options.out, &options.split);
+    let mut file_splits = split_videos(&sampled, &options.split, &earlier)?;
+    if let SplitRule::Fraction { val, seed } = options.split {
+        summary.val_share = Some(ValShare {
+            fraction: val,
+            seed,
+        });
+    }
     let labelled_start = shared_start(&sampled);
     let mut videos = Vec::new();
     for video in sampled {
@@ -977,6 +1044,7 @@ fn probe(path: &Path) -> Result<VideoFacts, String> {
 fn split_videos(
     videos: &[SampledVideo],
     rule: &SplitRule,
+    earlier: &BTreeMap<String, String>,
 ) -> Result<BTreeMap<String, Vec<VideoId>>, ImportError> {
     let ids: Vec<VideoId> = videos.iter().map(|video| video.id).collect();
     let val: BTreeSet<VideoId> = match rule {
@@ -993,22 +1061,7 @@ fn split_videos(
                 .filter(|id| named.contains(id.as_str()))
                 .collect()
         }
-        SplitRule::Fraction { val, seed } => {
-            let mut ranked = ids.clone();
-            ranked.sort_by_key(|id| {
-                let mut hash = Sha256::new();
-                hash.update(seed.to_le_bytes());
-                hash.update(id.as_bytes());
-                hash.finalize()
-            });
-            let wanted = (val * ids.len() as f64).round() as usize;
-            // A fraction above 0 asks for a val split: one video at least, and one left to train.
-            let count = match *val > 0.0 && ids.len() >= 2 {
-                true => wanted.clamp(1, ids.len() - 1),
-                false => 0,
-            };
-            ranked.into_iter().take(count).collect()
-        }
+        SplitRule::Fraction { val, seed } => val_share(&ids, *val, *seed, earlier),
     };
     let train: Vec<VideoId> = ids.iter().copied().filter(|id| !val.contains(id)).collect();
     if train.is_empty() {
@@ -1026,6 +1079,47 @@ fn split_videos(
     Ok(splits)
 }
 
+/// `fraction` of `ids` for val, first those an earlier import put there (`earlier`: file id to
+/// split), then new videos in the order of a hash of the seed and the id. A video never moves:
+/// the share drifts from `fraction` as videos come and go, unless that would leave val or train
+/// empty, when the hash order chooses afresh.
+fn val_share(
+    ids: &[VideoId],
+    fraction: f64,
+    seed: u64,
+    earlier: &BTreeMap<String, String>,
+) -> BTreeSet<VideoId> {
+    let mut ranked = ids.to_vec();
+    ranked.sort_by_key(|id| {
+        let mut hash = Sha256::new();
+        hash.update(seed.to_le_bytes());
+        hash.update(id.as_bytes());
+        hash.finalize()
+    });
+    let wanted = (fraction * ids.len() as f64).round() as usize;
+    // A fraction above 0 asks for a val split: one video at least, and one left to train.
+    let count = match fraction > 0.0 && ids.len() >= 2 {
+        true => wanted.clamp(1, ids.len() - 1),
+        false => 0,
+    };
+    let placed = |id: &VideoId| earlier.get(id.as_str()).map(String::as_str);
+    let kept: BTreeSet<VideoId> = ids
+        .iter()
+        .copied()
+        .filter(|id| placed(id) == Some("val"))
+        .collect();
+    let new = ranked.iter().copied().filter(|id| placed(id).is_none());
+    let val: BTreeSet<VideoId> = kept
+        .iter()
+        .copied()
+        .chain(new.take(count.saturating_sub(kept.len())))
+        .collect();
+    match count > 0 && (val.is_empty() || val.len() == ids.len()) {
+        true => ranked.into_iter().take(count).collect(),
+        false => val,
+    }
+}
+
 /// A sample export under `src/import/testdata/`.
 #[cfg(test)]
 fn testdata(name: &str) -> PathBuf {
@@ -1037,6 +1131,47 @@ fn testdata(name: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Importing again with more videos keeps every video where the earlier import put it; a
+    /// walk found a fifth video taking the only val place from the one that had it.
+    #[test]
+    fn adding_videos_never_moves_one_between_train_and_val() {
+        let ids = |names: &[String]| -> Vec<VideoId> {
+            names.iter().map(|name| name.parse().unwrap()).collect()
+        };
+        let four = ids(&["walk_01", "hall_2997", "kitchen-cam_B", "Yard03"].map(String::from));
+        let first = val_share(&four, 0.2, 0, &BTreeMap::new());
+        assert_eq!(first.len(), 1);
+        let placed: BTreeMap<String, String> = four
+            .iter()
+            .map(|id| {
+                let split = if first.contains(id) { "val" } else { "train" };
+                (id.to_string(), split.to_string())
+            })
+            .collect();
+        let mut fresh_moves = 0;
+        for n in 0..20 {
+            let five = [four.clone(), ids(&[format!("new{n}")])].concat();
+            assert_eq!(val_share(&five, 0.2, 0, &placed), first, "new{n}");
+            fresh_moves += usize::from(val_share(&five, 0.2, 0, &BTreeMap::new()) != first);
+        }
+        assert!(
+            fresh_moves > 0,
+            "no new video would have taken the val place"
+        );
+        // Ten videos at 0.2: the earlier val video stays, and one new video joins it.
+        let names: Vec<String> = (0..6).map(|n| format!("more{n}")).collect();
+        let ten = [four.clone(), ids(&names)].concat();
+        let val = val_share(&ten, 0.2, 0, &placed);
+        assert_eq!(val.len(), 2);
+        assert!(first.is_subset(&val));
+        // Every earlier video in val would leave none to train on: chosen afresh.
+        let all_val = four
+            .iter()
+            .map(|id| (id.to_string(), "val".to_string()))
+            .collect();
+        assert_eq!(val_share(&four, 0.2, 0, &all_val), first);
+    }
 
     #[test]
     fn export_names_match_files_by_stem() {
