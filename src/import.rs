@@ -82,11 +82,8 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
         error => anyhow::Error::new(error),
     })?;
     printer.record("import", &summary);
-    for video in &summary.missing_videos {
-        printer.note(&format!(
-            "warning: video {video} is annotated but not in {}; its boxes are left out",
-            args.videos.display()
-        ));
+    for note in summary.missing_video_notes(&args.videos) {
+        printer.note(&format!("warning: {note}"));
     }
     for problem in &summary.skipped_videos {
         eprintln!("error: video {problem}; left out");

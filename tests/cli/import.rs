@@ -252,6 +252,13 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
         .unwrap()
         .to_string_lossy()
         .into_owned();
+    // A video named in the export in another case than its file's: named, with the file.
+    let shouted = source.replace(
+        &source[source.find("<source>").unwrap()..source.find("</source>").unwrap()],
+        &format!("<source>{}.mp4", video.to_uppercase()),
+    );
+    let shouted_path = exports.path().join("shouted.xml");
+    fs::write(&shouted_path, shouted).unwrap();
     let detections = exports.path().join("detections.csv");
     // And a video not imported, whose boxes are left out by name.
     fs::write(
@@ -265,7 +272,7 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
     let out = tempfile::tempdir().unwrap();
     let output = avaprep(out.path())
         .arg("import")
-        .args([&clipped_path, &absent_path])
+        .args([&clipped_path, &absent_path, &shouted_path])
         .arg("--detections")
         .arg(&detections)
         .arg("--videos")
@@ -283,7 +290,23 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
     );
     let summary: serde_json::Value =
         serde_json::from_slice(&fs::read(out.path().join("import.json")).unwrap()).unwrap();
-    assert_eq!(summary["missing_videos"], serde_json::json!(["not_here"]));
+    let upper = video.to_uppercase();
+    assert_eq!(
+        summary["missing_videos"],
+        serde_json::json!(["not_here", upper])
+    );
+    let file = summary["missing_videos_other_case"][&upper]
+        .as_str()
+        .unwrap();
+    assert!(file.starts_with(&format!("{video}.")), "{summary}");
+    assert!(
+        stderr(&output).contains(&format!(
+            "video {upper} is annotated but not in {}; its boxes are left out ({file} there differs only in case",
+            videos().display()
+        )),
+        "{}",
+        stderr(&output)
+    );
     assert_eq!(summary["clipped_boxes"], 1, "{summary}");
     assert_eq!(summary["detections_off_keyframes"], 1, "{summary}");
     assert_eq!(
@@ -367,7 +390,7 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
         stdout(&output)
     );
     assert!(
-        stderr(&output).contains("every box's action is `person`")
+        stderr(&output).contains("boxes' action is `person`")
             && stderr(&output).contains("--action-from checkboxes"),
         "{}",
         stderr(&output)

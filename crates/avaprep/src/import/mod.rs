@@ -145,6 +145,11 @@ pub struct ImportSummary {
     pub whole_frame_boxes: u64,
     /// Annotated videos the folder lacks (their boxes are left out).
     pub missing_videos: Vec<String>,
+    /// Of those, the ones the folder has a file for whose name differs only in case: the file.
+    pub missing_videos_other_case: BTreeMap<String, String>,
+    /// Boxes with the action `person`: the label a person's box has in the labelling tool, most
+    /// likely not an action.
+    pub person_label_boxes: u64,
     /// Videos left out, with why (unreadable, too long).
     pub skipped_videos: Vec<String>,
     /// `ground truth (score 1.0)` or the detections file.
@@ -280,17 +285,40 @@ impl ImportSummary {
         ))
     }
 
-    /// When every box's action is `person`, the label every box of a person has: the actions
+    /// When boxes have the action `person`, the label every box of a person has: their actions
     /// are most likely elsewhere in the boxes; `setting` spells the flag or key that reads them.
+    /// It once spoke only where every box was `person`, not of one export among several.
     pub fn action_note(&self, setting: impl Fn(&str) -> String) -> Option<String> {
-        let only_person = self.actions.len() == 1 && self.actions.contains_key("person");
-        only_person.then(|| {
-            format!(
-                "every box's action is `person`, its label: where the actions are checkboxes or an attribute of the boxes (as in the task `keyframes` writes), import again with {} or {}",
-                setting("checkboxes"),
-                setting("attribute:NAME")
-            )
-        })
+        let boxes = match self.person_label_boxes {
+            0 => return None,
+            1 => "1 box's action is".to_string(),
+            n => format!("{n} boxes' action is"),
+        };
+        Some(format!(
+            "{boxes} `person`, a person's label: where the actions are checkboxes or an attribute of the boxes (as in the task `keyframes` writes), import again with {} or {}",
+            setting("checkboxes"),
+            setting("attribute:NAME")
+        ))
+    }
+
+    /// A line per annotated video the folder lacks, naming a file there whose name differs only
+    /// in case.
+    pub fn missing_video_notes(&self, folder: &Path) -> Vec<String> {
+        self.missing_videos
+            .iter()
+            .map(|video| {
+                let other_case = match self.missing_videos_other_case.get(video) {
+                    Some(file) => format!(
+                        " ({file} there differs only in case: rename the file, or the video in the export)"
+                    ),
+                    None => String::new(),
+                };
+                format!(
+                    "video {video} is annotated but not in {}; its boxes are left out{other_case}",
+                    folder.display()
+                )
+            })
+            .collect()
     }
 }
 
@@ -462,6 +490,15 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
         }
         let Some(file) = on_disk.get(&id) else {
             summary.missing_videos.push(id.to_string());
+            if let Some(file) = on_disk
+                .iter()
+                .find(|(there, _)| there.as_str().eq_ignore_ascii_case(id.as_str()))
+                .map(|(_, file)| file)
+            {
+                summary
+                    .missing_videos_other_case
+                    .insert(id.to_string(), file.to_string());
+            }
             continue;
         };
         match probe(&options.videos.join(file.to_string())) {
@@ -1131,6 +1168,21 @@ fn testdata(name: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Boxes labelled `person` among real actions (one export read by its label, the others by
+    /// checkbox) are named too; the note once spoke only where every box was `person`.
+    #[test]
+    fn the_person_label_note_speaks_of_any_box_labelled_person() {
+        let mut summary = ImportSummary {
+            actions: BTreeMap::from([("walk".into(), 1), ("person".into(), 2)]),
+            ..ImportSummary::default()
+        };
+        let setting = |source: &str| format!("--action-from {source}");
+        assert_eq!(summary.action_note(setting), None);
+        summary.person_label_boxes = 3;
+        let note = summary.action_note(setting).unwrap();
+        assert!(note.starts_with("3 boxes' action is `person`"), "{note}");
+    }
 
     /// Importing again with more videos keeps every video where the earlier import put it; a
     /// walk found a fifth video taking the only val place from the one that had it.

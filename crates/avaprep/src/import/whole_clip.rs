@@ -10,6 +10,13 @@ use super::export::{At, Export, ExportError, ExportedVideo, Motion, Origin, Rect
 
 const EXPECTED: &str = "expected video,start_frame,label (start_frame a whole number)";
 const HEADER: [&str; 3] = ["video", "start_frame", "label"];
+const VIA_CSV: &str = "this is VIA's CSV export, which import does not read: save the VIA project instead (Project > Save, a .json file) and import that";
+
+/// VIA 3's CSV export opens with a comment naming VIA; VIA 2's with its own column names.
+fn is_via_csv(first_line: &str) -> bool {
+    first_line.starts_with("# Exported using VGG Image Annotator")
+        || (first_line.starts_with("filename,") && first_line.contains("region_shape_attributes"))
+}
 
 /// Reads a whole-clip CSV: an optional header row `video,start_frame,label`, then one row per
 /// label; fields are trimmed and may be wrapped in double quotes; blank lines are skipped.
@@ -28,6 +35,9 @@ pub fn read_whole_clip(path: &Path) -> Result<Export, ExportError> {
             continue;
         }
         let origin = line_origin(path, index + 1);
+        if first_row && is_via_csv(raw) {
+            return Err(malformed(&origin, VIA_CSV.into()));
+        }
         let fields = split_fields(raw).map_err(|message| malformed(&origin, message))?;
         if std::mem::take(&mut first_row) && fields == HEADER {
             continue;
@@ -104,7 +114,11 @@ fn add_row(videos: &mut Vec<Video>, row: Row, origin: Origin) {
 
 fn parse_row(fields: &[String]) -> Result<Row, String> {
     let [video, start_frame, label] = fields else {
-        return Err(format!("{} fields; {EXPECTED}", fields.len()));
+        let count = match fields.len() {
+            1 => "1 field".to_string(),
+            n => format!("{n} fields"),
+        };
+        return Err(format!("{count}; {EXPECTED}"));
     };
     if video.is_empty() {
         return Err(format!("the video is empty; {EXPECTED}"));
@@ -249,6 +263,24 @@ mod tests {
         let kitchen = &export.videos[1];
         assert_eq!(kitchen.tracks[0].shapes, [shape(15, &["cook"])]);
         assert_eq!(kitchen.origin.place, "line 5");
+    }
+
+    /// VIA's own CSV exports (3 and 2) are named as such, with what to import instead; they
+    /// were read as whole-clip rows ("1 fields; expected video,start_frame,label").
+    #[test]
+    fn via_s_csv_exports_are_named_with_what_to_import_instead() {
+        for text in [
+            "# Exported using VGG Image Annotator (http://www.robots.ox.ac.uk/~vgg/software/via)\n# CSV_HEADER = metadata_id,file_list,flags,temporal_coordinates,spatial_coordinates,metadata\n",
+            "filename,file_size,file_attributes,region_count,region_id,region_shape_attributes,region_attributes\n",
+        ] {
+            let message = error_text(text);
+            assert!(message.contains(": line 1: "), "{message}");
+            assert!(
+                message.contains("VIA's CSV export") && message.contains(".json"),
+                "{message}"
+            );
+        }
+        assert!(error_text("clip25\n").contains("line 1: 1 field; expected"));
     }
 
     #[test]

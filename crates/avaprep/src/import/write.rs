@@ -282,6 +282,11 @@ pub(super) fn write_dataset(
             .or_default()
             .push(video.id.to_string());
     }
+    summary.person_label_boxes = videos
+        .iter()
+        .flat_map(|video| &video.boxes)
+        .filter(|keyframe_box| keyframe_box.actions.iter().any(|action| action == "person"))
+        .count() as u64;
     summary.actions = actions
         .iter()
         .map(|action| (action.name.clone(), action.id))

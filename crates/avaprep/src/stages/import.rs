@@ -225,11 +225,7 @@ impl Stage for ImportStage {
                 .reporter
                 .stage_note(self.id().name(), &format!("left out: {problem}"));
         }
-        for video in &summary.missing_videos {
-            let note = format!(
-                "video {video} is annotated but not in {}; its boxes are left out",
-                options.videos.display()
-            );
+        for note in summary.missing_video_notes(&options.videos) {
             context.reporter.stage_note(self.id().name(), &note);
         }
         let notes =

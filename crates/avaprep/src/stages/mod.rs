@@ -304,7 +304,9 @@ pub enum ConfigError {
     /// A value in the pipeline file or a `--set` is invalid: the user's to fix (exit 2).
     #[error(transparent)]
     Value(#[from] SpecError),
-    #[error("loading the dataset named by {path}: {source}")]
+    #[error(
+        "loading the dataset named by {path} (its `dataset` is relative to that file's folder; `--set dataset=PATH` names another): {source}"
+    )]
     Dataset {
         path: PathBuf,
         source: crate::manifest::ManifestError,

@@ -423,7 +423,11 @@ impl TrainConfig {
 
     /// Rejects settings that would fail later or silently do nothing.
     pub fn validate(&self) -> Result<(), String> {
-        let checks: [(bool, &str); 10] = [
+        let checks: [(bool, &str); 11] = [
+            (
+                spells_a_device(&self.device),
+                "device must be auto, cpu, cuda or cuda:N",
+            ),
             (
                 self.clip_frames >= 4 && self.clip_frames % 4 == 0,
                 "clip_frames must be a positive multiple of 4 (alpha)",
@@ -462,6 +466,17 @@ impl TrainConfig {
 
 fn yes() -> bool {
     true
+}
+
+/// Whether `device` names a device the trainer knows, whether or not this machine has it (that
+/// is the trainer's to find).
+fn spells_a_device(device: &str) -> bool {
+    match device {
+        "auto" | "cpu" | "cuda" => true,
+        other => other
+            .strip_prefix("cuda:")
+            .is_some_and(|index| index.parse::<usize>().is_ok()),
+    }
 }
 
 impl Default for TrainConfig {
@@ -536,6 +551,26 @@ mod tests {
         let longer = resolve_recorded(table, &["epochs=40".into()]).unwrap();
         assert_eq!(longer.epochs, 40);
         assert_eq!(differences(&run, &longer).len(), 1);
+    }
+
+    /// A device the trainer cannot know is a bad setting, refused before anything is written
+    /// (`gpu` once failed only when training began, leaving a run folder behind).
+    #[test]
+    fn a_device_is_spelt_as_the_trainer_knows_devices() {
+        let with = |device: &str| TrainConfig {
+            device: device.into(),
+            ..TrainConfig::synthetic_tiny()
+        };
+        for known in ["auto", "cpu", "cuda", "cuda:1"] {
+            assert_eq!(with(known).validate(), Ok(()), "{known}");
+        }
+        for unknown in ["gpu", "cuda:", "cuda:x", "CPU"] {
+            let error = with(unknown).validate().unwrap_err();
+            assert!(
+                error.contains("auto, cpu, cuda or cuda:N"),
+                "{unknown}: {error}"
+            );
+        }
     }
 
     /// `--model` and a settings file's `model` spell each network the same way.
