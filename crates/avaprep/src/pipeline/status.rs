@@ -216,9 +216,7 @@ impl<Id: StageName> Runner<'_, Id> {
         }
         Ok(line)
     }
-}
 
-impl<Id: StageName> Runner<'_, Id> {
     /// The commands running a stage now: those holding the data directory that took it before
     /// the stage's state was written as started. A state that a stopped command left started is
     /// older than every lock held now.

@@ -448,7 +448,7 @@ pub fn run_trainer<T: serde::de::DeserializeOwned>(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+    // SAFETY: prctl and setpgid are async-signal-safe; nothing else runs between fork and exec.
     unsafe {
         command.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
