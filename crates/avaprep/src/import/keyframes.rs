@@ -106,7 +106,10 @@ pub fn export_keyframes(
 ) -> Result<KeyframeSummary, ImportError> {
     check_options(options)?;
     let videos = super::videos_in_folder(&options.videos)?;
-    let misnamed = super::misnamed_videos(&options.videos);
+    let misnamed: Vec<String> = super::misnamed_videos(&options.videos)
+        .iter()
+        .map(ToString::to_string)
+        .collect();
     if videos.is_empty() {
         let unusable = match misnamed.is_empty() {
             true => String::new(),

@@ -471,6 +471,7 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
     check_options(options).map_err(ImportError::Setting)?;
     let exported = read_exports(options)?;
     let on_disk = videos_in_folder(&options.videos)?;
+    let misnamed = misnamed_videos(&options.videos);
     let test_files = test_files(options, &exported, &on_disk)?;
     let detections = options
         .detections
@@ -489,6 +490,13 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
             continue;
         }
         let Some(file) = on_disk.get(&id) else {
+            if let Some(misnamed) = misnamed.iter().find(|file| file.id == id.as_str()) {
+                summary.skipped_videos.push(format!(
+                    "{id}: {misnamed} in {}, and import again (the export may keep its name)",
+                    options.videos.display()
+                ));
+                continue;
+            }
             summary.missing_videos.push(id.to_string());
             if let Some(file) = on_disk
                 .iter()
@@ -906,15 +914,19 @@ fn read_exports(options: &ImportOptions) -> Result<Vec<ExportedVideo>, ImportErr
     for path in &options.exports {
         let export = read_export(path, options)?;
         for video in export.videos {
+            let id = usable_stem(stem(&video.name));
             if let Some(first) = videos
                 .iter()
-                .find(|seen| stem(&seen.name) == stem(&video.name))
+                .find(|seen| usable_stem(stem(&seen.name)) == id)
             {
+                let names = match first.name == video.name {
+                    true => String::new(),
+                    false => format!(" (as {:?} and {:?})", video.name, first.name),
+                };
                 return Err(ImportError::Input {
                     path: path.clone(),
                     message: format!(
-                        "video {} is annotated here and in {}; merge them in the tool, or import one",
-                        stem(&video.name),
+                        "video {id} is annotated here and in {}{names}; merge them in the tool, or import one",
                         first.origin
                     ),
                 });
@@ -951,9 +963,12 @@ fn stem(name: &str) -> &str {
     }
 }
 
+/// The id an export's video is imported as: its file stem, each character an id cannot hold
+/// made `_` (`my clip.mp4` -> `my_clip`), so a file renamed as `import` and `keyframes` say
+/// is found without labelling it again.
 fn video_id(video: &ExportedVideo) -> Result<VideoId, ImportError> {
     let stem = stem(&video.name);
-    stem.parse().map_err(|reason| ImportError::Input {
+    usable_stem(stem).parse().map_err(|reason| ImportError::Input {
         path: video.origin.file.clone(),
         message: format!(
             "{}: video {:?}: its file stem {stem:?} is not a video id avaprep takes ({reason}); rename the file and the task",
@@ -988,14 +1003,36 @@ fn videos_in_folder(folder: &Path) -> Result<BTreeMap<VideoId, VideoFileName>, I
     Ok(names)
 }
 
+/// A file of the videos' folder named as a video but not usable as named: why, and the name
+/// that makes it one (`my clip.MP4` -> `my_clip.mp4`).
+pub(crate) struct MisnamedVideo {
+    name: String,
+    problems: Vec<String>,
+    id: String,
+    extension: &'static str,
+}
+
+impl std::fmt::Display for MisnamedVideo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {}; rename it `{}.{}`",
+            self.name,
+            self.problems.join(", and "),
+            self.id,
+            self.extension
+        )
+    }
+}
+
 /// The files of `folder` named as videos but not usable as named, each with why and what to do:
 /// a stem that is no video id, or a video extension spelt otherwise (`.MP4`, `.mov`). Hidden
 /// files (macOS writes `._clip.mp4` beside `clip.mp4` on some drives) are no videos.
-fn misnamed_videos(folder: &Path) -> Vec<String> {
+fn misnamed_videos(folder: &Path) -> Vec<MisnamedVideo> {
     let Ok(entries) = std::fs::read_dir(folder) else {
         return Vec::new();
     };
-    let mut misnamed: Vec<String> = entries
+    let mut misnamed: Vec<MisnamedVideo> = entries
         .flatten()
         .filter_map(|entry| {
             let name = entry.file_name().to_string_lossy().into_owned();
@@ -1024,14 +1061,15 @@ fn misnamed_videos(folder: &Path) -> Vec<String> {
             if ext != wanted {
                 problems.push(format!("the extension must be .{wanted}"));
             }
-            Some(format!(
-                "{name}: {}; rename it `{}.{wanted}`",
-                problems.join(", and "),
-                usable_stem(stem)
-            ))
+            Some(MisnamedVideo {
+                id: usable_stem(stem),
+                name,
+                problems,
+                extension: wanted,
+            })
         })
         .collect();
-    misnamed.sort();
+    misnamed.sort_by(|a, b| a.name.cmp(&b.name));
     misnamed
 }
 
@@ -1048,7 +1086,7 @@ fn usable_stem(stem: &str) -> String {
         )
         .take(crate::annotations::VIDEO_ID_MAX_LEN)
         .collect();
-    debug_assert!(usable.parse::<crate::annotations::VideoId>().is_ok());
+    debug_assert!(stem.is_empty() || usable.parse::<crate::annotations::VideoId>().is_ok());
     usable
 }
 
