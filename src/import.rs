@@ -152,27 +152,8 @@ fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
         format!("actions: {}", actions.join(", ")),
         format!("proposals: {}", summary.proposals),
     ];
+    lines.extend(summary.box_lines());
     let left_out = [
-        (
-            summary.clipped_boxes,
-            ["box", "boxes"],
-            "clipped to the frame",
-        ),
-        (
-            summary.boxes_outside_frame,
-            ["box", "boxes"],
-            "outside the frame, left out",
-        ),
-        (
-            summary.boxes_without_action,
-            ["box", "boxes"],
-            "without an action, left out",
-        ),
-        (
-            summary.shapes_off_keyframe,
-            ["shape", "shapes"],
-            "far from any keyframe, left out",
-        ),
         (
             summary.detections_off_keyframes,
             ["detector box", "detector boxes"],

@@ -416,7 +416,17 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
         proposals,
         format!("{video},{second:04},0.100,0.100,0.500,0.900,,0.800000\n")
     );
-    assert!(stdout(&output).contains("1 box clipped to the frame"));
+    // Named with its video, to find it in the tool.
+    assert!(
+        stdout(&output).contains(&format!("1 box clipped to the frame ({video} 1)")),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(
+        summary["box_counts_by_video"][video.as_str()]["clipped"],
+        1,
+        "{summary}"
+    );
     let train = fs::read_to_string(out.path().join("annotations/ava_train_v2.2.csv")).unwrap();
     assert!(
         train

@@ -132,6 +132,8 @@ pub struct ImportSummary {
     pub boxes_outside_frame: u64,
     pub boxes_without_action: u64,
     pub shapes_off_keyframe: u64,
+    /// Those four counts by video, for the videos with any: where to look in the tool.
+    pub box_counts_by_video: BTreeMap<String, SampleCounts>,
     /// Detector boxes and exclusions at seconds outside the dataset's keyframes, left out.
     pub detections_off_keyframes: u64,
     pub exclusions_off_keyframes: u64,
@@ -299,6 +301,49 @@ impl ImportSummary {
             setting("checkboxes"),
             setting("attribute:NAME")
         ))
+    }
+
+    /// A line for each kind of box the import cut or left out, with the videos it is in
+    /// ("2 boxes without an action, left out (clip_a 1, clip_b 1)").
+    pub fn box_lines(&self) -> Vec<String> {
+        type Kind = (fn(&SampleCounts) -> u64, [&'static str; 2], &'static str);
+        let kinds: [Kind; 4] = [
+            (|c| c.clipped, ["box", "boxes"], "clipped to the frame"),
+            (
+                |c| c.outside_frame,
+                ["box", "boxes"],
+                "outside the frame, left out",
+            ),
+            (
+                |c| c.without_action,
+                ["box", "boxes"],
+                "without an action, left out",
+            ),
+            (
+                |c| c.off_keyframe,
+                ["shape", "shapes"],
+                "far from any keyframe, left out",
+            ),
+        ];
+        kinds
+            .into_iter()
+            .filter_map(|(count_of, [one, many], what)| {
+                let videos: Vec<String> = self
+                    .box_counts_by_video
+                    .iter()
+                    .filter(|(_, counts)| count_of(counts) > 0)
+                    .map(|(video, counts)| format!("{video} {}", count_of(counts)))
+                    .collect();
+                let total: u64 = self.box_counts_by_video.values().map(count_of).sum();
+                (total > 0).then(|| {
+                    format!(
+                        "{} {what} ({})",
+                        crate::progress::counted(total, one, many),
+                        crate::progress::first_named(&videos, 5)
+                    )
+                })
+            })
+            .collect()
     }
 
     /// A line per annotated video the folder lacks, naming a file there whose name differs only
@@ -519,13 +564,20 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
                 }
                 let keyframes =
                     resolve::keyframe_seconds(facts.last_instant(), options.keyframe_interval);
+                let mut video_counts = SampleCounts::default();
                 let boxes = resolve::sample(
                     video,
                     &facts,
                     &keyframes,
                     options.keyframe_interval,
-                    &mut counts,
+                    &mut video_counts,
                 );
+                counts.add(&video_counts);
+                if !video_counts.is_empty() {
+                    summary
+                        .box_counts_by_video
+                        .insert(id.to_string(), video_counts);
+                }
                 sampled.push(SampledVideo::labelled(id, facts, boxes));
             }
             Err(message) => summary.skipped_videos.push(format!("{id}: {message}")),
@@ -1206,6 +1258,34 @@ fn testdata(name: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn box_lines_name_the_videos_each_kind_of_box_is_in() {
+        let counts = |clipped, without_action| SampleCounts {
+            clipped,
+            without_action,
+            ..SampleCounts::default()
+        };
+        let mut summary = ImportSummary::default();
+        summary.box_counts_by_video.insert("a".into(), counts(2, 0));
+        summary.box_counts_by_video.insert("b".into(), counts(1, 1));
+        assert_eq!(
+            summary.box_lines(),
+            [
+                "3 boxes clipped to the frame (a 2, b 1)",
+                "1 box without an action, left out (b 1)"
+            ]
+        );
+        for n in 0..6 {
+            summary
+                .box_counts_by_video
+                .insert(format!("c{n}"), counts(0, 1));
+        }
+        assert_eq!(
+            summary.box_lines()[1],
+            "7 boxes without an action, left out (b 1, c0 1, c1 1, c2 1, c3 1 and 2 more)"
+        );
+    }
 
     /// Boxes labelled `person` among real actions (one export read by its label, the others by
     /// checkbox) are named too; the note once spoke only where every box was `person`.

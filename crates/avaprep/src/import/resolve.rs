@@ -72,7 +72,7 @@ pub struct KeyframeBox {
 }
 
 /// What sampling changed or left out, for the import's summary.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SampleCounts {
     /// Boxes partly outside the frame, cut to it.
     pub clipped: u64,
@@ -83,6 +83,19 @@ pub struct SampleCounts {
     /// Instant shapes (keyframe images, VIA regions) further than half a keyframe interval from
     /// any keyframe, left out.
     pub off_keyframe: u64,
+}
+
+impl SampleCounts {
+    pub fn add(&mut self, other: &SampleCounts) {
+        self.clipped += other.clipped;
+        self.outside_frame += other.outside_frame;
+        self.without_action += other.without_action;
+        self.off_keyframe += other.off_keyframe;
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == SampleCounts::default()
+    }
 }
 
 /// The keyframe seconds of a video: every `interval` seconds from its start up to `last_instant`

@@ -225,6 +225,9 @@ impl Stage for ImportStage {
                 .reporter
                 .stage_note(self.id().name(), &format!("left out: {problem}"));
         }
+        for line in summary.box_lines() {
+            context.reporter.stage_note(self.id().name(), &line);
+        }
         for note in summary.missing_video_notes(&options.videos) {
             context.reporter.stage_note(self.id().name(), &note);
         }

@@ -28,19 +28,39 @@ mod document;
 use super::export::{ActionSource, Export, ExportError, ExportedVideo, Motion, Origin, Track};
 use document::{ImageVideo, Task, VideoTasks, Xml};
 
+/// Why `text` is no XML, and where. A file that ends before its root element closes is one cut
+/// short (a copy or download that stopped), named at its last line: the parser, having no place
+/// for it, says line 1.
+fn not_xml(file: &Path, text: &str, error: &roxmltree::Error) -> ExportError {
+    use roxmltree::Error::{UnclosedRootNode, UnexpectedEndOfStream};
+    let (row, message) = match error {
+        UnclosedRootNode | UnexpectedEndOfStream => (
+            text.lines().count().max(1),
+            format!(
+                "the file ends here, before its root element closes ({error}): it was cut short; copy or export it again"
+            ),
+        ),
+        _ => (
+            error.pos().row as usize,
+            format!("not XML ({error}); expected a CVAT XML export or a zip holding one"),
+        ),
+    };
+    ExportError::Malformed {
+        origin: Origin {
+            file: file.to_path_buf(),
+            place: format!("line {row}"),
+        },
+        message,
+    }
+}
+
 /// Reads a CVAT export: an `.xml` file, or CVAT's export zip holding one (`annotations.xml`),
 /// in either flavour ("CVAT for video 1.1" or "CVAT for images 1.1", told apart by whether it
 /// has `<image>` elements). `actions` says where each box's actions are: the track's or box's
 /// label, one `<attribute>`'s value, or every attribute whose value is `true`.
 pub fn read_cvat(path: &Path, actions: &ActionSource) -> Result<Export, ExportError> {
     let (file, text) = load(path)?;
-    let doc = Document::parse(&text).map_err(|error| ExportError::Malformed {
-        origin: Origin {
-            file: file.clone(),
-            place: format!("line {}", error.pos().row),
-        },
-        message: format!("not XML ({error}); expected a CVAT XML export or a zip holding one"),
-    })?;
+    let doc = Document::parse(&text).map_err(|error| not_xml(&file, &text, &error))?;
     let xml = Xml {
         doc: &doc,
         file: &file,

@@ -311,6 +311,18 @@ fn text_that_is_not_xml_is_an_error_naming_the_line() {
     assert!(message.contains(": line 1: not XML"), "{message}");
     let message = error_of("<annotations>\n<track id=\"0\">\n</annotations>\n");
     assert!(message.contains(": line 3: not XML"), "{message}");
+    // Cut short: named at its last line, as cut, not at line 1.
+    let message = error_of(
+        "<?xml version=\"1.0\"?>\n<annotations>\n  <version>1.1</version>\n  <track id=\"0\">\n",
+    );
+    assert!(
+        message.contains(": line 4: the file ends here, before its root element closes"),
+        "{message}"
+    );
+    assert!(
+        message.contains("cut short; copy or export it again"),
+        "{message}"
+    );
     let message = error_of("<?xml version=\"1.0\"?>\n<dataset/>\n");
     assert!(
         message.contains("line 2, <dataset>: expected CVAT's <annotations>"),
