@@ -101,6 +101,9 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
             args.out.display()
         ));
     }
+    if let Some(note) = summary.slipped_action_note() {
+        printer.note(&format!("warning: {note}"));
+    }
     if let Some(note) = summary.val_note("--val ID,ID") {
         printer.note(&format!("warning: {note}"));
     }

@@ -95,16 +95,41 @@ fn check_split(
         return Ok(());
     }
     let prepared: Vec<&str> = plan.files.splits.keys().map(String::as_str).collect();
-    let prepared = match prepared.len() {
+    Err(UsageError(split_not_prepared(split, data_dir, &prepared)).into())
+}
+
+/// Why `--split` cannot be predicted on, with the split most likely meant, or how to prepare it.
+fn split_not_prepared(split: &str, data_dir: &Path, prepared: &[&str]) -> String {
+    let meant = meant_split(split, prepared);
+    let listed = match prepared.len() {
         1 => format!("the split {} only", prepared[0]),
         _ => format!("the splits {} only", prepared.join(", ")),
     };
-    Err(UsageError(format!(
-        "--split {split}: {} was prepared with {prepared}; add \"{split}\" to the pipeline's `splits` and prepare it with `avaprep --data-dir {} run PIPELINE --until validate`",
+    let hint = match meant {
+        Some(meant) if prepared.contains(&meant) => format!("did you mean --split {meant}?"),
+        meant => format!(
+            "add \"{}\" to the pipeline's `splits` and prepare it with `avaprep --data-dir {} run PIPELINE --until validate`",
+            meant.unwrap_or(split),
+            avaprep_shell::shell_word(data_dir)
+        ),
+    };
+    format!(
+        "--split {split}: {} was prepared with {listed}; {hint}",
         data_dir.display(),
-        avaprep_shell::shell_word(data_dir)
-    ))
-    .into())
+    )
+}
+
+/// The split a mistyped `--split` most likely meant: a prepared one or AVA's, at most two
+/// letters off (`vall`, `tset`).
+fn meant_split<'a>(split: &str, prepared: &[&'a str]) -> Option<&'a str> {
+    prepared
+        .iter()
+        .copied()
+        .chain(["train", "val", "test"])
+        .map(|known| (strsim::osa_distance(split, known), known))
+        .filter(|(distance, _)| (1..=2).contains(distance))
+        .min()
+        .map(|(_, known)| known)
 }
 
 /// "data holds no prepared dataset", with the data directory a run's weights name
@@ -140,4 +165,32 @@ fn unprepared(data_dir: &Path, weights: &Path) -> String {
         data_dir.display(),
         layout.relative(&layout.video_plan())
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_mistyped_split_is_named_with_the_one_meant() {
+        let data = Path::new("data");
+        let message = split_not_prepared("vall", data, &["train", "val"]);
+        assert_eq!(
+            message,
+            "--split vall: data was prepared with the splits train, val only; did you mean --split val?"
+        );
+        // AVA's test split, not prepared: spelt right in how to prepare it.
+        let message = split_not_prepared("tset", data, &["train", "val"]);
+        assert!(
+            message.ends_with("add \"test\" to the pipeline's `splits` and prepare it with `avaprep --data-dir data run PIPELINE --until validate`"),
+            "{message}"
+        );
+        let message = split_not_prepared("holdout", data, &["train"]);
+        assert!(
+            message.starts_with(
+                "--split holdout: data was prepared with the split train only; add \"holdout\""
+            ),
+            "{message}"
+        );
+    }
 }

@@ -152,6 +152,8 @@ pub struct ImportSummary {
     /// Boxes with the action `person`: the label a person's box has in the labelling tool, most
     /// likely not an action.
     pub person_label_boxes: u64,
+    /// New actions one slip of the keyboard from another (`stnad`, `stand`), with that one.
+    pub slipped_actions: Vec<[String; 2]>,
     /// Videos left out, with why (unreadable, too long).
     pub skipped_videos: Vec<String>,
     /// `ground truth (score 1.0)` or the detections file.
@@ -285,6 +287,21 @@ impl ImportSummary {
             "no val box has {}: the val mAP scores only the other actions; to have them scored, put videos labelled with them in val ({setting})",
             self.actions_not_in_val.join(", ")
         ))
+    }
+
+    /// When a new action looks like a misspelt other: both would be classes of their own.
+    pub fn slipped_action_note(&self) -> Option<String> {
+        let pairs: Vec<String> = self
+            .slipped_actions
+            .iter()
+            .map(|[new, like]| format!("`{new}` (new) and `{like}`"))
+            .collect();
+        (!pairs.is_empty()).then(|| {
+            format!(
+                "actions {} are one slip of the keyboard apart, and each is a class of its own: if one is misspelt, correct it in the labelling tool, export again, and import into an empty folder (a label map there keeps every action it has)",
+                pairs.join(", ")
+            )
+        })
     }
 
     /// When boxes have the action `person`, the label every box of a person has: their actions

@@ -189,6 +189,7 @@ pub(super) fn write_dataset(
         &annotations.join(LABELS_SCORED),
         videos,
     )?;
+    summary.slipped_actions = slipped_actions(&actions);
     let by_id: BTreeMap<VideoId, &ImportedVideo> =
         videos.iter().map(|video| (video.id, video)).collect();
     let last_keyframe = videos
@@ -385,6 +386,8 @@ struct Action {
     id: u16,
     kind: LabelKind,
     scored: bool,
+    /// Named first by this import, not by an earlier one's label map.
+    new: bool,
 }
 
 /// The actions: those of the label maps an earlier import wrote (or the user edited), kept as
@@ -420,6 +423,7 @@ fn action_ids(
                 id: label.id.0,
                 kind: label.kind.unwrap_or(LabelKind::PersonMovement),
                 scored: scored.as_ref().is_none_or(|ids| ids.contains(&label.id.0)),
+                new: false,
             })
             .collect(),
         false => Vec::new(),
@@ -437,10 +441,42 @@ fn action_ids(
                 id: next,
                 kind: LabelKind::PersonMovement,
                 scored: true,
+                new: true,
             });
         }
     }
     Ok(actions)
+}
+
+/// Each new action one slip of the keyboard from an action before it in the map: `stnad` and
+/// `stand` (as two CVAT tasks' checkboxes spelt it), which would otherwise be two classes.
+fn slipped_actions(actions: &[Action]) -> Vec<[String; 2]> {
+    actions
+        .iter()
+        .enumerate()
+        .filter(|(_, action)| action.new)
+        .filter_map(|(i, action)| {
+            let like = actions[..i]
+                .iter()
+                .find(|other| one_slip_apart(&action.name, &other.name))?;
+            Some([action.name.clone(), like.name.clone()])
+        })
+        .collect()
+}
+
+/// The same but for case, spaces and punctuation (`Stand up`, `stand-up`), or, in names of five
+/// letters or more, but for one letter added, dropped, changed, or two swapped. Shorter names
+/// one letter apart are most often other words (`sit`, `hit`; `walk`, `talk`).
+fn one_slip_apart(a: &str, b: &str) -> bool {
+    let plain = |name: &str| -> String {
+        name.chars()
+            .filter(|c| c.is_alphanumeric())
+            .flat_map(char::to_lowercase)
+            .collect()
+    };
+    let (a, b) = (plain(a), plain(b));
+    let shorter = a.chars().count().min(b.chars().count());
+    a == b || (shorter >= 5 && strsim::osa_distance(&a, &b) == 1)
 }
 
 fn label_map(actions: &[Action]) -> String {
@@ -698,6 +734,48 @@ fn manifest(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn new_actions(names: &[&str]) -> Vec<Action> {
+        (1..)
+            .zip(names)
+            .map(|(id, name)| Action {
+                name: name.to_string(),
+                id,
+                kind: LabelKind::PersonMovement,
+                scored: true,
+                new: true,
+            })
+            .collect()
+    }
+
+    /// A misspelt checkbox is named beside the action it most likely is; AVA's own 80 actions,
+    /// and short words one letter apart, are not.
+    #[test]
+    fn a_new_action_one_slip_from_another_is_named_with_it() {
+        let actions = new_actions(&["stand", "walk", "stnad", "talk", "Stand-up", "stand up"]);
+        assert_eq!(
+            slipped_actions(&actions),
+            [
+                ["stnad".to_string(), "stand".to_string()],
+                ["stand up".to_string(), "Stand-up".to_string()]
+            ]
+        );
+        let mut earlier = new_actions(&["stand", "stnad"]);
+        earlier.iter_mut().for_each(|action| action.new = false);
+        assert_eq!(slipped_actions(&earlier), Vec::<[String; 2]>::new());
+        let ava = crate::testing::repo_root().join("tests/data/ava/ava_action_list_v2.2.pbtxt");
+        let map = read_label_map(&ava).unwrap();
+        let names: Vec<&str> = map
+            .labels()
+            .iter()
+            .map(|label| label.name.as_str())
+            .collect();
+        assert_eq!(names.len(), 80);
+        assert_eq!(
+            slipped_actions(&new_actions(&names)),
+            Vec::<[String; 2]>::new()
+        );
+    }
 
     /// The pipeline written beside a dataset, with a val split and without: the template's
     /// keys, the dataset beside it, and no val named where the dataset has none.

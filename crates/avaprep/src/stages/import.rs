@@ -240,7 +240,8 @@ impl Stage for ImportStage {
                 }));
         let notes = notes
             .chain(summary.action_note(|source| format!("action_from = \"{source}\" in [import]")))
-            .chain(summary.val_note("`val = [...]` in [import]"));
+            .chain(summary.val_note("`val = [...]` in [import]"))
+            .chain(summary.slipped_action_note());
         for note in notes {
             context.reporter.stage_note(self.id().name(), &note);
         }
