@@ -90,10 +90,10 @@ pub fn run(
     let summary = crate::train::train(&config, &global.data_dir, &run_dir, cancel, &progress)?;
     printer.record("train_summary", &summary);
     printer.result(&format!(
-        "{}; {} epochs, {} steps; best val mAP {}; run: {}",
+        "{}; {} finished, {}; best val mAP {}; run: {}",
         summary.reason,
-        summary.epochs_run,
-        summary.steps,
+        avaprep::progress::counted(summary.epochs_run as u64, "epoch", "epochs"),
+        avaprep::progress::counted(summary.steps, "step", "steps"),
         summary.best.map_or("-".into(), |(map, epoch)| format!(
             "{map:.4} (epoch {epoch})"
         )),

@@ -509,7 +509,9 @@ impl Session<'_> {
             write_detections(&path, &detections)?;
             self.write_json(run_files::EVAL, &report)?;
             summary.best_weights_map = report.mean_ap;
-            summary.detections = Some(path);
+            // Named beside the summary, not by the path the run folder was given: the folder
+            // may be moved or read from another working directory.
+            summary.detections = Some(run_files::DETECTIONS.into());
         }
         self.write_json(run_files::SUMMARY, &summary)?;
         Ok(summary)

@@ -379,6 +379,11 @@ fn early_stopping_ends_a_plateaued_run() {
     let saved: TrainSummary =
         serde_json::from_slice(&std::fs::read(run.path().join("summary.json")).unwrap()).unwrap();
     assert_eq!(saved.epochs_run, summary.epochs_run);
+    // Named in the run folder, whatever path the folder was given.
+    assert_eq!(
+        saved.detections.as_deref(),
+        Some(Path::new("detections.csv"))
+    );
     let events = tensorboard_events(run.path());
     assert!(
         events["config"].as_str().unwrap().contains("patience = 2"),

@@ -114,6 +114,7 @@ pub struct TrainSummary {
     /// mAP of `detections`, made with the best weights, with the official protocol; `None` when
     /// cancelled or when no class had ground truth.
     pub best_weights_map: Option<f64>,
+    /// Those detections' file, in the run folder (`detections.csv`).
     pub detections: Option<PathBuf>,
     /// Mean training throughput over the epochs of this invocation.
     #[serde(default)]
