@@ -175,8 +175,21 @@ fn ctrl_c_stops_training_with_1_and_a_resume_keeps_its_evaluations() {
     let checkpoint: serde_json::Value =
         serde_json::from_slice(&fs::read(run.join("checkpoint.json")).unwrap()).unwrap();
     let one_more = format!("epochs={}", checkpoint["epoch"].as_u64().unwrap() + 1);
-    assert_ran(&train(data, &["--resume", "--set", &one_more]));
+    // A script (--json) is told what changed as a person is.
+    let resumed = train(data, &["--resume", "--set", &one_more, "--json"]);
+    assert_ran(&resumed);
     assert_eq!(logged(&run, "eval"), evaluations + 1);
+    let told = String::from_utf8_lossy(&resumed.stdout)
+        .lines()
+        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+        .find(|record| record["type"] == "resumed_with_changes")
+        .unwrap_or_else(|| panic!("no resumed_with_changes record: {}", stderr(&resumed)));
+    assert_eq!(told["changed"][0]["key"], "epochs", "{told}");
+    assert_eq!(
+        told["changed"][0]["after"],
+        one_more["epochs=".len()..],
+        "{told}"
+    );
 
     let again = training(data, &run, &["--resume", "--set", "epochs=30"], 5);
     interrupt(&again);

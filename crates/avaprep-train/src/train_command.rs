@@ -187,6 +187,10 @@ fn resumed_run(
             run_dir.display(),
             list(&changed)
         ));
+        printer.record(
+            "resumed_with_changes",
+            &serde_json::json!({ "run_dir": run_dir, "changed": changed }),
+        );
     }
     config.resume = true;
     Ok((config, run_dir))

@@ -84,7 +84,8 @@ impl std::fmt::Display for StopReason {
                 patience,
             } => write!(
                 f,
-                "early stop after epoch {epoch}: val mAP has not improved for {patience} evaluations (best {best_map:.4} at epoch {best_epoch})"
+                "early stop after epoch {epoch}: val mAP has not improved for {} (best {best_map:.4} at epoch {best_epoch})",
+                crate::progress::counted(*patience as u64, "evaluation", "evaluations")
             ),
             StopReason::Cancelled { epoch, step } => {
                 write!(
@@ -164,5 +165,20 @@ mod tests {
         };
         assert_eq!(batch, 3);
         assert!(loss.is_nan());
+    }
+
+    #[test]
+    fn an_early_stop_counts_its_evaluations() {
+        let stop = |patience| StopReason::EarlyStopped {
+            epoch: 4,
+            best_epoch: 3,
+            best_map: 0.5,
+            patience,
+        };
+        assert_eq!(
+            stop(1).to_string(),
+            "early stop after epoch 4: val mAP has not improved for 1 evaluation (best 0.5000 at epoch 3)"
+        );
+        assert!(stop(3).to_string().contains("for 3 evaluations"));
     }
 }

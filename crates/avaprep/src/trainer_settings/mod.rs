@@ -54,19 +54,19 @@ impl Preset {
     }
 }
 
-/// A preset, then a settings file's table over it (its top-level keys replace the preset's), then
-/// `KEY=VALUE` overrides (dotted keys reach nested tables: `schedule.gamma=0.5`), checked whole:
-/// an unknown key or an invalid value is an error naming it.
+/// A preset, then a settings file's table over it, then `KEY=VALUE` overrides (dotted keys reach
+/// nested tables: `schedule.gamma=0.5`), table into table as [`resolve_table`] merges them,
+/// checked whole: an unknown key or an invalid value is an error naming it.
 pub fn resolve(
     preset: Preset,
     file: Option<toml::Table>,
     overrides: &[String],
 ) -> Result<TrainConfig, String> {
     let mut table = toml::Table::try_from(preset.config()).expect("a preset serialises");
-    if let Some(file) = file {
-        table.extend(file);
-    }
-    resolve_recorded(table, overrides)
+    let mut over = file.unwrap_or_default();
+    set_all(&mut over, overrides)?;
+    merge_into(&mut table, &over);
+    checked(table)
 }
 
 /// A run's own settings (its `config.toml`, which holds every key) with `--set` overrides over
@@ -75,16 +75,24 @@ pub fn resolve_recorded(
     mut table: toml::Table,
     overrides: &[String],
 ) -> Result<TrainConfig, String> {
-    for assignment in overrides {
-        crate::overrides::apply_override(&mut table, assignment)
-            .map_err(|error| error.to_string())?;
-    }
+    let mut over = toml::Table::new();
+    set_all(&mut over, overrides)?;
+    merge_into(&mut table, &over);
     checked(table)
+}
+
+/// The overrides gathered into one table first, so that their order does not matter when one
+/// of them changes a schedule's kind.
+fn set_all(table: &mut toml::Table, overrides: &[String]) -> Result<(), String> {
+    for assignment in overrides {
+        crate::overrides::apply_override(table, assignment).map_err(|error| error.to_string())?;
+    }
+    Ok(())
 }
 
 /// One setting two configs disagree on: its dotted key (`schedule.gamma`) and each value as
 /// TOML writes it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Difference {
     pub key: String,
     pub before: String,
@@ -141,7 +149,9 @@ pub fn resolve_table(preset: Preset, settings: &toml::Table) -> Result<TrainConf
 fn merge_into(base: &mut toml::Table, over: &toml::Table) {
     for (key, value) in over {
         match (base.get_mut(key), value) {
-            (Some(toml::Value::Table(inner)), toml::Value::Table(over_inner)) => {
+            (Some(toml::Value::Table(inner)), toml::Value::Table(over_inner))
+                if same_kind(inner, over_inner) =>
+            {
                 merge_into(inner, over_inner)
             }
             _ => {
@@ -151,7 +161,18 @@ fn merge_into(base: &mut toml::Table, over: &toml::Table) {
     }
 }
 
+/// Whether `over` keeps the kind of `base` (a table with a `kind`, as the schedule has, holds
+/// that kind's keys): a table naming another kind replaces the one below it, whose other keys
+/// belong to the kind it had.
+fn same_kind(base: &toml::Table, over: &toml::Table) -> bool {
+    over.get("kind")
+        .is_none_or(|kind| base.get("kind") == Some(kind))
+}
+
 fn checked(table: toml::Table) -> Result<TrainConfig, String> {
+    if let Some(toml::Value::Table(schedule)) = table.get("schedule") {
+        schedule::check_keys(schedule)?;
+    }
     let config: TrainConfig = table
         .try_into()
         .map_err(|error: toml::de::Error| error.to_string().trim_end().to_string())?;
@@ -637,6 +658,60 @@ mod tests {
                 .unwrap_err()
                 .contains("max_epoch")
         );
+    }
+
+    #[test]
+    fn a_settings_file_changes_only_its_keys_and_a_schedule_of_another_kind_replaces_the_presets() {
+        let gamma_only: toml::Table = "[schedule]\ngamma = 0.5\n".parse().unwrap();
+        let from_file = resolve(Preset::AvaR50, Some(gamma_only.clone()), &[]).unwrap();
+        assert_eq!(
+            from_file,
+            resolve_table(Preset::AvaR50, &gamma_only).unwrap()
+        );
+        assert!(matches!(
+            &from_file.schedule,
+            ScheduleKind::Steps { milestones, gamma } if milestones == &[10.0, 15.0] && *gamma == 0.5
+        ));
+        let steps = ScheduleKind::Steps {
+            milestones: vec![10.0],
+            gamma: 0.5,
+        };
+        // The kind last, as a user may type it: the tiny preset's cosine keys do not stay.
+        let typed = [
+            "schedule.milestones=[10.0]".to_string(),
+            "schedule.gamma=0.5".to_string(),
+            "schedule.kind=steps".to_string(),
+        ];
+        let switched = resolve(Preset::SyntheticTiny, None, &typed).unwrap();
+        assert_eq!(switched.schedule, steps);
+        let recorded = toml::Table::try_from(TrainConfig::synthetic_tiny()).unwrap();
+        assert_eq!(resolve_recorded(recorded, &typed).unwrap().schedule, steps);
+        let as_file: toml::Table =
+            "[schedule]\nkind = \"steps\"\nmilestones = [10.0]\ngamma = 0.5\n"
+                .parse()
+                .unwrap();
+        assert_eq!(
+            resolve_table(Preset::SyntheticTiny, &as_file)
+                .unwrap()
+                .schedule,
+            steps
+        );
+        let cosine: toml::Table = "[schedule]\nkind = \"cosine\"\nend_lr = 0.0\n"
+            .parse()
+            .unwrap();
+        assert_eq!(
+            resolve(Preset::AvaR50, Some(cosine), &[]).unwrap().schedule,
+            ScheduleKind::Cosine { end_lr: 0.0 }
+        );
+        let gamma_on_cosine = ["schedule.gamma=0.5".to_string()];
+        let message = resolve(Preset::SyntheticTiny, None, &gamma_on_cosine).unwrap_err();
+        assert!(
+            message.contains("a cosine schedule takes end_lr; gamma belongs to the steps schedule"),
+            "{message}"
+        );
+        let half_switched = ["schedule.kind=steps".to_string()];
+        let message = resolve(Preset::SyntheticTiny, None, &half_switched).unwrap_err();
+        assert!(message.contains("missing field `milestones`"), "{message}");
     }
 
     #[test]

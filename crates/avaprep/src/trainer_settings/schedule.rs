@@ -13,6 +13,48 @@ pub enum ScheduleKind {
     Steps { milestones: Vec<f64>, gamma: f64 },
 }
 
+impl ScheduleKind {
+    /// Each kind as settings spell it, with the keys it takes besides `kind`.
+    const KEYS: [(&str, &[&str]); 2] =
+        [("cosine", &["end_lr"]), ("steps", &["milestones", "gamma"])];
+}
+
+/// Refuses a key the schedule's kind does not take, naming the kind that takes it: a preset's
+/// cosine schedule given `gamma` (as the steps schedule of the other preset takes) would
+/// otherwise read "unknown field `gamma`, expected `end_lr`".
+pub fn check_keys(schedule: &toml::Table) -> Result<(), String> {
+    let Some(kind) = schedule.get("kind").and_then(toml::Value::as_str) else {
+        return Ok(());
+    };
+    let Some((_, takes)) = ScheduleKind::KEYS.iter().find(|(name, _)| *name == kind) else {
+        return Ok(());
+    };
+    let foreign = schedule
+        .keys()
+        .find(|key| *key != "kind" && !takes.contains(&key.as_str()));
+    let Some(key) = foreign else {
+        return Ok(());
+    };
+    let mut message = format!(
+        "schedule.{key}: a {kind} schedule takes {}",
+        takes.join(" and ")
+    );
+    if let Some((other, its_keys)) = ScheduleKind::KEYS
+        .iter()
+        .find(|(name, keys)| *name != kind && keys.contains(&key.as_str()))
+    {
+        let example: Vec<String> = its_keys
+            .iter()
+            .map(|key| format!(" --set schedule.{key}=..."))
+            .collect();
+        message.push_str(&format!(
+            "; {key} belongs to the {other} schedule, which needs all of its keys: --set schedule.kind={other}{}",
+            example.concat()
+        ));
+    }
+    Err(message)
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct LrSchedule {
     pub base_lr: f64,
@@ -84,6 +126,45 @@ mod tests {
                 gamma: 0.1,
             },
         }
+    }
+
+    #[test]
+    fn each_kind_takes_the_keys_it_serialises_and_a_foreign_key_names_its_kind() {
+        for kind in [
+            ScheduleKind::Cosine { end_lr: 0.0 },
+            ScheduleKind::Steps {
+                milestones: vec![1.0],
+                gamma: 0.1,
+            },
+        ] {
+            let table = toml::Table::try_from(&kind).unwrap();
+            let name = table["kind"].as_str().unwrap();
+            let (_, takes) = ScheduleKind::KEYS
+                .iter()
+                .find(|(known, _)| *known == name)
+                .unwrap();
+            let mut keys: Vec<&str> = table.keys().map(String::as_str).collect();
+            keys.retain(|key| *key != "kind");
+            keys.sort_unstable();
+            let mut listed = takes.to_vec();
+            listed.sort_unstable();
+            assert_eq!(keys, listed, "{name}");
+            check_keys(&table).unwrap();
+        }
+        let cosine_with_gamma: toml::Table = "kind = \"cosine\"\nend_lr = 0.0\ngamma = 0.5\n"
+            .parse()
+            .unwrap();
+        let message = check_keys(&cosine_with_gamma).unwrap_err();
+        assert!(
+            message.starts_with("schedule.gamma: a cosine schedule takes end_lr; gamma belongs to the steps schedule")
+                && message.contains("--set schedule.kind=steps --set schedule.milestones=... --set schedule.gamma=..."),
+            "{message}"
+        );
+        let misspelt: toml::Table = "kind = \"steps\"\nmilestone = [1.0]\n".parse().unwrap();
+        assert_eq!(
+            check_keys(&misspelt).unwrap_err(),
+            "schedule.milestone: a steps schedule takes milestones and gamma"
+        );
     }
 
     #[test]
