@@ -245,7 +245,7 @@ fn unread_fifo(what: &str) -> io::Error {
 const FIFO_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// Whether `path` can take an output file: anything but a directory or a block device (or a
-/// link to one), an empty name, or a name inside a file.
+/// link to one), a read-only file, an empty name, or a name inside a file.
 pub fn check_output_file(path: &Path) -> io::Result<()> {
     if path.as_os_str().is_empty() {
         return Err(io::Error::new(
@@ -273,6 +273,11 @@ pub fn check_output_file(path: &Path) -> io::Result<()> {
         Ok(meta) if meta.file_type().is_block_device() => Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             "is a block device: name a file",
+        )),
+        // Made read-only to keep it: a shell redirection would refuse it too (but for root).
+        Ok(meta) if meta.is_file() && meta.permissions().readonly() => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            "is read-only: name another file, or make it writable (chmod u+w) to replace it",
         )),
         _ => Ok(()),
     }
@@ -440,7 +445,7 @@ fn too_large(len: u64, kind: FileKind) -> io::Error {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::FileTypeExt;
+    use std::os::unix::fs::{FileTypeExt, PermissionsExt};
     use std::sync::mpsc;
     use std::time::Duration;
 
@@ -566,6 +571,13 @@ mod tests {
             error.to_string().contains("which is a file, not a folder"),
             "{error}"
         );
+        let kept = dir.path().join("kept.csv");
+        fs::write(&kept, b"kept").unwrap();
+        fs::set_permissions(&kept, fs::Permissions::from_mode(0o444)).unwrap();
+        let error = write_output(&kept, b"new").unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::PermissionDenied, "{error}");
+        assert!(error.to_string().contains("chmod u+w"), "{error}");
+        assert_eq!(fs::read(&kept).unwrap(), b"kept");
     }
 
     /// `--junit /dev/stdout` and a CI step's pipe: a descriptor's link (as `/proc/self/fd/N`)
