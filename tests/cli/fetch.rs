@@ -448,6 +448,23 @@ fn hostile_archive_entries_and_names_are_refused() {
         "{message}"
     );
     assert!(!data.path().parent().unwrap().join("escaped.csv").exists());
+    // The refused archive is not kept as downloaded: once the mirror is put right, a fetch
+    // downloads it anew (it once refused the same bytes on every run).
+    assert!(
+        message.contains("the next `avaprep fetch` downloads it anew"),
+        "{message}"
+    );
+    assert!(!data.path().join("downloads/ava_v2.2.zip").exists());
+    crate::invalidation::copy_tree(&root.join("ava-dataset/annotations"), &annotations);
+    crate::invalidation::copy_tree(&root.join("pyslowfast"), &hostile.path().join("pyslowfast"));
+    let again = fetch(
+        data.path(),
+        hostile.path(),
+        &server,
+        &["--annotations-only"],
+    );
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(data.path().join("annotations/ava_train_v2.2.csv").is_file());
 
     // Hostile names in a name list are refused by the parser with file and line.
     let names = data.path().join("names");

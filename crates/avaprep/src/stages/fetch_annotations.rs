@@ -112,9 +112,19 @@ impl FetchAnnotationsStage {
         } else {
             archive::extract_tar(&archive, &annotations, file.strip_prefix.as_deref(), &check)
         }
-        .map_err(ItemError::input)?;
+        .map_err(|error| ItemError::input(refused_archive(&archive, error)))?;
         Ok(written)
     }
+}
+
+/// An archive whose contents were refused is of no use, and were it kept, every later fetch
+/// would find it downloaded and refuse the same bytes again: it goes, and the next fetch
+/// downloads it anew (from a mirror put right). One that could not be written out stays.
+fn refused_archive(archive: &Path, error: archive::ArchiveError) -> String {
+    if matches!(error, archive::ArchiveError::Io { .. }) || std::fs::remove_file(archive).is_err() {
+        return error.to_string();
+    }
+    format!("{error}; removed it from the downloads, so the next `avaprep fetch` downloads it anew")
 }
 
 /// The size and sha256 of a file when they are not those the manifest lists for it.
