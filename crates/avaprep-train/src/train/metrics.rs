@@ -278,6 +278,25 @@ fn register_font() -> Result<(), String> {
         .clone()
 }
 
+/// The largest font size up to 24 at which `text` fits `room` pixels: an early stop's reason
+/// runs past the picture's edge at 24.
+fn fitting_size<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    text: &str,
+    room: u32,
+) -> Result<f64, DrawingAreaErrorKind<DB::ErrorType>> {
+    let mut size = 24.0;
+    while size > 12.0
+        && area
+            .estimate_text_size(text, &(FONT, size).into_text_style(area))?
+            .0
+            > room
+    {
+        size -= 1.0;
+    }
+    Ok(size)
+}
+
 fn plot_png(records: &[Record], notes: &CurveNotes) -> Result<Vec<u8>, Box<dyn std::error::Error>> {
     register_font()?;
     let (w, h) = SIZE;
@@ -285,11 +304,9 @@ fn plot_png(records: &[Record], notes: &CurveNotes) -> Result<Vec<u8>, Box<dyn s
     {
         let root = BitMapBackend::with_buffer(&mut pixels, (w, h)).into_drawing_area();
         let (title, body) = root.split_vertically(60);
-        title.draw(&Text::new(
-            format!("SlowFast training: {}", notes.status),
-            (20, 12),
-            (FONT, 24).into_font(),
-        ))?;
+        let status = format!("SlowFast training: {}", notes.status);
+        let size = fitting_size(&title, &status, w - 40)?;
+        title.draw(&Text::new(status, (20, 12), (FONT, size).into_font()))?;
         if let Some((map, epoch)) = notes.best {
             title.draw(&Text::new(
                 format!("kept weights: epoch {epoch}, val mAP {map:.3}"),
@@ -588,6 +605,29 @@ mod tests {
         assert!(title_ink > 500, "{title_ink} dark pixels in the title");
         let resumed = Metrics::open(dir.path(), Some(1), "").unwrap();
         assert_eq!(resumed.records.len(), 1);
+    }
+
+    /// The longest status, an early stop's reason, is drawn whole: it ran past the right edge.
+    #[test]
+    fn a_long_status_fits_the_title() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut metrics = Metrics::open(dir.path(), None, "").unwrap();
+        for r in records() {
+            metrics.push(r).unwrap();
+        }
+        let notes = CurveNotes {
+            status: "early stop after epoch 14: val mAP has not improved for 3 evaluations (best 0.7545 at epoch 11)".into(),
+            best: Some((0.7545, 11)),
+        };
+        metrics.write_summaries(&[1, 3], &notes).unwrap();
+        let png = image::open(dir.path().join(PLOT)).unwrap().into_rgb8();
+        let inked = |x: u32| (0..40).any(|y| png.get_pixel(x, y).0[0] < 100);
+        let rightmost = (0..SIZE.0).rev().find(|&x| inked(x)).unwrap();
+        assert!(
+            (SIZE.0 / 2..SIZE.0 - 15).contains(&rightmost),
+            "the title's ink ends at x = {rightmost} of {}",
+            SIZE.0
+        );
     }
 
     /// A resumed run keeps every record up to its checkpoint, evaluations included (they once
