@@ -40,12 +40,18 @@ pub struct ImportArgs {
     pub val_fraction: f64,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
-    /// The val videos by id (comma-separated), instead of a fraction.
-    #[arg(long, value_delimiter = ',')]
+    /// The val videos by id (comma-separated), instead of a fraction. An id may begin with `-`,
+    /// as YouTube's do (`--val -sfq0ssU_na`).
+    #[arg(long, value_delimiter = ',', allow_hyphen_values = true)]
     pub val: Vec<String>,
     /// Videos of the folder to predict on, by id (comma-separated): not labelled in any export,
     /// the test split, its keyframes the seconds --detections boxes someone at.
-    #[arg(long, value_delimiter = ',', requires = "detections")]
+    #[arg(
+        long,
+        value_delimiter = ',',
+        requires = "detections",
+        allow_hyphen_values = true
+    )]
     pub test: Vec<String>,
     /// A person detector's boxes (AVA's detection CSV, seconds of the videos' own clock) as the
     /// proposals; without it the ground-truth boxes are, with score 1.0.
@@ -208,4 +214,40 @@ fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
         avaprep_shell::shell_word(&pipeline)
     ));
     lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::ImportArgs;
+
+    #[derive(Debug, Parser)]
+    struct Command {
+        #[command(flatten)]
+        import: ImportArgs,
+    }
+
+    /// YouTube's ids, as AVA's videos have them, may begin with `-`: they were taken for flags.
+    #[test]
+    fn a_video_id_may_begin_with_a_hyphen() {
+        let parsed = Command::try_parse_from([
+            "import",
+            "via.json",
+            "--videos",
+            "v",
+            "--out",
+            "o",
+            "--val",
+            "-sfq0ssU_na,b",
+            "--test",
+            "-x",
+            "--detections",
+            "d.csv",
+        ])
+        .unwrap();
+        assert_eq!(parsed.import.val, ["-sfq0ssU_na", "b"]);
+        assert_eq!(parsed.import.test, ["-x"]);
+        assert_eq!(parsed.import.exports.len(), 1);
+    }
 }

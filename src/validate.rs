@@ -74,6 +74,15 @@ pub fn run(
         request.annotation_dir.display()
     ));
     let report = validate(&request, printer, cancel).map_err(reported)?;
+    if options(args).checks_the_data_dir_as_made() {
+        let layout = avaprep::layout::DataLayout::new(&global.data_dir);
+        avaprep::stages::validate::keep_findings(&layout, &report).with_context(|| {
+            format!(
+                "writing {}",
+                avaprep::stages::validate::validation_file(&layout).display()
+            )
+        })?;
+    }
     if let Some(path) = &args.junit {
         avaprep::fsutil::write_output(path, to_junit(&report).as_bytes())
             .with_context(|| format!("writing {}", path.display()))?;

@@ -2184,6 +2184,34 @@ fn an_import_pipeline_is_checked_before_any_video_is_read() {
         .unwrap();
     assert!(status.status.success(), "{}", stderr(&status));
     assert!(stdout(&status).contains("import"), "{}", stdout(&status));
+    // An export that is gone fails the import, and status says so: it said "pending", as if
+    // the run had not been.
+    let gone = [
+        format!(
+            "import.exports=[{:?}]",
+            data.path().join("gone.xml").display().to_string()
+        ),
+        pointed[1].clone(),
+    ];
+    let with_gone = |command: &str| {
+        avaprep(data.path())
+            .args([command, "pipelines/own-videos.toml"])
+            .args(gone.iter().flat_map(|setting| ["--set", setting.as_str()]))
+            .output()
+            .unwrap()
+    };
+    let failed = with_gone("run");
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
+    let status = with_gone("status");
+    let import_line = stdout(&status)
+        .lines()
+        .find(|line| line.starts_with("import "))
+        .map(str::to_string)
+        .unwrap_or_else(|| panic!("{}", stdout(&status)));
+    assert!(
+        import_line.contains("failed") && import_line.contains("gone.xml"),
+        "{import_line}"
+    );
     let until = avaprep(data.path())
         .args(["run", "pipelines/own-dataset.toml", "--until", "import"])
         .output()

@@ -65,6 +65,13 @@ fn prepared_data_passes_and_a_missing_frame_fails_by_name() {
     }
     assert!(report["frames_decoded"].as_u64().unwrap() > 100, "{report}");
     assert!(failing_cases(&junit).is_empty());
+    // Kept as the data directory's validation, as the pipeline's stage keeps it: the report
+    // said "not validated yet" after this command passed.
+    let kept = || -> serde_json::Value {
+        serde_json::from_slice(&fs::read(data.path().join("slowfast/validation.json")).unwrap())
+            .unwrap()
+    };
+    assert_eq!(kept()["passed"], true);
 
     // A frame inside a keyframe's clip disappears.
     let frame = first_clip_frame(data.path());
@@ -82,6 +89,7 @@ fn prepared_data_passes_and_a_missing_frame_fails_by_name() {
     let failing = failing_cases(&junit);
     assert!(failing.contains(&"frames-exist".to_string()), "{failing:?}");
     assert!(failing.contains(&"clip-frames".to_string()), "{failing:?}");
+    assert_eq!(kept()["passed"], false);
 }
 
 /// The frame a train list row names at the first keyframe of the first train video.

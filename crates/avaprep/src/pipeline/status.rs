@@ -148,6 +148,12 @@ impl<Id: StageName> Runner<'_, Id> {
         }
         let planned = match self.plan(stage) {
             Ok(planned) => planned,
+            Err(error) if state.status == StageStatus::Failed => {
+                // As when its last run failed to plan: the next one fails the same way.
+                line.condition = StageCondition::Failed;
+                line.detail = Some(error.message);
+                return Ok(line);
+            }
             Err(error) => {
                 stale(&mut line, error.message);
                 return Ok(line);
@@ -181,14 +187,15 @@ impl<Id: StageName> Runner<'_, Id> {
                 },
             );
         } else if let Some(item) = redo.first() {
-            stale(
-                &mut line,
-                format!(
+            let detail = match item == super::stage::WHOLE {
+                true => "its inputs changed since it ran".to_string(),
+                false => format!(
                     "{} of {} items to redo, their inputs changed (first {item})",
                     redo.len(),
                     plan.len()
                 ),
-            );
+            };
+            stale(&mut line, detail);
         } else if done < plan.len() && state.status == StageStatus::Failed {
             // Its inputs are as they were when it failed: the next run fails the same way
             // unless something changes (`detail` holds the first failure).

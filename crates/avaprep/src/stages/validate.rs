@@ -2,6 +2,8 @@
 //! A failed check fails the stage, so nothing after it (training) runs on data that would break
 //! it; the report is kept in `slowfast/validation.json` either way.
 
+use std::path::PathBuf;
+
 use serde::{Deserialize, Serialize};
 
 use super::{StageId, StageSource};
@@ -9,7 +11,7 @@ use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::state::CountsMismatch;
 use crate::pipeline::{ItemError, ItemRecord, Stage, StageContext, StageReport};
-use crate::validate::{Depth, ValidateRequest, validate};
+use crate::validate::{Depth, ValidateRequest, ValidationReport, validate};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -26,6 +28,21 @@ pub struct ValidateCounts {
     pub skipped: u64,
     pub frames: u64,
     pub decoded: u64,
+}
+
+/// Where the data directory's validation is kept, for the report.
+pub fn validation_file(layout: &DataLayout) -> PathBuf {
+    layout.slowfast().join("validation.json")
+}
+
+/// Keeps what the checks found as the data directory's validation (the stage's, and
+/// `avaprep validate`'s of the data directory: the report once said "not validated yet" after
+/// it passed).
+pub fn keep_findings(layout: &DataLayout, report: &ValidationReport) -> std::io::Result<PathBuf> {
+    let path = validation_file(layout);
+    let json = serde_json::to_vec_pretty(&report.findings_json()).expect("a report serialises");
+    crate::fsutil::write_atomic(&path, &json)?;
+    Ok(path)
 }
 
 pub struct ValidateStage {
@@ -61,10 +78,9 @@ impl Stage for ValidateStage {
         let report =
             validate(&request, context.reporter, context.cancel).map_err(ItemError::input)?;
         let layout = DataLayout::new(context.data_dir);
-        let path = layout.slowfast().join("validation.json");
-        let json = serde_json::to_vec_pretty(&report.findings_json()).expect("a report serialises");
-        crate::fsutil::write_atomic(&path, &json)
-            .map_err(|error| ItemError::input(format!("{}: {error}", path.display())))?;
+        let path = keep_findings(&layout, &report).map_err(|error| {
+            ItemError::input(format!("{}: {error}", validation_file(&layout).display()))
+        })?;
         if !report.passed {
             let failed: Vec<String> = report
                 .failed_checks()

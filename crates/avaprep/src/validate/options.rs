@@ -40,6 +40,17 @@ impl Depth {
 }
 
 impl ValidateOptions {
+    /// The checks the pipeline's validate stage makes of the data directory's own dataset (or
+    /// stricter ones: a height, a manifest), not of other folders or another timing: what they
+    /// find is the data directory's validation, as the stage's is.
+    pub fn checks_the_data_dir_as_made(&self) -> bool {
+        !self.foreign()
+            && self.list_fps.is_none()
+            && self.segment_start.is_none()
+            && self.segment_end.is_none()
+            && self.keyframes.is_none()
+    }
+
     /// A dataset avaprep did not make: a config or a folder names it.
     fn foreign(&self) -> bool {
         self.config.is_some()

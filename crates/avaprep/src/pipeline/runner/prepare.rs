@@ -12,7 +12,7 @@ use super::keys::{ItemKeys, Upstream, assess};
 use super::legacy::adopt_item;
 use super::{Runner, state_error};
 use crate::pipeline::fingerprint::stage_key;
-use crate::pipeline::stage::{AnyStage, Granularity, ItemError, PlannedItem, StageName};
+use crate::pipeline::stage::{AnyStage, Granularity, ItemError, PlannedItem, StageName, WHOLE};
 use crate::pipeline::state::{
     ItemFailure, ItemRecord, Loaded, STATE_FORMAT, StageState, StageStatus,
 };
@@ -84,6 +84,23 @@ fn items_note(items: &[String], what: [&str; 2]) -> Option<String> {
 }
 
 impl<Id: StageName> Runner<'_, Id> {
+    /// A stage that could not even plan its work (an export it reads is gone) failed this run:
+    /// recorded so, `status` and the commands after it say it failed, not "pending" (nothing
+    /// recorded) or "done" (an earlier run's). What its items made stays recorded. A note where
+    /// the record could not be written.
+    fn record_unplanned(&self, id: Id, mut state: StageState, error: &ItemError) -> Option<String> {
+        state.status = StageStatus::Failed;
+        state.failures = vec![ItemFailure {
+            item: WHOLE.to_string(),
+            kind: error.kind,
+            message: error.message.clone(),
+        }];
+        let saved = self.store_for(id).save(&state);
+        saved
+            .err()
+            .map(|problem| format!("{}: the failure is not recorded: {problem}", id.name()))
+    }
+
     pub(crate) fn prepare<'s>(
         &self,
         stage: &'s dyn AnyStage<Id>,
@@ -120,7 +137,13 @@ impl<Id: StageName> Runner<'_, Id> {
             .iter()
             .map(|dependency| dependency.name().to_string())
             .collect();
-        let planned = self.plan(stage)?;
+        let planned = match self.plan(stage) {
+            Ok(planned) => planned,
+            Err(error) => {
+                notes.extend(self.record_unplanned(stage.id(), state, &error));
+                return Err(error);
+            }
+        };
         let plan: Vec<String> = planned.iter().map(|item| item.name.clone()).collect();
         let mut prepared = Prepared {
             stage,
