@@ -110,6 +110,9 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
     if let Some(note) = summary.slipped_action_note() {
         printer.note(&format!("warning: {note}"));
     }
+    if let Some(note) = summary.unboxed_action_note("import into an empty --out") {
+        printer.note(&format!("warning: {note}"));
+    }
     if let Some(note) = summary.val_note("--val ID,ID") {
         printer.note(&format!("warning: {note}"));
     }
@@ -119,10 +122,13 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
         printer.note(&format!("warning: {note}"));
     }
     printer.result(&summary_text(&summary, &pipeline));
-    Ok(match summary.skipped_videos.is_empty() {
-        true => ExitStatus::Success,
-        false => ExitStatus::Failure,
-    })
+    // A video left out, unreadable or not in the folder, is work not done: a CI job hears of it.
+    Ok(
+        match summary.skipped_videos.is_empty() && summary.missing_videos.is_empty() {
+            true => ExitStatus::Success,
+            false => ExitStatus::Failure,
+        },
+    )
 }
 
 fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {

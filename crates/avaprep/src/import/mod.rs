@@ -128,6 +128,9 @@ pub struct ImportSummary {
     pub actions: BTreeMap<String, u16>,
     /// Actions labelled in the import but on no box of val: its mAP cannot score them.
     pub actions_not_in_val: Vec<String>,
+    /// Actions of the label map that no box has (an earlier import's, since renamed): classes
+    /// with no example.
+    pub actions_without_boxes: Vec<String>,
     pub clipped_boxes: u64,
     pub boxes_outside_frame: u64,
     pub boxes_without_action: u64,
@@ -286,6 +289,24 @@ impl ImportSummary {
         Some(format!(
             "no val box has {}: the val mAP scores only the other actions; to have them scored, put videos labelled with them in val ({setting})",
             self.actions_not_in_val.join(", ")
+        ))
+    }
+
+    /// When the label map keeps actions no box has: they are still classes, trained and scored
+    /// with no example (an action renamed in the tool kept its old name as a class); `afresh`
+    /// says how to number the actions anew.
+    pub fn unboxed_action_note(&self, afresh: &str) -> Option<String> {
+        if self.actions_without_boxes.is_empty() {
+            return None;
+        }
+        let actions: Vec<String> = self
+            .actions_without_boxes
+            .iter()
+            .map(|name| format!("`{name}`"))
+            .collect();
+        Some(format!(
+            "no box has {} of the label map (kept from an earlier import, as an action keeps its id): each is still a class, trained and scored with no example; where one was renamed or is no action, {afresh}, which numbers the actions anew",
+            actions.join(", ")
         ))
     }
 

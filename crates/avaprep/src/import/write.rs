@@ -292,6 +292,7 @@ pub(super) fn write_dataset(
         .iter()
         .map(|action| (action.name.clone(), action.id))
         .collect();
+    summary.actions_without_boxes = actions_without_boxes(&actions, videos);
     summary.keyframes = videos
         .iter()
         .map(|video| {
@@ -326,6 +327,21 @@ pub(super) fn write_dataset(
 fn is_whole_frame([x1, y1, x2, y2]: [f64; 4]) -> bool {
     const EDGE: f64 = 0.001;
     x1 <= EDGE && y1 <= EDGE && x2 >= 1.0 - EDGE && y2 >= 1.0 - EDGE
+}
+
+/// The actions of the label map no box has: an earlier import's (renamed since, or read from
+/// another attribute) or the map's own, kept so that ids never change.
+fn actions_without_boxes(actions: &[Action], videos: &[ImportedVideo]) -> Vec<String> {
+    let boxed: BTreeSet<&str> = videos
+        .iter()
+        .flat_map(|video| &video.boxes)
+        .flat_map(|b| b.actions.iter().map(String::as_str))
+        .collect();
+    actions
+        .iter()
+        .filter(|action| !boxed.contains(action.name.as_str()))
+        .map(|action| action.name.clone())
+        .collect()
 }
 
 /// The actions some labelled box has and no val box has (none without a val split).

@@ -238,10 +238,18 @@ impl Stage for ImportStage {
                 .chain(summary.browser_note(|browser| {
                     format!("via_browser = \"{}\" in [import]", browser.name())
                 }));
+        let import_dir = context.data_dir.join(IMPORT_DIR);
+        let afresh = format!(
+            "remove {} (the next run imports anew)",
+            import_dir.display()
+        );
         let notes = notes
-            .chain(summary.action_note(|source| format!("action_from = \"{source}\" in [import]")))
+            .chain(summary.action_note(|source| {
+                format!("action_from = \"{source}\" in [import], after removing {} (its label map keeps `person` as an action)", import_dir.display())
+            }))
             .chain(summary.val_note("`val = [...]` in [import]"))
-            .chain(summary.slipped_action_note());
+            .chain(summary.slipped_action_note())
+            .chain(summary.unboxed_action_note(&afresh));
         for note in notes {
             context.reporter.stage_note(self.id().name(), &note);
         }
