@@ -76,7 +76,7 @@ pub fn run_stages(
     };
     let report = runner.run()?;
     hand_on();
-    print_run_report(printer, &report, &stages);
+    print_run_report(printer, &report, &stages, &global.data_dir);
     Ok(report)
 }
 
@@ -96,6 +96,7 @@ fn print_run_report(
     printer: &Printer,
     report: &RunReport<StageId>,
     stages: &[&dyn AnyStage<StageId>],
+    data_dir: &std::path::Path,
 ) {
     for stage in &report.stages {
         printer.record("stage", stage);
@@ -130,7 +131,7 @@ fn print_run_report(
                 stage.failures.len(),
                 stage.planned
             ),
-            StageOutcome::Blocked => blocked_text(&stage.blocked_by),
+            StageOutcome::Blocked => blocked_text(&stage.blocked_by, data_dir),
             StageOutcome::Interrupted => "interrupted: the next run resumes it".to_string(),
             StageOutcome::NotStarted => "not started: the run stopped before it".to_string(),
             StageOutcome::Deferred => {
@@ -160,11 +161,14 @@ fn print_run_report(
 }
 
 /// "not run: parse failed in its last run; run `avaprep fetch` first".
-fn blocked_text(blockers: &[Blocker<StageId>]) -> String {
+fn blocked_text(blockers: &[Blocker<StageId>], data_dir: &std::path::Path) -> String {
     if blockers.is_empty() {
         return "not run: an earlier stage is not done".to_string();
     }
-    let reasons: Vec<String> = blockers.iter().map(blocker_text).collect();
+    let reasons: Vec<String> = blockers
+        .iter()
+        .map(|blocker| blocker_text(blocker, data_dir))
+        .collect();
     format!("not run: {}", reasons.join("; "))
 }
 

@@ -145,7 +145,10 @@ fn training_takes_the_lock_and_refuses_a_failed_or_stale_dataset() {
     let message = stderr(&refused);
     assert_eq!(refused.status.code(), Some(1), "{message}");
     assert!(
-        message.contains("validate failed in its last run; run `avaprep validate` first"),
+        message.contains(&format!(
+            "validate failed in its last run; run `avaprep --data-dir {} validate` first",
+            data.display()
+        )),
         "{message}"
     );
     assert!(!data.join("runs").exists(), "a run folder was made");

@@ -190,6 +190,66 @@ fn an_action_renamed_in_the_tool_is_named_as_a_class_no_box_has() {
     );
 }
 
+/// After an export is imported again, a command on a data directory made from the import by
+/// single commands names the `extract` that reads it again, with the data directory, the
+/// videos, the dataset and the frames' settings; run as named, it works. It named `avaprep
+/// fetch`, then `extract --videos DIR`, which read AVA's manifest.
+#[test]
+fn a_hint_after_a_reimport_names_the_extract_that_made_the_data_directory() {
+    let own = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let import = |seed: &str| {
+        let output = avaprep(own.path())
+            .arg("import")
+            .arg(exports().join("via3.json"))
+            .arg("--videos")
+            .arg(videos())
+            .arg("--out")
+            .arg(own.path())
+            .args(["--seed", seed])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+    };
+    import("0");
+    let extracted = avaprep(data.path())
+        .args(["extract", "--height", "120", "--videos"])
+        .arg(videos())
+        .arg("--dataset")
+        .arg(own.path().join("dataset.toml"))
+        .output()
+        .unwrap();
+    assert!(extracted.status.success(), "{}", stderr(&extracted));
+    let lists = || avaprep(data.path()).arg("lists").output().unwrap();
+    assert!(lists().status.success());
+    // Another seed puts other videos in val: the annotation files change.
+    import("1");
+    let refused = lists();
+    assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
+    let said = stdout(&refused) + &stderr(&refused);
+    let hint = said
+        .split("run `")
+        .nth(1)
+        .and_then(|rest| rest.split("` first").next())
+        .unwrap_or_else(|| panic!("no command named: {said}"));
+    let expected = format!(
+        "avaprep --data-dir {} extract --videos {} --dataset {} --height 120",
+        data.path().display(),
+        videos().display(),
+        own.path().join("dataset.toml").display()
+    );
+    assert_eq!(hint, expected, "{said}");
+    let words: Vec<&str> = hint.split(' ').collect();
+    let remade = std::process::Command::new(env!("CARGO_BIN_EXE_avaprep"))
+        .args(&words[1..])
+        .env_remove("AVAPREP_DATA_DIR")
+        .output()
+        .unwrap();
+    assert!(remade.status.success(), "{hint}: {}", stderr(&remade));
+    let listed = lists();
+    assert!(listed.status.success(), "{}", stdout(&listed));
+}
+
 const LABEL_MAPS: [&str; 2] = [
     "ava_action_list_v2.2.pbtxt",
     "ava_action_list_v2.2_for_activitynet_2019.pbtxt",

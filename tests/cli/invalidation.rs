@@ -417,7 +417,10 @@ fn single_commands_refuse_a_stale_upstream_as_status_reports_it() {
         assert!(
             said.contains("not run: ")
                 && said.contains("fetch-annotations made files that changed since")
-                && said.contains("run `avaprep fetch` first"),
+                && said.contains(&format!(
+                    "run `avaprep --data-dir {} fetch` first",
+                    data.display()
+                )),
             "{args:?}: {said}"
         );
     }

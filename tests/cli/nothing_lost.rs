@@ -176,9 +176,10 @@ fn a_stage_never_runs_on_a_failed_upstream_stage() {
     assert_eq!(extract.status.code(), Some(1), "{}", stdout(&extract));
     let report = stdout(&extract) + &stderr(&extract);
     assert!(
-        report.contains(
-            "fetch-videos was not run after a stage it depends on failed; run `avaprep fetch` first"
-        ),
+        report.contains(&format!(
+            "fetch-videos was left undone by the last run, as a stage before it was not done; run `avaprep --data-dir {} fetch` first",
+            data.path().display()
+        )),
         "{report}"
     );
     assert!(!data.path().join("frames").exists(), "extract ran");

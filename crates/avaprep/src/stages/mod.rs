@@ -231,25 +231,150 @@ impl Dataset {
     }
 }
 
-/// "parse failed in its last run; run `avaprep fetch` first".
-pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>) -> String {
+/// "parse failed in its last run; run `avaprep fetch` first", with `--data-dir` where the data
+/// directory is not the default, and for one made from videos on disk the `extract` that made
+/// it (`avaprep fetch`, and `extract --videos` with AVA's manifest, failed on an import's).
+pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>, data_dir: &Path) -> String {
     let stage = blocker.stage;
     if blocker.in_this_run {
         return format!("{} {} (above)", stage.name(), blocker.reason);
     }
-    // `fetch` downloads: a data directory of videos on disk, or a pipeline's, is made otherwise.
-    let otherwise = match stage {
+    let avaprep = avaprep_in(data_dir);
+    let (command, otherwise) = match stage {
         StageId::FetchAnnotations | StageId::Parse | StageId::FetchVideos => {
-            " (for videos already on disk `avaprep extract --videos DIR`; for a pipeline's data directory `avaprep run PIPELINE`)"
+            match made_from_disk(data_dir) {
+                Some(MadeFrom::Pipeline) => (format!("{avaprep} run PIPELINE"), String::new()),
+                Some(MadeFrom::Extract(args)) => {
+                    (format!("{avaprep} extract {args}"), String::new())
+                }
+                // `fetch` downloads: a data directory of videos on disk is made otherwise.
+                None => (
+                    format!("{avaprep} fetch"),
+                    format!(
+                        " (for videos already on disk `{avaprep} extract --videos DIR`; for a pipeline's data directory `{avaprep} run PIPELINE`)"
+                    ),
+                ),
+            }
         }
-        _ => "",
+        StageId::Extract => (
+            format!("{avaprep} extract{}", recorded_extract_flags(data_dir)),
+            String::new(),
+        ),
+        other => (
+            format!(
+                "{avaprep} {}",
+                other.command().trim_start_matches("avaprep ")
+            ),
+            String::new(),
+        ),
     };
     format!(
-        "{} {}; run `{}` first{otherwise}",
+        "{} {}; run `{command}` first{otherwise}",
         stage.name(),
-        blocker.reason,
-        stage.command()
+        blocker.reason
     )
+}
+
+/// `avaprep`, with `--data-dir` where the data directory is not the default one.
+fn avaprep_in(data_dir: &Path) -> String {
+    match data_dir == Path::new("./data") || data_dir == Path::new("data") {
+        true => "avaprep".to_string(),
+        false => format!("avaprep --data-dir {}", shell_word(data_dir)),
+    }
+}
+
+/// A path as one word of a shell command: quoted where it holds anything but plain characters.
+fn shell_word(path: &Path) -> String {
+    let text = path.display().to_string();
+    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
+    match !text.is_empty() && text.chars().all(plain) {
+        true => text,
+        false => format!("'{}'", text.replace('\'', "'\\''")),
+    }
+}
+
+enum MadeFrom {
+    /// A pipeline's import made the annotations.
+    Pipeline,
+    /// `extract` with these arguments: the videos, their start, and the dataset or annotations.
+    Extract(String),
+}
+
+/// How a data directory of videos on disk got its annotations, from what its fetch stages
+/// recorded: a pipeline's import, or `extract --videos` (with the manifest beside the folder
+/// of annotation files, as `import` writes it, else AVA's with `--annotations`). None for a
+/// data directory that downloads.
+fn made_from_disk(data_dir: &Path) -> Option<MadeFrom> {
+    let store = crate::pipeline::StateStore::new(data_dir, None);
+    let params = |stage: StageId| match store.peek(stage.name()) {
+        Ok(crate::pipeline::state::Peeked::Valid(state)) => Some(state.params),
+        _ => None,
+    };
+    let annotations = params(StageId::FetchAnnotations)?;
+    let folder = PathBuf::from(annotations["on_disk"]["folder"].as_str()?);
+    if store.path(StageId::Import.name()).exists() {
+        return Some(MadeFrom::Pipeline);
+    }
+    let videos = params(StageId::FetchVideos)?;
+    let on_disk = &videos["videos_on_disk"];
+    let mut args = format!(
+        "--videos {}",
+        shell_word(Path::new(on_disk["folder"].as_str()?))
+    );
+    if let Some(start) = on_disk["start_seconds"]
+        .as_f64()
+        .filter(|start| *start != 0.0)
+    {
+        args.push_str(&format!(" --video-start {start}"));
+    }
+    let splits: Vec<&str> = annotations["on_disk"]["selection"]["splits"]
+        .as_array()?
+        .iter()
+        .filter_map(serde_json::Value::as_str)
+        .collect();
+    if splits != ["train", "val"] {
+        args.push_str(&format!(" --split {}", splits.join(",")));
+    }
+    let manifest = folder.parent().map(|parent| parent.join("dataset.toml"));
+    match manifest.filter(|manifest| manifest.is_file()) {
+        Some(manifest) => args.push_str(&format!(" --dataset {}", shell_word(&manifest))),
+        None => args.push_str(&format!(" --annotations {}", shell_word(&folder))),
+    }
+    args.push_str(&recorded_extract_flags(data_dir));
+    Some(MadeFrom::Extract(args))
+}
+
+/// The flags of `extract` whose recorded values are not its defaults, so that the command a
+/// hint names makes the same frames: without them it would extract every video again, at the
+/// defaults.
+#[cfg(feature = "extract")]
+fn recorded_extract_flags(data_dir: &Path) -> String {
+    let store = crate::pipeline::StateStore::new(data_dir, None);
+    let Ok(crate::pipeline::state::Peeked::Valid(state)) = store.peek(StageId::Extract.name())
+    else {
+        return String::new();
+    };
+    let defaults =
+        serde_json::to_value(extract::ExtractParams::default()).expect("params serialise");
+    let mut flags = String::new();
+    for key in ["fps", "height", "quality", "margin", "ranges", "upscale"] {
+        let recorded = &state.params[key];
+        if recorded.is_null() || *recorded == defaults[key] {
+            continue;
+        }
+        match recorded {
+            serde_json::Value::Bool(true) => flags.push_str(&format!(" --{key}")),
+            serde_json::Value::Bool(false) => {}
+            serde_json::Value::String(text) => flags.push_str(&format!(" --{key} {text}")),
+            other => flags.push_str(&format!(" --{key} {other}")),
+        }
+    }
+    flags
+}
+
+#[cfg(not(feature = "extract"))]
+fn recorded_extract_flags(_data_dir: &Path) -> String {
+    String::new()
 }
 
 /// The pipeline's import, where it has an `[import]` table, as the runner holds a stage; an
@@ -607,17 +732,21 @@ mod tests {
 
     /// A stage `fetch` makes names `fetch`, and the commands that make it for videos on disk
     /// and for a pipeline (a walk followed `run avaprep fetch first` on a data directory of
-    /// videos on disk and `fetch` tried to download them); other stages name their own.
+    /// videos on disk and `fetch` tried to download them); other stages name their own, with
+    /// the data directory where it is not the default.
     #[test]
     fn a_blocker_names_every_command_that_makes_it() {
-        let text = |stage| {
-            blocker_text(&crate::pipeline::Blocker {
-                stage,
-                reason: "failed in its last run".into(),
-                in_this_run: false,
-            })
+        let text = |stage, data_dir: &str| {
+            blocker_text(
+                &crate::pipeline::Blocker {
+                    stage,
+                    reason: "failed in its last run".into(),
+                    in_this_run: false,
+                },
+                Path::new(data_dir),
+            )
         };
-        let parse = text(StageId::Parse);
+        let parse = text(StageId::Parse, "./data");
         assert!(
             parse.starts_with("parse failed in its last run; run `avaprep fetch` first")
                 && parse.contains("`avaprep extract --videos DIR`")
@@ -625,16 +754,23 @@ mod tests {
             "{parse}"
         );
         assert_eq!(
-            text(StageId::Extract),
+            text(StageId::Extract, "data"),
             "extract failed in its last run; run `avaprep extract` first"
+        );
+        assert_eq!(
+            text(StageId::Lists, "/lab/my ava"),
+            "lists failed in its last run; run `avaprep --data-dir '/lab/my ava' lists` first"
         );
         // A stage that failed in this very run: its error is above, and running it first is
         // what the user just did (a walk was told `run avaprep fetch first` after a fetch).
-        let this_run = blocker_text(&crate::pipeline::Blocker {
-            stage: StageId::FetchAnnotations,
-            reason: "failed".into(),
-            in_this_run: true,
-        });
+        let this_run = blocker_text(
+            &crate::pipeline::Blocker {
+                stage: StageId::FetchAnnotations,
+                reason: "failed".into(),
+                in_this_run: true,
+            },
+            Path::new("./data"),
+        );
         assert_eq!(this_run, "fetch-annotations failed (above)");
     }
 

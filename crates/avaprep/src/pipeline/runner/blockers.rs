@@ -98,7 +98,10 @@ impl<Id: StageName> Runner<'_, Id> {
             }
             StageStatus::Failed | StageStatus::Running => {}
             StageStatus::Blocked => {
-                return Some("was not run after a stage it depends on failed".to_string());
+                return Some(
+                    "was left undone by the last run, as a stage before it was not done"
+                        .to_string(),
+                );
             }
             StageStatus::Done => {}
         }

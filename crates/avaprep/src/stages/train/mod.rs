@@ -56,7 +56,7 @@ pub fn upstream_blockers(data_dir: &Path) -> Vec<String> {
     runner
         .dependency_blockers(TRAINING_READS)
         .iter()
-        .map(super::blocker_text)
+        .map(|blocker| super::blocker_text(blocker, data_dir))
         .collect()
 }
 
