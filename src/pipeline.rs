@@ -53,9 +53,8 @@ fn parse_stage(name: &str) -> Result<StageId, String> {
 
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The pipeline file whose stages to show.
-    #[arg(default_value = "pipelines/demo.toml")]
-    pub pipeline: PathBuf,
+    /// The pipeline file whose stages to show. Default: pipelines/demo.toml, where it is.
+    pub pipeline: Option<PathBuf>,
 
     /// Override a key of the pipeline file, as `run --set` does (the status depends on it).
     #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -177,12 +176,26 @@ pub fn run(
     Ok(finish(&report, printer))
 }
 
+/// The pipeline `status` shows: the one named, else the demo's where this folder has it (the
+/// user named none, so an error must not name the demo's file as theirs).
+fn status_pipeline(named: Option<&std::path::Path>) -> anyhow::Result<PathBuf> {
+    const DEMO: &str = "pipelines/demo.toml";
+    match named {
+        Some(path) => Ok(path.to_path_buf()),
+        None if std::path::Path::new(DEMO).is_file() => Ok(PathBuf::from(DEMO)),
+        None => Err(UsageError(format!(
+            "name the pipeline file whose stages to show, as `avaprep run` was given it: `avaprep status PIPELINE` (no {DEMO} here to show)"
+        ))
+        .into()),
+    }
+}
+
 pub fn status(
     global: &GlobalArgs,
     args: &StatusArgs,
     printer: &Printer,
 ) -> anyhow::Result<ExitStatus> {
-    let spec = load_spec(&args.pipeline, &args.overrides)?;
+    let spec = load_spec(&status_pipeline(args.pipeline.as_deref())?, &args.overrides)?;
     let import = import_stage(&spec)?;
     refuse_until_import_without_one(import.is_some(), args.until)?;
     let cancel = AtomicBool::new(false);

@@ -490,3 +490,21 @@ fn an_unknown_split_is_a_usage_error_naming_the_dataset_s_splits() {
         assert!(!dir.path().join("annotations").exists());
     }
 }
+
+/// `status` with no pipeline named, where the demo's is not: it named pipelines/demo.toml as if
+/// the user had given it.
+#[test]
+fn status_without_a_pipeline_asks_for_one_where_the_demo_s_is_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = avaprep(dir.path())
+        .current_dir(dir.path())
+        .arg("status")
+        .output()
+        .unwrap();
+    let message = stderr(&output);
+    assert_eq!(output.status.code(), Some(2), "{message}");
+    assert!(
+        message.contains("`avaprep status PIPELINE`") && !message.contains("cannot read"),
+        "{message}"
+    );
+}

@@ -166,6 +166,13 @@ fn ctrl_c_stops_training_with_1_and_a_resume_keeps_its_evaluations() {
     let (code, errors) = exit_code(first);
     assert_eq!(code, Some(1), "{errors}");
     assert!(errors.contains("resume to continue"), "{errors}");
+    assert!(
+        errors.contains(&format!(
+            "to continue: `avaprep --data-dir {} train --resume`",
+            data.display()
+        )),
+        "{errors}"
+    );
     let evaluations = logged(&run, "eval");
     assert!(
         evaluations >= 1,

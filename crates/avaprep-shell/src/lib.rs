@@ -102,8 +102,7 @@ pub fn output_folder(text: &str) -> Result<PathBuf, String> {
 /// A path as one word of a shell command (quoted where it holds a space or another character
 /// the shell reads), for the commands a hint names.
 pub fn shell_word(path: &std::path::Path) -> String {
-    let text = path.display().to_string();
-    shlex::try_quote(&text).map_or(text.clone(), |quoted| quoted.into_owned())
+    avaprep::progress::shell_word(path)
 }
 
 /// This command as its user typed it, for the note of who holds a data directory.

@@ -105,6 +105,12 @@ pub fn run(
     if summary.best.is_some() && plan.is_ok_and(|plan| plan.ground_truth_proposals) {
         printer.note(avaprep::stages::eval::GROUND_TRUTH_PROPOSALS);
     }
+    if let StopReason::Cancelled { .. } = summary.reason {
+        printer.note(&format!(
+            "to continue: `{}`",
+            resume_command(&global.data_dir, args.run_dir.as_deref())
+        ));
+    }
     // Stopped by Ctrl-C at a clean point: the work is not done, as for every other command.
     Ok(match summary.reason {
         StopReason::Cancelled { .. } => ExitStatus::Failure,
@@ -194,6 +200,19 @@ fn resumed_run(
     }
     config.resume = true;
     Ok((config, run_dir))
+}
+
+/// The command that continues a cancelled run: `--resume` finds it as the data directory's
+/// latest, unless its folder was named.
+fn resume_command(data_dir: &Path, run_dir: Option<&Path>) -> String {
+    let mut command = format!("{} train --resume", avaprep::progress::avaprep_in(data_dir));
+    if let Some(run_dir) = run_dir {
+        command.push_str(&format!(
+            " --run-dir {}",
+            avaprep::progress::shell_word(run_dir)
+        ));
+    }
+    command
 }
 
 fn list(differences: &[avaprep::trainer_settings::Difference]) -> String {

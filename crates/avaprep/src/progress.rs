@@ -44,6 +44,23 @@ pub fn human_bytes(bytes: u64) -> String {
     }
 }
 
+/// `avaprep`, with `--data-dir` where the data directory is not the default one: the start of
+/// a command a hint names.
+pub fn avaprep_in(data_dir: &std::path::Path) -> String {
+    let default = [std::path::Path::new("./data"), std::path::Path::new("data")];
+    match default.contains(&data_dir) {
+        true => "avaprep".to_string(),
+        false => format!("avaprep --data-dir {}", shell_word(data_dir)),
+    }
+}
+
+/// A path as one word of a shell command (quoted where it holds a space or another character
+/// the shell reads), for the commands a hint names.
+pub fn shell_word(path: &std::path::Path) -> String {
+    let text = path.display().to_string();
+    shlex::try_quote(&text).map_or(text.clone(), |quoted| quoted.into_owned())
+}
+
 /// "1 box", "3 boxes": a count with its noun.
 pub fn counted(count: u64, one: &str, many: &str) -> String {
     match count {

@@ -239,7 +239,7 @@ pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>, data_dir: &Path
     if blocker.in_this_run {
         return format!("{} {} (above)", stage.name(), blocker.reason);
     }
-    let avaprep = avaprep_in(data_dir);
+    let avaprep = crate::progress::avaprep_in(data_dir);
     let (command, otherwise) = match stage {
         StageId::FetchAnnotations | StageId::Parse | StageId::FetchVideos => {
             match made_from_disk(data_dir) {
@@ -275,24 +275,6 @@ pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>, data_dir: &Path
     )
 }
 
-/// `avaprep`, with `--data-dir` where the data directory is not the default one.
-fn avaprep_in(data_dir: &Path) -> String {
-    match data_dir == Path::new("./data") || data_dir == Path::new("data") {
-        true => "avaprep".to_string(),
-        false => format!("avaprep --data-dir {}", shell_word(data_dir)),
-    }
-}
-
-/// A path as one word of a shell command: quoted where it holds anything but plain characters.
-fn shell_word(path: &Path) -> String {
-    let text = path.display().to_string();
-    let plain = |c: char| c.is_ascii_alphanumeric() || "/._-+=:,@%".contains(c);
-    match !text.is_empty() && text.chars().all(plain) {
-        true => text,
-        false => format!("'{}'", text.replace('\'', "'\\''")),
-    }
-}
-
 enum MadeFrom {
     /// A pipeline's import made the annotations.
     Pipeline,
@@ -319,7 +301,7 @@ fn made_from_disk(data_dir: &Path) -> Option<MadeFrom> {
     let on_disk = &videos["videos_on_disk"];
     let mut args = format!(
         "--videos {}",
-        shell_word(Path::new(on_disk["folder"].as_str()?))
+        crate::progress::shell_word(Path::new(on_disk["folder"].as_str()?))
     );
     if let Some(start) = on_disk["start_seconds"]
         .as_f64()
@@ -337,8 +319,14 @@ fn made_from_disk(data_dir: &Path) -> Option<MadeFrom> {
     }
     let manifest = folder.parent().map(|parent| parent.join("dataset.toml"));
     match manifest.filter(|manifest| manifest.is_file()) {
-        Some(manifest) => args.push_str(&format!(" --dataset {}", shell_word(&manifest))),
-        None => args.push_str(&format!(" --annotations {}", shell_word(&folder))),
+        Some(manifest) => args.push_str(&format!(
+            " --dataset {}",
+            crate::progress::shell_word(&manifest)
+        )),
+        None => args.push_str(&format!(
+            " --annotations {}",
+            crate::progress::shell_word(&folder)
+        )),
     }
     args.push_str(&recorded_extract_flags(data_dir));
     Some(MadeFrom::Extract(args))
