@@ -101,9 +101,13 @@ fn an_old_plan_names_fetch_which_parses_again() {
     let failed = avaprep(data.path()).arg("lists").output().unwrap();
     assert_eq!(failed.status.code(), Some(1));
     let message = stdout(&failed) + &stderr(&failed);
-    // The plan's recorded print catches the change first; a plan whose stage predates prints
-    // gets "run `avaprep fetch` to parse again". Both name the same command.
-    assert!(message.contains("run `avaprep fetch`"), "{message}");
+    // The plan's recorded print catches the change first (the hint names the data directory);
+    // a plan whose stage predates prints gets "run `avaprep fetch` to parse again".
+    let named = format!("run `avaprep --data-dir {} fetch`", data.path().display());
+    assert!(
+        message.contains(&named) || message.contains("run `avaprep fetch` to parse again"),
+        "{message}"
+    );
     let fetched = fetch(data.path(), &server);
     assert!(fetched.status.success(), "{}", stderr(&fetched));
     let again = avaprep(data.path()).arg("lists").output().unwrap();
