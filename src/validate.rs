@@ -6,6 +6,7 @@ use anyhow::Context as _;
 use clap::Args;
 
 use avaprep::annotations::KeyframeRange;
+use avaprep::pipeline::lock::{DataDirLock, LockError, LockMode};
 use avaprep::validate::{
     CheckStatus, ValidateError, ValidateOptions, ValidateRequest, ValidationReport,
     junit::to_junit, validate,
@@ -73,8 +74,12 @@ pub fn run(
         request.frame_list_dir.display(),
         request.annotation_dir.display()
     ));
+    let keeper = match options(args).checks_the_data_dir_as_made() {
+        true => keeper(global, printer),
+        false => None,
+    };
     let report = validate(&request, printer, cancel).map_err(reported)?;
-    if options(args).checks_the_data_dir_as_made() {
+    if keeper.is_some() {
         let layout = avaprep::layout::DataLayout::new(&global.data_dir);
         avaprep::stages::validate::keep_findings(&layout, &report).with_context(|| {
             format!(
@@ -94,6 +99,31 @@ pub fn run(
     } else {
         ExitStatus::Failure
     })
+}
+
+/// The data directory's lock, held while the findings are kept as its validation (training
+/// goes by them): None, with a note, where another command writes there or the folder cannot
+/// be written. The checks still run: they only read.
+fn keeper(global: &GlobalArgs, printer: &Printer) -> Option<DataDirLock> {
+    match DataDirLock::acquire(
+        &global.data_dir,
+        LockMode::Exclusive,
+        &avaprep_shell::command_line(),
+    ) {
+        Ok(lock) => Some(lock),
+        Err(error) => {
+            let why = match error {
+                LockError::Held { holders, .. } | LockError::LockFileReplaced { holders, .. } => {
+                    format!("{} is in use by {holders}", global.data_dir.display())
+                }
+                other => other.to_string(),
+            };
+            printer.note(&format!(
+                "{why}: checking, without keeping the findings as its validation (run this again once it is free to keep them)"
+            ));
+            None
+        }
+    }
 }
 
 /// A usage error exits 2 (a setting named as its flag); the rest are failures.

@@ -111,6 +111,22 @@ fn training_takes_the_lock_and_refuses_a_failed_or_stale_dataset() {
             "{command:?}: {message}"
         );
     }
+    // A validation beside a writer checks, but keeps nothing as the data directory's.
+    let kept = data.join("slowfast/validation.json");
+    let kept_at = || fs::metadata(&kept).unwrap().modified().unwrap();
+    let before = kept_at();
+    let beside = avaprep(data)
+        .args(["validate", "--quick"])
+        .output()
+        .unwrap();
+    let message = stderr(&beside);
+    assert!(beside.status.success(), "{message}");
+    assert!(
+        message.contains("in use by `avaprep run mine.toml`")
+            && message.contains("checking, without keeping the findings"),
+        "{message}"
+    );
+    assert_eq!(kept_at(), before);
     drop(held);
     // A run folder outside the data directory is held too (by a training of another one here).
     let runs = tempfile::tempdir().unwrap();
@@ -132,26 +148,41 @@ fn training_takes_the_lock_and_refuses_a_failed_or_stale_dataset() {
         .map(|frame| frame.unwrap().path())
         .next()
         .unwrap();
+    let frame_bytes = fs::read(&frame).unwrap();
     damage_unseen(&frame);
     let failed = workspace.run_until(data, "validate", &[]);
     assert_eq!(failed.status.code(), Some(1), "{}", stdout(&failed));
     let train = || {
         avaprep(data)
-            .args(["train", "--preset", "synthetic-tiny"])
+            .args([
+                "train",
+                "--preset",
+                "synthetic-tiny",
+                "--set",
+                "max_epochs=1",
+            ])
             .output()
             .unwrap()
     };
     let refused = train();
     let message = stderr(&refused);
     assert_eq!(refused.status.code(), Some(1), "{message}");
+    let validate_by_hand = format!("avaprep --data-dir {} validate", data.display());
     assert!(
         message.contains(&format!(
-            "validate failed in its last run; run `avaprep --data-dir {} validate` first",
-            data.display()
+            "its last validation failed (frames-decode); `{validate_by_hand}` shows why"
         )),
         "{message}"
     );
     assert!(!data.join("runs").exists(), "a run folder was made");
+    // Mended, the command the refusal names passes, and training no longer refuses for it: the
+    // stage's record of its failure, and of the findings it kept, gave way to the new findings.
+    // Before, the same refusal came back after a validation by hand that passed.
+    fs::write(&frame, &frame_bytes).unwrap();
+    let by_hand = avaprep(data).arg("validate").output().unwrap();
+    assert!(by_hand.status.success(), "{}", stdout(&by_hand));
+    let unrefused = train();
+    assert!(unrefused.status.success(), "{}", stderr(&unrefused));
 
     let table = workspace.annotations.path().join(TRAIN_TABLE);
     let mut text = fs::read_to_string(&table).unwrap();

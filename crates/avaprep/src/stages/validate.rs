@@ -2,7 +2,7 @@
 //! A failed check fails the stage, so nothing after it (training) runs on data that would break
 //! it; the report is kept in `slowfast/validation.json` either way.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
@@ -43,6 +43,42 @@ pub fn keep_findings(layout: &DataLayout, report: &ValidationReport) -> std::io:
     let json = serde_json::to_vec_pretty(&report.findings_json()).expect("a report serialises");
     crate::fsutil::write_atomic(&path, &json)?;
     Ok(path)
+}
+
+/// Why the data directory's last validation (the stage's or `avaprep validate`'s) bars training:
+/// it failed, or its findings do not read. None where it passed or none is kept.
+pub fn kept_failure(data_dir: &Path) -> Option<String> {
+    let layout = DataLayout::new(data_dir);
+    let path = validation_file(&layout);
+    let bytes = match std::fs::read(&path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return None,
+        Err(error) => return Some(format!("{}: {error}", path.display())),
+    };
+    let validate = format!("{} validate", crate::progress::avaprep_in(data_dir));
+    let findings: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(findings) => findings,
+        Err(error) => {
+            return Some(format!(
+                "{} does not read as a validation ({error}); run `{validate}` first",
+                path.display()
+            ));
+        }
+    };
+    if findings["passed"] == true {
+        return None;
+    }
+    let failed: Vec<&str> = findings["checks"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|check| check["status"] == "failed")
+        .filter_map(|check| check["name"].as_str())
+        .collect();
+    Some(format!(
+        "its last validation failed ({}); `{validate}` shows why, and training starts once it passes",
+        failed.join(", ")
+    ))
 }
 
 pub struct ValidateStage {

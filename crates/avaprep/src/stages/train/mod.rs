@@ -33,8 +33,13 @@ use crate::trainer_settings::{Preset, TrainConfig};
 const TRAINING_READS: &[StageId] = &[StageId::Lists, StageId::Validate];
 
 /// Why `avaprep train` must not start on this data directory now, as the pipeline's train stage
-/// would not: what it depends on (lists, validate, and what they were made from) failed, did not
-/// finish, or changed since it was made. Each reason names the command that brings it up to date.
+/// would not: the lists (or what they were made from) failed, did not finish, or changed since
+/// they were made, or the last validation failed. Each reason names the command that brings it up
+/// to date.
+///
+/// The validation is judged by what the last one found, the stage's or `avaprep validate`'s (see
+/// [`super::validate::kept_failure`]), not by the stage's record: a validation by hand that
+/// passes must let training start, and the record knows nothing of it.
 pub fn upstream_blockers(data_dir: &Path) -> Vec<String> {
     struct Silent;
     impl crate::progress::Reporter for Silent {}
@@ -53,11 +58,13 @@ pub fn upstream_blockers(data_dir: &Path) -> Vec<String> {
         scrutiny: crate::pipeline::prints::Scrutiny::Listing,
         before_per_video: None,
     };
-    runner
-        .dependency_blockers(TRAINING_READS)
+    let mut blockers: Vec<String> = runner
+        .dependency_blockers(&[StageId::Lists])
         .iter()
         .map(|blocker| super::blocker_text(blocker, data_dir))
-        .collect()
+        .collect();
+    blockers.extend(super::validate::kept_failure(data_dir));
+    blockers
 }
 
 /// The `[train]` table of a pipeline file.
