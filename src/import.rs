@@ -107,7 +107,7 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
             args.out.display()
         ));
     }
-    if let Some(note) = summary.slipped_action_note() {
+    if let Some(note) = summary.slipped_action_note("import into an empty --out") {
         printer.note(&format!("warning: {note}"));
     }
     if let Some(note) = summary.unboxed_action_note("import into an empty --out") {

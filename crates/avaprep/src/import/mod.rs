@@ -310,16 +310,17 @@ impl ImportSummary {
         ))
     }
 
-    /// When a new action looks like a misspelt other: both would be classes of their own.
-    pub fn slipped_action_note(&self) -> Option<String> {
+    /// When a new action looks like a misspelt other: both would be classes of their own;
+    /// `afresh` says how to import anew, as the label map keeps every action it has.
+    pub fn slipped_action_note(&self, afresh: &str) -> Option<String> {
         let pairs: Vec<String> = self
             .slipped_actions
             .iter()
-            .map(|[new, like]| format!("`{new}` (new) and `{like}`"))
+            .map(|[new, like]| format!("`{new}` (like `{like}`)"))
             .collect();
         (!pairs.is_empty()).then(|| {
             format!(
-                "actions {} are one slip of the keyboard apart, and each is a class of its own: if one is misspelt, correct it in the labelling tool, export again, and import into an empty folder (a label map there keeps every action it has)",
+                "new actions one slip of the keyboard from another: {}; each is a class of its own: if one is misspelt, correct it in the labelling tool, export again, and {afresh} (the label map keeps every action it has)",
                 pairs.join(", ")
             )
         })
@@ -1338,6 +1339,27 @@ mod tests {
         summary.person_label_boxes = 3;
         let note = summary.action_note(setting).unwrap();
         assert!(note.starts_with("3 boxes' action is `person`"), "{note}");
+    }
+
+    /// The note on a likely misspelling says how to import anew where the import was made: a
+    /// pipeline's note once told its user to import into an empty folder.
+    #[test]
+    fn the_misspelling_note_names_how_to_import_anew() {
+        let mut summary = ImportSummary::default();
+        let afresh = "remove data/import (the next run imports anew)";
+        assert_eq!(summary.slipped_action_note(afresh), None);
+        summary.slipped_actions = vec![["stnad".into(), "stand".into()]];
+        let note = summary.slipped_action_note(afresh).unwrap();
+        assert!(
+            note.starts_with(
+                "new actions one slip of the keyboard from another: `stnad` (like `stand`);"
+            ),
+            "{note}"
+        );
+        assert!(
+            note.contains(&format!("export again, and {afresh} (")),
+            "{note}"
+        );
     }
 
     /// Importing again with more videos keeps every video where the earlier import put it; a

@@ -248,7 +248,7 @@ impl Stage for ImportStage {
                 format!("action_from = \"{source}\" in [import], after removing {} (its label map keeps `person` as an action)", import_dir.display())
             }))
             .chain(summary.val_note("`val = [...]` in [import]"))
-            .chain(summary.slipped_action_note())
+            .chain(summary.slipped_action_note(&afresh))
             .chain(summary.unboxed_action_note(&afresh));
         for note in notes {
             context.reporter.stage_note(self.id().name(), &note);

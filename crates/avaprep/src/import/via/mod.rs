@@ -74,6 +74,22 @@ fn not_json(path: &Path, error: &serde_json::Error) -> ExportError {
     }
 }
 
+/// The JSON exports of other tools that are taken for VIA 3 projects, named by their keys: none
+/// holds boxes on a video's time.
+fn other_format(root: &Map<String, Value>) -> Option<&'static str> {
+    let via_image =
+        |value: &Value| value.get("filename").is_some() && value.get("regions").is_some();
+    if root.contains_key("_via_img_metadata") {
+        Some("a VIA 2 image project (its boxes are on images)")
+    } else if !root.is_empty() && root.values().all(via_image) {
+        Some("VIA 1 or 2's annotations of images (its boxes are on images)")
+    } else if root.contains_key("images") && root.contains_key("annotations") {
+        Some("a COCO file (its boxes are on images)")
+    } else {
+        None
+    }
+}
+
 /// The metadata ids in the order the file writes them (serde_json's maps sort their keys), so
 /// that persons are numbered in the file's order; any key not found that way comes after.
 fn metadata_order(bytes: &[u8], metadata: &Map<String, Value>) -> Vec<String> {
@@ -180,6 +196,16 @@ impl<'a> Project<'a> {
                  \"file\", \"view\" and \"metadata\"",
             )
         })?;
+        if let Some(other) = other_format(root) {
+            return Err(error(
+                "the file",
+                &format!(
+                    "{other}, not a VIA 3 project: avaprep reads boxes on a video's time, from \
+                     VIA 3's video annotator (its project .json), CVAT for video 1.1 or CVAT for \
+                     images 1.1 (keyframe images, as `avaprep keyframes` writes them)"
+                ),
+            ));
+        }
         let object = |key: &str| -> Result<&'a Map<String, Value>, ExportError> {
             root.get(key).and_then(Value::as_object).ok_or_else(|| {
                 error(

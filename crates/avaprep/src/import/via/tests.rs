@@ -223,6 +223,34 @@ fn malformed_metadata_names_its_id_and_what_was_expected() {
     }
 }
 
+/// The JSON of other image tools is named as what it is, not as a VIA 3 project missing its
+/// `"view"`.
+#[test]
+fn other_tools_json_is_named() {
+    for (json, named) in [
+        (
+            r#"{"_via_settings":{},"_via_img_metadata":{"a.jpg1":{"filename":"a.jpg","regions":[]}}}"#,
+            "a VIA 2 image project",
+        ),
+        (
+            r#"{"a.jpg1":{"filename":"a.jpg","size":1,"regions":[],"file_attributes":{}}}"#,
+            "VIA 1 or 2's annotations of images",
+        ),
+        (
+            r#"{"images":[],"annotations":[],"categories":[{"id":1,"name":"person"}]}"#,
+            "a COCO file",
+        ),
+    ] {
+        let message = error_of(json, &ActionSource::Label);
+        assert!(
+            message.contains(&format!(
+                ": the file: {named} (its boxes are on images), not a VIA 3 project"
+            )),
+            "{message}"
+        );
+    }
+}
+
 #[test]
 fn json_syntax_errors_name_line_and_column() {
     let message = error_of(
