@@ -91,6 +91,22 @@ fn import(out: &Path, files: &[PathBuf], extra: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `avaprep import` of the VIA project alone into `out`, with `args` (the split's settings), as
+/// a user who imports again would run it; it must succeed.
+fn import_via_into(out: &Path, args: &[&str]) {
+    let output = avaprep(out)
+        .arg("import")
+        .arg(exports().join("via3.json"))
+        .arg("--videos")
+        .arg(videos())
+        .arg("--out")
+        .arg(out)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+}
+
 /// A re-import by `--val-fraction` keeps each video in the split the earlier import into the
 /// folder put it in (as its `import.json` says), so adding videos never moves one; with another
 /// seed the videos are chosen afresh.
@@ -99,17 +115,7 @@ fn a_reimport_keeps_each_video_in_the_split_it_had() {
     let out = tempfile::tempdir().unwrap();
     let record = out.path().join("import.json");
     let import = |seed: &str| {
-        let output = avaprep(out.path())
-            .arg("import")
-            .arg(exports().join("via3.json"))
-            .arg("--videos")
-            .arg(videos())
-            .arg("--out")
-            .arg(out.path())
-            .args(["--val-fraction", "0.3", "--seed", seed])
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", stderr(&output));
+        import_via_into(out.path(), &["--val-fraction", "0.3", "--seed", seed]);
         json(&record)["splits"].clone()
     };
     let chosen = import("0");
@@ -198,19 +204,7 @@ fn an_action_renamed_in_the_tool_is_named_as_a_class_no_box_has() {
 fn a_hint_after_a_reimport_names_the_extract_that_made_the_data_directory() {
     let own = tempfile::tempdir().unwrap();
     let data = tempfile::tempdir().unwrap();
-    let import = |seed: &str| {
-        let output = avaprep(own.path())
-            .arg("import")
-            .arg(exports().join("via3.json"))
-            .arg("--videos")
-            .arg(videos())
-            .arg("--out")
-            .arg(own.path())
-            .args(["--seed", seed])
-            .output()
-            .unwrap();
-        assert!(output.status.success(), "{}", stderr(&output));
-    };
+    let import = |seed: &str| import_via_into(own.path(), &["--seed", seed]);
     import("0");
     let extracted = avaprep(data.path())
         .args(["extract", "--height", "120", "--videos"])

@@ -579,19 +579,25 @@ mod tests {
         assert_eq!(lines[4], "eval,1,2,,,,0.500,0.250000,0.500000,");
     }
 
-    #[test]
-    fn png_has_text_and_every_curve_and_resume_drops_later_records() {
+    /// The curves of [`records`] drawn under `status`, in the run folder returned with them.
+    fn drawn_curves(status: &str, best: (f64, usize)) -> (tempfile::TempDir, image::RgbImage) {
         let dir = tempfile::tempdir().unwrap();
         let mut metrics = Metrics::open(dir.path(), None, "").unwrap();
         for r in records() {
             metrics.push(r).unwrap();
         }
         let notes = CurveNotes {
-            status: "completed the 2-epoch schedule".into(),
-            best: Some((0.5, 2)),
+            status: status.into(),
+            best: Some(best),
         };
         metrics.write_summaries(&[1, 3], &notes).unwrap();
         let png = image::open(dir.path().join(PLOT)).unwrap().into_rgb8();
+        (dir, png)
+    }
+
+    #[test]
+    fn png_has_text_and_every_curve_and_resume_drops_later_records() {
+        let (dir, png) = drawn_curves("completed the 2-epoch schedule", (0.5, 2));
         assert_eq!(png.dimensions(), SIZE);
         for colour in [LOSS, EPOCH_LOSS, LR, MAP] {
             let rgb = [colour.0, colour.1, colour.2];
@@ -610,17 +616,10 @@ mod tests {
     /// The longest status, an early stop's reason, is drawn whole: it ran past the right edge.
     #[test]
     fn a_long_status_fits_the_title() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut metrics = Metrics::open(dir.path(), None, "").unwrap();
-        for r in records() {
-            metrics.push(r).unwrap();
-        }
-        let notes = CurveNotes {
-            status: "early stop after epoch 14: val mAP has not improved for 3 evaluations (best 0.7545 at epoch 11)".into(),
-            best: Some((0.7545, 11)),
-        };
-        metrics.write_summaries(&[1, 3], &notes).unwrap();
-        let png = image::open(dir.path().join(PLOT)).unwrap().into_rgb8();
+        let (_dir, png) = drawn_curves(
+            "early stop after epoch 14: val mAP has not improved for 3 evaluations (best 0.7545 at epoch 11)",
+            (0.7545, 11),
+        );
         let inked = |x: u32| (0..40).any(|y| png.get_pixel(x, y).0[0] < 100);
         let rightmost = (0..SIZE.0).rev().find(|&x| inked(x)).unwrap();
         assert!(
