@@ -12,7 +12,7 @@ use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
 use avaprep::stages::{Dataset, ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{finish, lock, run_stages};
+use crate::render::{finish, forget_making_command, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 #[derive(Debug, Args)]
@@ -129,6 +129,7 @@ pub fn run(
         printer,
         cancel,
     )?;
+    forget_making_command(global, &report, printer);
     Ok(finish(&report, printer))
 }
 

@@ -13,7 +13,7 @@ use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::{self, Dataset, ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{finish, lock, run_stages};
+use crate::render::{finish, keep_making_command, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 /// The AVA 2.2 manifest, relative to the folder the command runs in.
@@ -130,5 +130,6 @@ pub fn run(
         printer,
         cancel,
     )?;
+    keep_making_command(global, &report, printer);
     Ok(finish(&report, printer))
 }

@@ -15,7 +15,7 @@ use avaprep::pipeline::{
 use avaprep::stages::{ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{figures, finish, lock, run_stages};
+use crate::render::{figures, finish, keep_making_command, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 #[derive(Debug, Args)]
@@ -139,6 +139,7 @@ pub fn run(
                 printer,
                 cancel,
             )?;
+            keep_making_command(global, &report, printer);
             if !report.succeeded() || args.until == Some(StageId::Import) {
                 return Ok(finish(&report, printer));
             }
@@ -170,6 +171,7 @@ pub fn run(
         printer,
         cancel,
     )?;
+    keep_making_command(global, &report, printer);
     if report.succeeded() {
         print_closings(global, &built, &report, printer);
     }

@@ -4,6 +4,7 @@ use std::sync::atomic::AtomicBool;
 
 use anyhow::anyhow;
 use avaprep::pipeline::lock::{DataDirLock, LockMode};
+use avaprep::pipeline::made_by;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::{
     AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore, WHOLE,
@@ -78,6 +79,50 @@ pub fn run_stages(
     hand_on();
     print_run_report(printer, &report, &stages, &global.data_dir);
     Ok(report)
+}
+
+/// Whether the run made the dataset: its import, annotations or plan.
+fn made_the_dataset(report: &RunReport<StageId>) -> bool {
+    report.stages.iter().any(|stage| {
+        matches!(
+            stage.stage,
+            StageId::Import | StageId::FetchAnnotations | StageId::Parse
+        ) && stage.outcome == StageOutcome::Completed
+    })
+}
+
+/// Where this run (`fetch`, `run`) made the dataset, this command is the one a later hint names
+/// to make it again.
+pub fn keep_making_command(global: &GlobalArgs, report: &RunReport<StageId>, printer: &Printer) {
+    if !made_the_dataset(report) {
+        return;
+    }
+    // `--annotations-only` would leave the videos a hint may be about undone.
+    let arguments: Vec<String> = std::env::args_os()
+        .skip(1)
+        .map(|word| word.to_string_lossy().into_owned())
+        .filter(|word| word != "--annotations-only")
+        .collect();
+    let kept = std::env::current_dir()
+        .and_then(|folder| made_by::keep_making_command(&global.data_dir, &arguments, &folder));
+    if let Err(error) = kept {
+        printer.note(&format!(
+            "warning: the command that made the dataset is not kept for later hints: {error}"
+        ));
+    }
+}
+
+/// Where `extract --videos` made the dataset, a hint names the `extract` its stages recorded
+/// (with the frame settings of a later `extract`): no kept command of another makes it again.
+pub fn forget_making_command(global: &GlobalArgs, report: &RunReport<StageId>, printer: &Printer) {
+    if !made_the_dataset(report) {
+        return;
+    }
+    if let Err(error) = made_by::forget_making_command(&global.data_dir) {
+        printer.note(&format!(
+            "warning: the command that made the dataset before is still kept for hints: {error}"
+        ));
+    }
 }
 
 /// The command's last record, once whatever number of runs it made, and its exit status.

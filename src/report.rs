@@ -96,6 +96,10 @@ pub fn run(
     };
     let summary = write_report(&request, cancel).map_err(|error| match error {
         ReportError::OutFolder { .. } => anyhow::Error::new(UsageError(error.to_string())),
+        // A keyframe the user named that the data does not have: the flag was wrong.
+        ReportError::Keyframe { .. } if !args.keyframes.is_empty() => {
+            anyhow::Error::new(UsageError(format!("--keyframe: {error}")))
+        }
         error => anyhow::Error::new(error),
     })?;
     printer.record("report", &summary);

@@ -8,7 +8,7 @@ use std::path::Path;
 use avaprep_testbed::serve::{self, ServeConfig, ServerHandle};
 
 use crate::extract::{assert_complete, fetched_data, planned_videos};
-use crate::support::{avaprep, mirror, stderr, stdout};
+use crate::support::{avaprep, mirror, named_command, run_named, stderr, stdout};
 
 fn fetch(data: &Path, server: &ServerHandle) -> std::process::Output {
     avaprep(data)
@@ -86,7 +86,9 @@ fn validate_before_lists_names_lists_which_makes_them() {
 }
 
 /// A plan without the annotation files the lists need (as from before the lists stage, or
-/// edited): the command named, `fetch`, parses again.
+/// edited): the command named, the `fetch` that made the data directory as it was typed (its
+/// manifest and mirror), parses again. `avaprep fetch` alone read AVA's manifest, whose archive
+/// check then removed the mirror's download.
 #[test]
 fn an_old_plan_names_fetch_which_parses_again() {
     let server = serve::start(ServeConfig::new(mirror())).unwrap();
@@ -101,14 +103,18 @@ fn an_old_plan_names_fetch_which_parses_again() {
     let failed = avaprep(data.path()).arg("lists").output().unwrap();
     assert_eq!(failed.status.code(), Some(1));
     let message = stdout(&failed) + &stderr(&failed);
-    // The plan's recorded print catches the change first (the hint names the data directory);
-    // a plan whose stage predates prints gets "run `avaprep fetch` to parse again".
-    let named = format!("run `avaprep --data-dir {} fetch`", data.path().display());
-    assert!(
-        message.contains(&named) || message.contains("run `avaprep fetch` to parse again"),
-        "{message}"
+    // The plan's recorded print catches the change first.
+    let named = named_command(&message);
+    assert_eq!(
+        named,
+        format!(
+            "avaprep --data-dir {} fetch --dataset {} --base-url {}",
+            data.path().display(),
+            mirror().join("manifest.toml").display(),
+            server.url()
+        )
     );
-    let fetched = fetch(data.path(), &server);
+    let fetched = run_named(&named);
     assert!(fetched.status.success(), "{}", stderr(&fetched));
     let again = avaprep(data.path()).arg("lists").output().unwrap();
     assert!(again.status.success(), "{}", stderr(&again));

@@ -299,6 +299,33 @@ fn names_in(dir: &Path) -> Vec<String> {
 /// `--out` a folder that holds other files: the page goes beside them; the next report removes
 /// only the pictures an earlier report wrote and no longer shows; an index.html no report wrote
 /// is a refusal naming the folder (exit 2), and nothing in that folder changes.
+/// A keyframe named that the data does not have is a wrong flag, exit 2 (it exited 1), and no
+/// page is written.
+#[test]
+fn a_named_keyframe_the_data_lacks_is_a_usage_error() {
+    let data = reported();
+    let video = std::fs::read_dir(data.join("frames"))
+        .unwrap()
+        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
+        .min()
+        .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let refused = avaprep(data)
+        .args(["report", "--keyframe", &format!("{video},3"), "--out"])
+        .arg(out.path())
+        .output()
+        .unwrap();
+    let message = stderr(&refused);
+    assert_eq!(refused.status.code(), Some(2), "{message}");
+    assert!(
+        message.contains(&format!(
+            "--keyframe: keyframe {video},0003: no extracted frame"
+        )),
+        "{message}"
+    );
+    assert!(!out.path().join("index.html").exists());
+}
+
 #[test]
 fn a_report_in_a_shared_folder_removes_only_its_own_files() {
     let data = reported();

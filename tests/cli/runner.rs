@@ -595,6 +595,20 @@ fn stages_a_stopped_run_never_began_are_not_started() {
         conditions[0],
         ("download".to_string(), StageCondition::Interrupted, 0)
     );
+    // A single step after it waits for it to finish: it once made the lists of the videos the
+    // stopped run had reached (here none), the others dropped as if they had failed.
+    let lists_alone = run(data, &stages[2..], None);
+    let lists = &lists_alone.stages[0];
+    assert_eq!(lists.outcome, StageOutcome::Blocked);
+    let reasons: Vec<(&str, &str)> = lists
+        .blocked_by
+        .iter()
+        .map(|blocker| (blocker.stage.name(), blocker.reason.as_str()))
+        .collect();
+    let unfinished =
+        format!("did not finish its last run ({VIDEOS} of {VIDEOS} videos not made yet)");
+    assert!(reasons.contains(&("extract", &unfinished)), "{reasons:?}");
+    assert!(log_lines(data).is_empty());
 }
 
 /// `status` beside a run: the stage being run is "running", naming the command that holds the

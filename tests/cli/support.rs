@@ -25,6 +25,39 @@ pub fn avaprep(data_dir: &Path) -> Command {
     command
 }
 
+/// The command a message names in "run `COMMAND` first".
+pub fn named_command(message: &str) -> String {
+    message
+        .split("run `")
+        .skip(1)
+        .find_map(|rest| rest.split_once("` first"))
+        .map(|(command, _)| command.to_string())
+        .unwrap_or_else(|| panic!("no command named in: {message}"))
+}
+
+/// Runs a command a hint names as a user pastes it into a shell, in the folder the tests' commands
+/// run in; `avaprep` is this build's.
+pub fn run_named(command: &str) -> std::process::Output {
+    let built = Path::new(env!("CARGO_BIN_EXE_avaprep")).parent().unwrap();
+    let path = format!(
+        "{}:{}",
+        built.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let mut shell = Command::new("bash");
+    for (key, _) in std::env::vars() {
+        if key.starts_with("AVAPREP_") {
+            shell.env_remove(key);
+        }
+    }
+    shell
+        .args(["-c", command])
+        .env("PATH", path)
+        .current_dir(repo_root())
+        .output()
+        .unwrap()
+}
+
 /// `--json run pipelines/demo.toml` on the test mirror at 240p: the pipeline the pipeline tests
 /// run, before each adds its own `--set`s (a later one wins).
 pub fn demo_run(data_dir: &Path) -> Command {

@@ -135,23 +135,21 @@ impl PlannedVideo {
         }
     }
 
-    /// The extracted instant that stands for `at`: `at` itself inside the file; before the file
-    /// begins or after it ends, its first or last frame (half a frame `period` inside its end),
-    /// as every consumer repeats a video's end frames.
+    /// The extracted instant that stands for `at`: `at` itself inside the file and the segment;
+    /// before the file begins or after it (or the segment) ends, its first or last frame (half a
+    /// frame `period` inside its end), as every consumer repeats a video's end frames. The last
+    /// rows of a segment, within half a frame of its end, show its last frame: nothing past the
+    /// end is extracted.
     pub fn shown_at(&self, segment: [f64; 2], at: f64, period: f64) -> f64 {
-        let span = self.span.map(|_| self.extractable(segment));
-        shown_instant(at, span, period)
+        shown_instant(at, self.extractable(segment), period)
     }
 }
 
-/// The instant a row or link at `at` shows in a video whose file covers `span` (none: the whole
-/// segment): `at` itself inside it; before it begins or after it ends, its first or last frame
-/// (half a frame `period` inside its end).
-pub fn shown_instant(at: f64, span: Option<[f64; 2]>, period: f64) -> f64 {
-    match span {
-        Some([start, end]) => at.min(end - period / 2.0).max(start),
-        None => at,
-    }
+/// The instant a row or link at `at` shows in a video whose frames cover `span` (its file's
+/// seconds inside the segment): `at` itself inside it; before it begins or after it ends, its
+/// first or last frame (half a frame `period` inside its end).
+pub fn shown_instant(at: f64, span: [f64; 2], period: f64) -> f64 {
+    at.min(span[1] - period / 2.0).max(span[0])
 }
 
 /// Beside a detections file, the same rows on the videos' own clock (`NAME.own-seconds.csv`), for

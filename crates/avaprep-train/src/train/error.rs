@@ -47,8 +47,12 @@ pub enum TrainError {
         "{missing} frames that clips need are missing, in {videos}; run `avaprep extract` to extract them again"
     )]
     FramesMissing { missing: usize, videos: String },
+    /// `--resume` alone continues the data directory's latest run, which may be another: the
+    /// flag that continues this one names it.
     #[error(
-        "{0} already holds a run; continue it with --resume, or start another with --run-dir DIR"
+        "{} already holds a run; continue it with `--resume --run-dir {}`, or start another with --run-dir DIR",
+        .0.display(),
+        avaprep::progress::shell_word(.0)
     )]
     RunExists(PathBuf),
     #[error(

@@ -187,8 +187,12 @@ fn repeated_and_resumed_runs_end_with_the_same_weights_bitwise() {
     let error = train(&first, data(), again.path(), &never, &quiet).unwrap_err();
     assert!(matches!(error, TrainError::RunExists(_)), "{error}");
     let message = error.to_string();
+    // `--resume` alone would continue the data directory's latest run, perhaps another.
     assert!(
-        message.contains("--resume") && message.contains("--run-dir"),
+        message.contains(&format!(
+            "continue it with `--resume --run-dir {}`",
+            again.path().display()
+        )),
         "{message}"
     );
     assert_eq!(

@@ -7,6 +7,7 @@
 
 pub mod fingerprint;
 pub mod lock;
+pub mod made_by;
 pub mod prints;
 pub mod runner;
 pub mod spec;

@@ -33,6 +33,7 @@ use crate::annotations::read_video_ids;
 use crate::fetch::FetchParams;
 use crate::layout::DataLayout;
 use crate::manifest::DatasetManifest;
+use crate::pipeline::made_by;
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::{AnyStage, PipelineSpec, StateStore, WHOLE};
 use crate::split::SplitName;
@@ -242,13 +243,17 @@ pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>, data_dir: &Path
     let avaprep = crate::progress::avaprep_in(data_dir);
     let (command, otherwise) = match stage {
         StageId::FetchAnnotations | StageId::Parse | StageId::FetchVideos => {
-            match made_from_disk(data_dir) {
-                Some(MadeFrom::Pipeline) => (format!("{avaprep} run PIPELINE"), String::new()),
-                Some(MadeFrom::Extract(args)) => {
+            match (made_by::making_command(data_dir), made_from_disk(data_dir)) {
+                // As it was typed: its dataset, videos and mirror, or its pipeline's settings.
+                (Some(command), _) => (command, String::new()),
+                (None, Some(MadeFrom::Extract(args))) => {
                     (format!("{avaprep} extract {args}"), String::new())
                 }
+                (None, Some(MadeFrom::Pipeline)) => {
+                    (format!("{avaprep} run PIPELINE"), String::new())
+                }
                 // `fetch` downloads: a data directory of videos on disk is made otherwise.
-                None => (
+                (None, None) => (
                     format!("{avaprep} fetch"),
                     format!(
                         " (for videos already on disk `{avaprep} extract --videos DIR`; for a pipeline's data directory `{avaprep} run PIPELINE`)"

@@ -75,9 +75,12 @@ pub fn kept_failure(data_dir: &Path) -> Option<String> {
         .filter(|check| check["status"] == "failed")
         .filter_map(|check| check["name"].as_str())
         .collect();
+    let failed = match failed.is_empty() {
+        true => String::new(),
+        false => format!(" ({})", failed.join(", ")),
+    };
     Some(format!(
-        "its last validation failed ({}); `{validate}` shows why, and training starts once it passes",
-        failed.join(", ")
+        "its last validation failed{failed}; `{validate}` shows why, and training starts once it passes"
     ))
 }
 

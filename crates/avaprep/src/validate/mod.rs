@@ -320,6 +320,15 @@ impl WrittenTiming {
 }
 
 impl ValidateRequest {
+    /// The seconds a video's rows and links show frames of: its file's, inside the segment (see
+    /// [`crate::records::shown_instant`]).
+    pub(crate) fn shown_span(&self, video: &str) -> [f64; 2] {
+        let segment = [self.timing.segment_start, self.timing.segment_end];
+        self.video_spans.get(video).map_or(segment, |[start, end]| {
+            [segment[0].max(*start), segment[1].min(*end)]
+        })
+    }
+
     /// A data directory avaprep prepared: its layout, the config and timing `avaprep lists`
     /// wrote, and its frame index.
     pub fn for_data_dir(data_dir: &Path, depth: Depth) -> Result<Self, ValidateError> {

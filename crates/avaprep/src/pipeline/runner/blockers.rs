@@ -87,8 +87,10 @@ impl<Id: StageName> Runner<'_, Id> {
     }
 
     fn external_reason(&self, state: &StageState) -> Option<String> {
-        // A per-video dependency that failed or stopped for some videos still serves the
-        // others: those videos fail on their own downstream, the rest go on.
+        // A per-video dependency that failed for some videos still serves the others: those
+        // videos fail on their own downstream, the rest go on. One that was stopped (Ctrl-C, a
+        // kill) does not: what follows would be made from part of the videos, as if the rest
+        // had failed, when its next run makes them.
         let whole = state.items.contains_key(WHOLE)
             || state.failures.iter().any(|failure| failure.item == WHOLE);
         match state.status {
@@ -96,7 +98,20 @@ impl<Id: StageName> Runner<'_, Id> {
             StageStatus::Running if whole => {
                 return Some("did not finish its last run".to_string());
             }
-            StageStatus::Failed | StageStatus::Running => {}
+            StageStatus::Running => {
+                let unmade = state
+                    .planned
+                    .iter()
+                    .filter(|item| !state.is_resolved(item))
+                    .count();
+                if unmade > 0 {
+                    return Some(format!(
+                        "did not finish its last run ({unmade} of {} videos not made yet)",
+                        state.planned.len()
+                    ));
+                }
+            }
+            StageStatus::Failed => {}
             StageStatus::Blocked => {
                 return Some(
                     "was left undone by the last run, as a stage before it was not done"

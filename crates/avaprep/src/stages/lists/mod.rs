@@ -711,4 +711,42 @@ mod tests {
         assert!(error.message.contains("interrupted"), "{}", error.message);
         assert!(!layout.root().join("frame_lists").join("train.csv").exists());
     }
+
+    /// A long clip of a keyframe near the segment's end reaches its last rows, which show the
+    /// last frame (as every consumer repeats a video's end): the lists once asked for a margin
+    /// that no extraction could give, as nothing past the end is extracted.
+    #[test]
+    fn a_long_clip_at_the_segments_end_shows_its_last_frame() {
+        let video: PlannedVideo = serde_json::from_value(serde_json::json!({
+            "id": "JB1it8ISjLY",
+            "file_name": "JB1it8ISjLY.mp4",
+            "folder": "trainval",
+            "split": "train",
+            "keyframes": [926],
+        }))
+        .unwrap();
+        let frames = |last: f64| -> FrameIndex {
+            let rows: String = (0..)
+                .map(|k| 920.0 + f64::from(k) * 0.2)
+                .take_while(|t| *t <= last + 1e-6)
+                .enumerate()
+                .map(|(k, t)| format!("{},{t:.6},{t:.6},64,48,0.033367,{:.6}\n", k + 1, t - 900.0))
+                .collect();
+            FrameIndex::parse(&format!("{}\n{rows}", crate::frame_index::HEADER)).unwrap()
+        };
+        let long = ListsParams {
+            num_frames: 64,
+            sampling_rate: 4,
+            ..ListsParams::default()
+        };
+        // 5 fps over the segment [900, 930): the last frame is at 929.8 s.
+        assert!(check_clips(&video, &frames(929.8), [900.0, 930.0], &long).is_ok());
+        // A frame short of the end is still a gap.
+        let error = check_clips(&video, &frames(929.6), [900.0, 930.0], &long).unwrap_err();
+        assert!(
+            error.message.contains("which was not extracted"),
+            "{}",
+            error.message
+        );
+    }
 }

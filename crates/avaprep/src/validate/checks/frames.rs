@@ -198,12 +198,27 @@ pub(super) fn inspect(path: &Path, decode: bool) -> (FrameState, Option<String>)
         Ok((width, height))
     });
     match decoded {
+        Ok(_) if !ends_whole(&bytes) => (
+            FrameState::Undecodable,
+            Some(format!(
+                "is cut short: {} bytes with no end-of-image marker (the decoder fills what is missing with grey)",
+                bytes.len()
+            )),
+        ),
         Ok((width, height)) => (FrameState::Decoded { width, height }, None),
         Err(error) => (
             FrameState::Undecodable,
             Some(format!("does not decode as a JPEG ({error})")),
         ),
     }
+}
+
+/// Whether a JPEG ends with its end-of-image marker (FF D9), padding after it allowed: the
+/// decoder takes a file cut short (a copy or a disk that filled) for a whole one. The marker is
+/// found nowhere else near the end, as the compressed data escapes every FF byte.
+fn ends_whole(bytes: &[u8]) -> bool {
+    let tail = &bytes[bytes.len().saturating_sub(64)..];
+    tail.windows(2).any(|pair| pair == [0xFF, 0xD9])
 }
 
 pub(super) fn check_sizes(
@@ -344,6 +359,44 @@ pub(super) fn median(values: impl Iterator<Item = f64>) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::frame_index::HEADER;
+
+    /// A frame cut short (a copy or a disk that filled) fails its decode: the decoder gave it
+    /// back whole, and a full validation passed it.
+    #[test]
+    fn a_frame_cut_short_is_not_taken_for_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("frame.jpg");
+        let picture = image::RgbImage::from_fn(320, 240, |x, y| {
+            image::Rgb([
+                (x * 7 % 256) as u8,
+                (y * 13 % 256) as u8,
+                ((x ^ y) % 256) as u8,
+            ])
+        });
+        let mut whole = Vec::new();
+        picture
+            .write_to(&mut Cursor::new(&mut whole), image::ImageFormat::Jpeg)
+            .unwrap();
+        std::fs::write(&path, &whole).unwrap();
+        assert!(matches!(
+            inspect(&path, true),
+            (FrameState::Decoded { .. }, None)
+        ));
+        // Cut short, the decoder gives a picture filled with grey for some cuts, an error for
+        // others: each fails, and the first kind is named.
+        let mut named_cut_short = 0;
+        for eighths in 2..8 {
+            std::fs::write(&path, &whole[..whole.len() * eighths / 8]).unwrap();
+            let (state, why) = inspect(&path, true);
+            assert_eq!(
+                state,
+                FrameState::Undecodable,
+                "cut at {eighths}/8: {why:?}"
+            );
+            named_cut_short += usize::from(why.unwrap().starts_with("is cut short"));
+        }
+        assert!(named_cut_short > 0);
+    }
 
     /// `--height`: frames of that height pass; frames smaller than it fail saying that a small
     /// source keeps its size; larger ones fail plainly.

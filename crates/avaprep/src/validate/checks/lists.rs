@@ -126,6 +126,7 @@ pub(super) fn check_clips(
     for (video, rows) in &rows_of {
         let file_span = request.video_spans.get(*video).copied();
         let wanted = timing.rows_per_video(file_span);
+        let shown_span = request.shown_span(video);
         if rows.len() == wanted {
             result(results, CheckId::RowCounts).pass(1);
         } else {
@@ -159,7 +160,7 @@ pub(super) fn check_clips(
                 .map(|row| row.clamp(0, last_row) as usize)
                 .find_map(|row| {
                     let listed = rows[row]?;
-                    clip_row_problem(listed, row, index, timing, file_span, state_of)
+                    clip_row_problem(listed, row, index, timing, shown_span, state_of)
                 });
             match problem {
                 Some(problem) => result(results, CheckId::ClipFrames)
@@ -175,7 +176,7 @@ pub(super) fn clip_row_problem(
     position: usize,
     index: Option<&FrameIndex>,
     timing: crate::validate::ListTiming,
-    span: Option<[f64; 2]>,
+    span: [f64; 2],
     state_of: &HashMap<&str, FrameState>,
 ) -> Option<String> {
     match state_of.get(&*row.path) {
@@ -274,7 +275,7 @@ pub fn check_mmaction2_view(
             let frames = folder.join("rawframes").join(video);
             let index = dataset.indexes.get(video);
             for &second in &seconds {
-                let span = request.video_spans.get(video).copied();
+                let span = request.shown_span(video);
                 let problem = view
                     .clip_indices(second)
                     .into_iter()
@@ -296,7 +297,7 @@ pub(super) fn view_link_problem(
     k: i64,
     view: &Mmaction2View,
     index: Option<&FrameIndex>,
-    span: Option<[f64; 2]>,
+    span: [f64; 2],
 ) -> Option<String> {
     let name = Mmaction2View::file_name(k);
     let link = frames.join(&name);

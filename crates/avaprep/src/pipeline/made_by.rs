@@ -1,0 +1,129 @@
+//! The command whose run made a data directory's first stages (for avaprep, the dataset: its
+//! annotations and plan), kept so that a hint can name it word for word: another command with
+//! its defaults (`avaprep fetch` alone fetches AVA's manifest with every video) would make
+//! something else.
+
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::fsutil::{self, FileKind};
+
+#[derive(Debug, Serialize, Deserialize)]
+struct MakingCommand {
+    /// The words after `avaprep`, the data directory named, a shard's `--shard` left out.
+    words: Vec<String>,
+    /// The folder it ran in: its relative paths are from there.
+    folder: PathBuf,
+}
+
+fn record_path(data_dir: &Path) -> PathBuf {
+    data_dir.join(".avaprep").join("made-by.json")
+}
+
+/// Keeps `arguments` (this process's, after the program name), run in `folder`, as the command
+/// that made `data_dir`'s first stages. A shard's `--shard I/N` is left out: what makes the whole
+/// dataset is the run that combines the shards.
+pub fn keep_making_command(
+    data_dir: &Path,
+    arguments: &[String],
+    folder: &Path,
+) -> std::io::Result<()> {
+    let mut words = Vec::new();
+    let mut names_data_dir = false;
+    let mut arguments = arguments.iter();
+    while let Some(word) = arguments.next() {
+        match word.as_str() {
+            "--shard" => {
+                arguments.next();
+            }
+            shard if shard.starts_with("--shard=") => {}
+            data_dir_flag => {
+                names_data_dir |=
+                    data_dir_flag == "--data-dir" || data_dir_flag.starts_with("--data-dir=");
+                words.push(word.clone());
+            }
+        }
+    }
+    if !names_data_dir {
+        // Named by AVAPREP_DATA_DIR or the default: the command names it itself.
+        let absolute = std::path::absolute(data_dir)?;
+        words.splice(
+            0..0,
+            ["--data-dir".to_string(), absolute.display().to_string()],
+        );
+    }
+    let record = MakingCommand {
+        words,
+        folder: folder.to_path_buf(),
+    };
+    let json = serde_json::to_vec_pretty(&record).expect("a command serialises");
+    fsutil::write_atomic(&record_path(data_dir), &json)
+}
+
+/// Forgets the kept command: another made the first stages since, whose hint is made otherwise.
+pub fn forget_making_command(data_dir: &Path) -> std::io::Result<()> {
+    match std::fs::remove_file(record_path(data_dir)) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(error),
+        _ => Ok(()),
+    }
+}
+
+/// The command kept by [`keep_making_command`], as a shell runs it from the current folder
+/// (`cd FOLDER && ` first where it ran in another).
+pub fn making_command(data_dir: &Path) -> Option<String> {
+    let bytes = fsutil::read_regular(&record_path(data_dir), FileKind::Config).ok()?;
+    let record: MakingCommand = serde_json::from_slice(&bytes).ok()?;
+    let command: Vec<String> = std::iter::once("avaprep".to_string())
+        .chain(
+            record
+                .words
+                .iter()
+                .map(|word| crate::progress::shell_word(Path::new(word))),
+        )
+        .collect();
+    let command = command.join(" ");
+    match std::env::current_dir().ok() == Some(record.folder.clone()) {
+        true => Some(command),
+        false => Some(format!(
+            "cd {} && {command}",
+            crate::progress::shell_word(&record.folder)
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command comes back as it was typed, less a shard's flag, with the data directory named
+    /// where the environment or the default named it, and from the folder it ran in.
+    #[test]
+    fn the_making_command_is_kept_without_its_shard() {
+        let data = tempfile::tempdir().unwrap();
+        let folder = tempfile::tempdir().unwrap();
+        let words = |text: &str| -> Vec<String> { text.split(' ').map(String::from).collect() };
+        let mut arguments = words("--json run");
+        arguments.push("my pipeline.toml".into());
+        arguments.extend(words("--shard 2/4 --set extract.height=240"));
+        keep_making_command(data.path(), &arguments, folder.path()).unwrap();
+        assert_eq!(
+            making_command(data.path()).unwrap(),
+            format!(
+                "cd {} && avaprep --data-dir {} --json run 'my pipeline.toml' --set 'extract.height=240'",
+                folder.path().display(),
+                data.path().display()
+            )
+        );
+
+        let arguments = words("--data-dir work --shard=1/2 fetch --dataset own/dataset.toml");
+        keep_making_command(data.path(), &arguments, folder.path()).unwrap();
+        assert_eq!(
+            making_command(data.path()).unwrap(),
+            format!(
+                "cd {} && avaprep --data-dir work fetch --dataset own/dataset.toml",
+                folder.path().display()
+            )
+        );
+    }
+}
