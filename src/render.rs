@@ -114,6 +114,7 @@ pub fn keep_making_command(global: &GlobalArgs, report: &RunReport<StageId>, pri
 
 /// Where `extract --videos` made the dataset, a hint names the `extract` its stages recorded
 /// (with the frame settings of a later `extract`): no kept command of another makes it again.
+#[cfg(feature = "extract")]
 pub fn forget_making_command(global: &GlobalArgs, report: &RunReport<StageId>, printer: &Printer) {
     if !made_the_dataset(report) {
         return;
