@@ -418,8 +418,9 @@ fn single_commands_refuse_a_stale_upstream_as_status_reports_it() {
             said.contains("not run: ")
                 && said.contains("fetch-annotations made files that changed since")
                 && said.contains(&format!(
-                    "run `avaprep --data-dir {} fetch` first",
-                    data.display()
+                    "run `avaprep --data-dir {} fetch --dataset {} --base-url http://127.0.0.1:",
+                    data.display(),
+                    mirror().join("manifest.toml").display()
                 )),
             "{args:?}: {said}"
         );

@@ -177,8 +177,9 @@ fn a_stage_never_runs_on_a_failed_upstream_stage() {
     let report = stdout(&extract) + &stderr(&extract);
     assert!(
         report.contains(&format!(
-            "fetch-videos was left undone by the last run, as a stage before it was not done; run `avaprep --data-dir {} fetch` first",
-            data.path().display()
+            "fetch-videos was left undone by the last run, as a stage before it was not done; run `avaprep --data-dir {} fetch --dataset {} --base-url http://127.0.0.1:",
+            data.path().display(),
+            mirror().join("manifest.toml").display()
         )),
         "{report}"
     );

@@ -11,7 +11,8 @@ use crate::fsutil::{self, FileKind};
 
 #[derive(Debug, Serialize, Deserialize)]
 struct MakingCommand {
-    /// The words after `avaprep`, the data directory named, a shard's `--shard` left out.
+    /// The words after `avaprep`, less the data directory (it may have moved since: a hint names
+    /// it as the command that gives the hint does) and a shard's `--shard`.
     words: Vec<String>,
     /// The folder it ran in: its relative paths are from there.
     folder: PathBuf,
@@ -30,28 +31,15 @@ pub fn keep_making_command(
     folder: &Path,
 ) -> std::io::Result<()> {
     let mut words = Vec::new();
-    let mut names_data_dir = false;
     let mut arguments = arguments.iter();
     while let Some(word) = arguments.next() {
         match word.as_str() {
-            "--shard" => {
+            "--shard" | "--data-dir" => {
                 arguments.next();
             }
-            shard if shard.starts_with("--shard=") => {}
-            data_dir_flag => {
-                names_data_dir |=
-                    data_dir_flag == "--data-dir" || data_dir_flag.starts_with("--data-dir=");
-                words.push(word.clone());
-            }
+            flag if flag.starts_with("--shard=") || flag.starts_with("--data-dir=") => {}
+            _ => words.push(word.clone()),
         }
-    }
-    if !names_data_dir {
-        // Named by AVAPREP_DATA_DIR or the default: the command names it itself.
-        let absolute = std::path::absolute(data_dir)?;
-        words.splice(
-            0..0,
-            ["--data-dir".to_string(), absolute.display().to_string()],
-        );
     }
     let record = MakingCommand {
         words,
@@ -69,41 +57,46 @@ pub fn forget_making_command(data_dir: &Path) -> std::io::Result<()> {
     }
 }
 
-/// The command kept by [`keep_making_command`], as a shell runs it from the current folder
-/// (`cd FOLDER && ` first where it ran in another).
+/// The command kept by [`keep_making_command`] on `data_dir` as this process names it, as a
+/// shell runs it from the current folder: from another, `cd FOLDER && ` first, with the data
+/// directory's absolute path.
 pub fn making_command(data_dir: &Path) -> Option<String> {
     let bytes = fsutil::read_regular(&record_path(data_dir), FileKind::Config).ok()?;
     let record: MakingCommand = serde_json::from_slice(&bytes).ok()?;
-    let command: Vec<String> = std::iter::once("avaprep".to_string())
-        .chain(
-            record
-                .words
-                .iter()
-                .map(|word| crate::progress::shell_word(Path::new(word))),
-        )
+    let words: Vec<String> = record
+        .words
+        .iter()
+        .map(|word| crate::progress::shell_word(Path::new(word)))
         .collect();
-    let command = command.join(" ");
-    match std::env::current_dir().ok() == Some(record.folder.clone()) {
-        true => Some(command),
-        false => Some(format!(
-            "cd {} && {command}",
-            crate::progress::shell_word(&record.folder)
-        )),
+    let here = std::env::current_dir().ok();
+    if here.as_deref() == Some(record.folder.as_path()) {
+        return Some(format!(
+            "{} {}",
+            crate::progress::avaprep_in(data_dir),
+            words.join(" ")
+        ));
     }
+    let absolute = std::path::absolute(data_dir).ok()?;
+    Some(format!(
+        "cd {} && avaprep --data-dir {} {}",
+        crate::progress::shell_word(&record.folder),
+        crate::progress::shell_word(&absolute),
+        words.join(" ")
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// The command comes back as it was typed, less a shard's flag, with the data directory named
-    /// where the environment or the default named it, and from the folder it ran in.
+    /// The command comes back as it was typed, less a shard's flag, with the data directory as
+    /// it is now named (it may have moved), and from the folder it ran in.
     #[test]
     fn the_making_command_is_kept_without_its_shard() {
         let data = tempfile::tempdir().unwrap();
         let folder = tempfile::tempdir().unwrap();
         let words = |text: &str| -> Vec<String> { text.split(' ').map(String::from).collect() };
-        let mut arguments = words("--json run");
+        let mut arguments = words("--data-dir elsewhere --json run");
         arguments.push("my pipeline.toml".into());
         arguments.extend(words("--shard 2/4 --set extract.height=240"));
         keep_making_command(data.path(), &arguments, folder.path()).unwrap();
@@ -116,13 +109,14 @@ mod tests {
             )
         );
 
-        let arguments = words("--data-dir work --shard=1/2 fetch --dataset own/dataset.toml");
-        keep_making_command(data.path(), &arguments, folder.path()).unwrap();
+        let arguments = words("--data-dir=work --shard=1/2 fetch --dataset own/dataset.toml");
+        let here = std::env::current_dir().unwrap();
+        keep_making_command(data.path(), &arguments, &here).unwrap();
         assert_eq!(
             making_command(data.path()).unwrap(),
             format!(
-                "cd {} && avaprep --data-dir work fetch --dataset own/dataset.toml",
-                folder.path().display()
+                "avaprep --data-dir {} fetch --dataset own/dataset.toml",
+                data.path().display()
             )
         );
     }
