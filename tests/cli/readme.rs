@@ -7,7 +7,7 @@
 
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::Output;
 use std::time::Instant;
 
 use avaprep_testbed::serve::{self, ServeConfig};
@@ -15,7 +15,7 @@ use avaprep_testbed::serve::{self, ServeConfig};
 use crate::extract::fetched_data;
 use crate::import::own_clock_detections;
 use crate::invalidation::copy_tree;
-use crate::support::{cut_video, mirror, repo_root, stderr, stdout};
+use crate::support::{cut_video, mirror, repo_root, stderr, stdout, user_shell};
 
 /// Commands not run here (by how they start), and why.
 const NOT_RUN: &[(&str, &str)] = &[
@@ -347,26 +347,9 @@ fn cut_at_segment_start(videos: &Path, out: &Path) {
     }
 }
 
-/// The shell a reader types into, with both executables and `.venv/bin` on the path (as `eval
-/// "$(scripts/setup.sh)"` and `cargo install` put them) and a Slurm array task's variable.
+/// The reader's shell, with a Slurm array task's variable.
 fn shell(root: &Path, command: &str) -> Output {
-    let binaries = Path::new(env!("CARGO_BIN_EXE_avaprep")).parent().unwrap();
-    let path = std::env::join_paths(
-        [binaries.to_path_buf(), repo_root().join(".venv/bin")]
-            .into_iter()
-            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
-    )
-    .unwrap();
-    let mut shell = Command::new("bash");
-    for (key, _) in std::env::vars() {
-        if key.starts_with("AVAPREP_") {
-            shell.env_remove(key);
-        }
-    }
-    shell
-        .args(["-c", command])
-        .current_dir(root)
-        .env("PATH", path)
+    user_shell(root, command)
         .env("SLURM_ARRAY_TASK_ID", "1")
         .output()
         .unwrap()

@@ -35,15 +35,16 @@ pub fn named_command(message: &str) -> String {
         .unwrap_or_else(|| panic!("no command named in: {message}"))
 }
 
-/// Runs a command a hint names as a user pastes it into a shell, in the folder the tests' commands
-/// run in; `avaprep` is this build's.
-pub fn run_named(command: &str) -> std::process::Output {
-    let built = Path::new(env!("CARGO_BIN_EXE_avaprep")).parent().unwrap();
-    let path = format!(
-        "{}:{}",
-        built.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
+/// The shell a reader types into, in `folder`, with both executables and `.venv/bin` on the path
+/// (as `eval "$(scripts/setup.sh)"` and `cargo install` put them), running `command`.
+pub fn user_shell(folder: &Path, command: &str) -> Command {
+    let binaries = Path::new(env!("CARGO_BIN_EXE_avaprep")).parent().unwrap();
+    let path = std::env::join_paths(
+        [binaries.to_path_buf(), repo_root().join(".venv/bin")]
+            .into_iter()
+            .chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
     let mut shell = Command::new("bash");
     for (key, _) in std::env::vars() {
         if key.starts_with("AVAPREP_") {
@@ -52,10 +53,15 @@ pub fn run_named(command: &str) -> std::process::Output {
     }
     shell
         .args(["-c", command])
-        .env("PATH", path)
-        .current_dir(repo_root())
-        .output()
-        .unwrap()
+        .current_dir(folder)
+        .env("PATH", path);
+    shell
+}
+
+/// Runs a command a hint names as a user pastes it into a shell, in the folder the tests'
+/// commands run in.
+pub fn run_named(command: &str) -> std::process::Output {
+    user_shell(&repo_root(), command).output().unwrap()
 }
 
 /// `--json run pipelines/demo.toml` on the test mirror at 240p: the pipeline the pipeline tests
