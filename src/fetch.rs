@@ -117,6 +117,9 @@ pub fn run(
     let built = ProductStages::for_command(&dataset, last)?;
     // Before anything is written, --verify's forgetting included.
     let lock = lock(global, None)?;
+    built
+        .refuse_another_held(&global.data_dir)
+        .map_err(UsageError)?;
     if args.verify {
         forget_damaged_downloads(global, printer)?;
     }

@@ -121,6 +121,11 @@ pub fn run(
         Some(_) => None,
     };
     let lock = lock(global, args.shard)?;
+    if let Some(built) = &named_dataset {
+        built
+            .refuse_another_held(&global.data_dir)
+            .map_err(UsageError)?;
+    }
     if let Some(import) = import {
         if args.shard.is_some() && !imported_manifest(&global.data_dir).is_file() {
             return Err(UsageError(format!(

@@ -478,6 +478,73 @@ fn hostile_archive_entries_and_names_are_refused() {
 }
 
 /// The manifest entry of `path` without its size and sha256, so a replaced file is accepted.
+/// Another dataset's manifest would refuse the annotations there and remove their archive from
+/// the downloads: a data directory holds one dataset, and naming another is refused before any
+/// work. A new version of the same dataset goes on.
+#[test]
+fn a_fetch_naming_another_dataset_is_refused_and_keeps_the_downloads() {
+    let root = mirror();
+    let server = start(root, Vec::new());
+    let data = tempfile::tempdir().unwrap();
+    let made = fetch(data.path(), root, &server, &["--annotations-only"]);
+    assert!(made.status.success(), "{}", stderr(&made));
+    let downloads = || {
+        let mut names: Vec<_> = fs::read_dir(data.path().join("downloads"))
+            .unwrap()
+            .map(|entry| entry.unwrap().file_name())
+            .collect();
+        names.sort();
+        names
+    };
+    let kept = downloads();
+    assert!(!kept.is_empty());
+
+    let manifests = tempfile::tempdir().unwrap();
+    let renamed = |key: &str, value: &str| {
+        let mut manifest: toml::Table = fs::read_to_string(root.join("manifest.toml"))
+            .unwrap()
+            .parse()
+            .unwrap();
+        manifest["dataset"].as_table_mut().unwrap()[key] = value.into();
+        let path = manifests.path().join(format!("{key}.toml"));
+        fs::write(&path, toml::to_string(&manifest).unwrap()).unwrap();
+        path
+    };
+    let other = renamed("name", "Somebody's dataset");
+    let refused = avaprep(data.path())
+        .args(["fetch", "--annotations-only", "--base-url", &server.url()])
+        .arg("--dataset")
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(
+        message.contains("holds the dataset `avaprep synthetic AVA`")
+            && message.contains("names `Somebody's dataset`")
+            && message.contains("another `--data-dir`"),
+        "{message}"
+    );
+    // The refusal names the command that made the data directory, as it was typed.
+    assert!(
+        message.contains(&format!(
+            "fetch --dataset {}",
+            root.join("manifest.toml").display()
+        )),
+        "{message}"
+    );
+    assert_eq!(downloads(), kept);
+
+    let next_version = renamed("version", "next");
+    let updated = avaprep(data.path())
+        .args(["fetch", "--annotations-only", "--base-url", &server.url()])
+        .arg("--dataset")
+        .arg(&next_version)
+        .output()
+        .unwrap();
+    assert!(updated.status.success(), "{}", stderr(&updated));
+}
+
 fn without_checksums_of(manifest: &str, path: &str) -> String {
     let mut value: toml::Table = manifest.parse().unwrap();
     let annotations = value["annotations"].as_table_mut().unwrap();

@@ -232,6 +232,19 @@ impl Dataset {
     }
 }
 
+/// The name and version of the dataset the data directory's plan was made from, as `parse`
+/// recorded them.
+fn held_dataset(data_dir: &Path) -> Option<(String, String)> {
+    let store = StateStore::new(data_dir, None);
+    let crate::pipeline::state::Peeked::Valid(state) = store.peek(StageId::Parse.name()).ok()?
+    else {
+        return None;
+    };
+    let dataset = state.params.get("dataset")?;
+    let text = |key: &str| Some(dataset.get(key)?.as_str()?.to_string());
+    Some((text("name")?, text("version")?))
+}
+
 /// "parse failed in its last run; run `avaprep fetch` first", with `--data-dir` where the data
 /// directory is not the default, and for one made from videos on disk the `extract` that made
 /// it (`avaprep fetch`, and `extract --videos` with AVA's manifest, failed on an import's).
@@ -582,12 +595,38 @@ impl StageId {
     }
 }
 
-/// The product's stages, in order.
+/// The product's stages, in order, and the dataset they prepare.
 pub struct ProductStages {
     pub stages: Vec<(StageId, Box<dyn AnyStage<StageId>>)>,
+    pub dataset: crate::manifest::DatasetInfo,
 }
 
 impl ProductStages {
+    /// A data directory holds one dataset. Another's manifest lists other sizes and checksums:
+    /// the annotations there would be refused and their archive removed from the downloads. So a
+    /// command naming another dataset than the one planned there is refused before any work.
+    /// A new version of the same dataset is welcome: the stages redo what it changed.
+    pub fn refuse_another_held(&self, data_dir: &Path) -> Result<(), String> {
+        let Some((name, version)) = held_dataset(data_dir) else {
+            return Ok(());
+        };
+        let named = &self.dataset;
+        if name == named.name {
+            return Ok(());
+        }
+        let made_by = match made_by::making_command(data_dir) {
+            Some(command) => format!(", made by `{command}`"),
+            None => String::new(),
+        };
+        Err(format!(
+            "{} holds the dataset `{name}` {version}{made_by}; this command names `{}` {}. A data directory holds one dataset: give `{}` another `--data-dir`",
+            data_dir.display(),
+            named.name,
+            named.version,
+            named.name
+        ))
+    }
+
     /// Every stage a pipeline file describes, each built from its table, so that every table is
     /// read and checked before anything runs. `until`: the last stage that will run; the splits
     /// of the stages after it are not checked.
@@ -619,7 +658,10 @@ impl ProductStages {
                 None => break,
             }
         }
-        Ok(ProductStages { stages })
+        Ok(ProductStages {
+            stages,
+            dataset: dataset.manifest.dataset.clone(),
+        })
     }
 
     /// The stages up to and including `last`.
