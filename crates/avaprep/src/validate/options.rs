@@ -80,17 +80,19 @@ impl ValidateRequest {
         Ok(request)
     }
 
-    /// A config named, or roots given over the data directory's config where it has one (else
-    /// over PySlowFast's defaults).
+    /// A config named, or roots given over the config avaprep wrote for them (else over
+    /// PySlowFast's defaults).
     fn for_foreign(
         data_dir: &Path,
         options: &ValidateOptions,
         depth: Depth,
     ) -> Result<Self, ValidateError> {
-        let own = DataLayout::new(data_dir).slowfast().join("ava.yaml");
-        let mut config = match &options.config {
-            Some(path) => PySlowFastYaml::load(path)?,
-            None if own.is_file() => PySlowFastYaml::load(&own)?,
+        let named = options
+            .config
+            .clone()
+            .or_else(|| avaprep_config(data_dir, options));
+        let mut config = match named {
+            Some(path) => PySlowFastYaml::load(&path)?,
             None => PySlowFastYaml::defaults(),
         };
         for (given, slot) in [
@@ -167,4 +169,21 @@ impl ValidateRequest {
         }
         Ok(())
     }
+}
+
+/// The PySlowFast config avaprep wrote for the folders given without one: the data
+/// directory's, else the one beside the lists given (in the data directory they were made in,
+/// or a copy of it). Its file names and clock are those lists', where PySlowFast's defaults would
+/// check a dataset on its own clock against AVA's.
+fn avaprep_config(data_dir: &Path, options: &ValidateOptions) -> Option<PathBuf> {
+    let config = |data_dir: &Path| DataLayout::new(data_dir).slowfast().join("ava.yaml");
+    let beside_lists = options
+        .frame_list_dir
+        .as_deref()
+        .and_then(Path::parent)
+        .map(config);
+    [Some(config(data_dir)), beside_lists]
+        .into_iter()
+        .flatten()
+        .find(|path| path.is_file())
 }
