@@ -129,8 +129,9 @@ pub fn run(
     if let Some(import) = import {
         if args.shard.is_some() && !imported_manifest(&global.data_dir).is_file() {
             return Err(UsageError(format!(
-                "a shard prepares the dataset an unsharded run imported: run `avaprep run {} --until import` first",
-                args.pipeline.display()
+                "a shard prepares the dataset an unsharded run imported: run `{} run {} --until import` first",
+                avaprep::progress::avaprep_in(&global.data_dir),
+                avaprep::progress::shell_word(&args.pipeline)
             ))
             .into());
         }

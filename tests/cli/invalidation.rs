@@ -12,7 +12,7 @@ use std::time::SystemTime;
 
 use crate::extract::fetched_data;
 use crate::nothing_lost::completed;
-use crate::support::{avaprep, demo_run, mirror, stderr, stdout};
+use crate::support::{avaprep, demo_run, mirror, named_command, run_named, stderr, stdout};
 
 /// Each video's frame files with their bytes and modification times.
 type Snapshot = BTreeMap<String, BTreeMap<String, (Vec<u8>, SystemTime)>>;
@@ -576,6 +576,28 @@ fn concurrent_runs_and_shards_share_a_folder_safely() {
     assert_eq!(completed(&combined, "lists"), 1);
     assert_eq!(
         fs::read(shared.path().join("frame_lists/train.csv")).unwrap(),
+        fs::read(data.path().join("frame_lists/train.csv")).unwrap()
+    );
+
+    // One shard of two run: `lists` waits for the other, and names the pipeline run that does
+    // the rest with the pipeline's settings (`extract` alone took its defaults and every video,
+    // the other shard's not downloaded among them). It once listed half the videos.
+    let half = tempfile::tempdir().unwrap();
+    assert_ran(&command(half.path(), &["--shard", "1/2"]).output().unwrap());
+    let early = avaprep(half.path()).arg("lists").output().unwrap();
+    assert_eq!(early.status.code(), Some(1), "{}", stdout(&early));
+    let said = stdout(&early) + &stderr(&early);
+    assert!(said.contains("--shard 2/2 has not run yet"), "{said}");
+    let named = named_command(&said);
+    assert!(
+        named.contains(" run pipelines/demo.toml ") && named.ends_with("--until extract"),
+        "{named}"
+    );
+    assert_ran(&run_named(&named));
+    let listed = avaprep(half.path()).arg("lists").output().unwrap();
+    assert_ran(&listed);
+    assert_eq!(
+        fs::read(half.path().join("frame_lists/train.csv")).unwrap(),
         fs::read(data.path().join("frame_lists/train.csv")).unwrap()
     );
 }

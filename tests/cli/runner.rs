@@ -570,6 +570,73 @@ fn a_failure_a_shard_made_good_is_over() {
     );
 }
 
+/// A shard finds the videos of its part already made (by a run without --shard, or by shards of
+/// another count) done: on AVA it once re-hashed every download and extracted its videos again.
+/// A single step after a round of shards that has not all run waits for the rest, naming them:
+/// it once listed the videos of the shards that had run, and the validation passed.
+#[test]
+fn shards_reuse_what_was_made_and_single_steps_wait_for_the_rest() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path();
+    run(data, &stages(1, Duration::ZERO), None);
+    let made = log_lines(data).len();
+    let late = run(
+        data,
+        &stages(1, Duration::ZERO),
+        Some(Shard { index: 2, count: 3 }),
+    );
+    assert!(late.succeeded(), "{:?}", outcomes(&late));
+    assert_eq!(
+        log_lines(data).len(),
+        made,
+        "{:?}",
+        &log_lines(data)[made..]
+    );
+
+    let other = tempfile::tempdir().unwrap();
+    let data = other.path();
+    for index in 1..=2 {
+        run(
+            data,
+            &stages(1, Duration::ZERO),
+            Some(Shard { index, count: 3 }),
+        );
+    }
+    let lists_alone = run(data, &stages(1, Duration::ZERO)[2..], None);
+    let lists = &lists_alone.stages[0];
+    assert_eq!(lists.outcome, StageOutcome::Blocked);
+    let reasons: Vec<(&str, &str)> = lists
+        .blocked_by
+        .iter()
+        .map(|blocker| (blocker.stage.name(), blocker.reason.as_str()))
+        .collect();
+    let unfinished =
+        "is not finished: it was prepared in 3 shards, and --shard 3/3 has not run yet";
+    assert!(reasons.contains(&("extract", unfinished)), "{reasons:?}");
+    assert!(!data.join("lists/all").exists());
+
+    // A shard of another count makes only the videos of its part the others did not.
+    let before = log_lines(data).len();
+    let made_by_the_two: Vec<String> = log_lines(data)
+        .iter()
+        .filter_map(|line| line.strip_prefix("extract "))
+        .map(String::from)
+        .collect();
+    let quarter = Shard { index: 3, count: 4 };
+    run(data, &stages(1, Duration::ZERO), Some(quarter));
+    let mut extracted: Vec<String> = log_lines(data)[before..]
+        .iter()
+        .filter_map(|line| line.strip_prefix("extract "))
+        .map(String::from)
+        .collect();
+    let expected: Vec<String> = (0..VIDEOS)
+        .map(|index| format!("video{index:02}"))
+        .filter(|video| quarter.contains(video) && !made_by_the_two.contains(video))
+        .collect();
+    extracted.sort();
+    assert_eq!(extracted, expected);
+}
+
 /// Ctrl-C before the run begins: the streaming per-video stages stop (interrupted, resumed next
 /// time), and the stage after them, which never began, says so rather than "interrupted".
 #[test]

@@ -61,8 +61,44 @@ pub fn forget_making_command(data_dir: &Path) -> std::io::Result<()> {
 /// shell runs it from the current folder: from another, `cd FOLDER && ` first, with the data
 /// directory's absolute path.
 pub fn making_command(data_dir: &Path) -> Option<String> {
+    let record = kept(data_dir)?;
+    spoken(data_dir, &record)
+}
+
+/// [`making_command`], where it runs a pipeline, run until `stage` (the one a hint needs made
+/// again: the pipeline's later stages, its training included, wait for the command after it).
+/// `None` where the kept command runs no pipeline, or none is kept.
+pub fn making_run_until(data_dir: &Path, stage: &str) -> Option<String> {
+    let mut record = kept(data_dir)?;
+    let command = record
+        .words
+        .iter()
+        .position(|word| !word.starts_with('-'))?;
+    if record.words[command] != "run" {
+        return None;
+    }
+    let mut words = std::mem::take(&mut record.words).into_iter();
+    let mut bounded = Vec::new();
+    while let Some(word) = words.next() {
+        match word.as_str() {
+            "--until" => {
+                words.next();
+            }
+            flag if flag.starts_with("--until=") => {}
+            _ => bounded.push(word),
+        }
+    }
+    bounded.extend(["--until".to_string(), stage.to_string()]);
+    record.words = bounded;
+    spoken(data_dir, &record)
+}
+
+fn kept(data_dir: &Path) -> Option<MakingCommand> {
     let bytes = fsutil::read_regular(&record_path(data_dir), FileKind::Config).ok()?;
-    let record: MakingCommand = serde_json::from_slice(&bytes).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+fn spoken(data_dir: &Path, record: &MakingCommand) -> Option<String> {
     let words: Vec<String> = record
         .words
         .iter()
@@ -100,13 +136,22 @@ mod tests {
         arguments.push("my pipeline.toml".into());
         arguments.extend(words("--shard 2/4 --set extract.height=240"));
         keep_making_command(data.path(), &arguments, folder.path()).unwrap();
+        let typed = format!(
+            "cd {} && avaprep --data-dir {} --json run 'my pipeline.toml' --set 'extract.height=240'",
+            folder.path().display(),
+            data.path().display()
+        );
+        assert_eq!(making_command(data.path()).unwrap(), typed);
+        // Run until the stage a hint needs, not as far as the pipeline goes (its training).
         assert_eq!(
-            making_command(data.path()).unwrap(),
-            format!(
-                "cd {} && avaprep --data-dir {} --json run 'my pipeline.toml' --set 'extract.height=240'",
-                folder.path().display(),
-                data.path().display()
-            )
+            making_run_until(data.path(), "extract").unwrap(),
+            format!("{typed} --until extract")
+        );
+        arguments.extend(words("--until train"));
+        keep_making_command(data.path(), &arguments, folder.path()).unwrap();
+        assert_eq!(
+            making_run_until(data.path(), "fetch-videos").unwrap(),
+            format!("{typed} --until fetch-videos")
         );
 
         let arguments = words("--data-dir=work --shard=1/2 fetch --dataset own/dataset.toml");
@@ -119,5 +164,6 @@ mod tests {
                 data.path().display()
             )
         );
+        assert_eq!(making_run_until(data.path(), "extract"), None);
     }
 }

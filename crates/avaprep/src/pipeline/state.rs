@@ -369,6 +369,19 @@ pub enum Loaded {
 pub struct ShardState {
     pub written: SystemTime,
     pub state: StageState,
+    /// Which shard wrote it, from its file name.
+    pub shard: super::Shard,
+}
+
+/// The shard whose state file of `stage` `path` is (`<stage>.shard-I-of-N.json`).
+fn shard_of(path: &Path, stage: &str) -> Option<super::Shard> {
+    let name = path.file_name()?.to_str()?;
+    let numbers = name
+        .strip_prefix(stage)?
+        .strip_prefix(".shard-")?
+        .strip_suffix(".json")?;
+    let (index, count) = numbers.split_once("-of-")?;
+    format!("{index}/{count}").parse().ok()
 }
 
 /// The folder of state files under a data directory, optionally for one shard of a sharded run.
@@ -455,9 +468,14 @@ impl StateStore {
             .unwrap_or_default()
             .into_iter()
             .filter_map(|path| {
+                let shard = shard_of(&path, stage)?;
                 let written = fs::metadata(&path).and_then(|meta| meta.modified()).ok()?;
                 let state = parse(&fs::read(&path).ok()?, stage).ok()?;
-                Some(ShardState { written, state })
+                Some(ShardState {
+                    written,
+                    state,
+                    shard,
+                })
             })
             .collect();
         states.sort_by_key(|shard| std::cmp::Reverse(shard.written));

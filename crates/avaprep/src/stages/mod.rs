@@ -256,7 +256,9 @@ pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>, data_dir: &Path
     let avaprep = crate::progress::avaprep_in(data_dir);
     let (command, otherwise) = match stage {
         StageId::FetchAnnotations | StageId::Parse | StageId::FetchVideos => {
-            match (made_by::making_command(data_dir), made_from_disk(data_dir)) {
+            let kept = made_by::making_run_until(data_dir, stage.name())
+                .or_else(|| made_by::making_command(data_dir));
+            match (kept, made_from_disk(data_dir)) {
                 // As it was typed: its dataset, videos and mirror, or its pipeline's settings.
                 (Some(command), _) => (command, String::new()),
                 (None, Some(MadeFrom::Extract(args))) => {
@@ -274,10 +276,15 @@ pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>, data_dir: &Path
                 ),
             }
         }
-        StageId::Extract => (
-            format!("{avaprep} extract{}", recorded_extract_flags(data_dir)),
-            String::new(),
-        ),
+        // Shards' frames are made again by the pipeline that made them: `extract` alone would
+        // take every video, the other shards' not downloaded here among them.
+        StageId::Extract => match made_by::making_run_until(data_dir, stage.name()) {
+            Some(command) if sharded(data_dir, stage) => (command, String::new()),
+            _ => (
+                format!("{avaprep} extract{}", recorded_extract_flags(data_dir)),
+                String::new(),
+            ),
+        },
         other => (
             format!(
                 "{avaprep} {}",
@@ -348,6 +355,13 @@ fn made_from_disk(data_dir: &Path) -> Option<MadeFrom> {
     }
     args.push_str(&recorded_extract_flags(data_dir));
     Some(MadeFrom::Extract(args))
+}
+
+/// Whether shards of a sharded run have done some of the stage's work.
+fn sharded(data_dir: &Path, stage: StageId) -> bool {
+    !StateStore::new(data_dir, None)
+        .peek_shards(stage.name())
+        .is_empty()
 }
 
 /// The flags of `extract` whose recorded values are not its defaults, so that the command a

@@ -75,7 +75,10 @@ impl<Id: StageName> Runner<'_, Id> {
                     queue.push(earlier);
                 }
             }
-            if let Some(reason) = self.external_reason(&state) {
+            let reason = self
+                .shards_not_run(id, &state)
+                .or_else(|| self.external_reason(&state));
+            if let Some(reason) = reason {
                 blockers.push(Blocker {
                     stage: id,
                     reason,

@@ -60,6 +60,53 @@ fn changed_note(changed: &[(String, String)]) -> Option<String> {
     ))
 }
 
+/// "its settings changed since its last run (height 120 -> 160): all of it is made again",
+/// naming a few of the settings that changed. None where none did (a record of another format).
+fn settings_note(earlier: &serde_json::Value, now: &serde_json::Value) -> Option<String> {
+    const NAMED: usize = 3;
+    let (mut earlier_values, mut now_values) = (Vec::new(), Vec::new());
+    flatten("", earlier, &mut earlier_values);
+    flatten("", now, &mut now_values);
+    let earlier_values: std::collections::BTreeMap<_, _> = earlier_values.into_iter().collect();
+    let now_values: std::collections::BTreeMap<_, _> = now_values.into_iter().collect();
+    let keys: BTreeSet<&String> = earlier_values.keys().chain(now_values.keys()).collect();
+    let unset = "(unset)".to_string();
+    let changes: Vec<String> = keys
+        .into_iter()
+        .filter(|key| earlier_values.get(*key) != now_values.get(*key))
+        .map(|key| {
+            let value = |values: &std::collections::BTreeMap<String, String>| {
+                values.get(key).unwrap_or(&unset).clone()
+            };
+            format!("{key} {} -> {}", value(&earlier_values), value(&now_values))
+        })
+        .collect();
+    if changes.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "its settings changed since its last run ({}): all of it is made again",
+        crate::progress::first_named(&changes, NAMED)
+    ))
+}
+
+/// Every leaf of `value` as (dotted key, value as written: strings bare, lists as JSON).
+fn flatten(prefix: &str, value: &serde_json::Value, leaves: &mut Vec<(String, String)>) {
+    match value {
+        serde_json::Value::Object(fields) => {
+            for (key, field) in fields {
+                let dotted = match prefix {
+                    "" => key.clone(),
+                    _ => format!("{prefix}.{key}"),
+                };
+                flatten(&dotted, field, leaves);
+            }
+        }
+        serde_json::Value::String(text) => leaves.push((prefix.to_string(), text.clone())),
+        other => leaves.push((prefix.to_string(), other.to_string())),
+    }
+}
+
 /// "4 items to redo, their inputs changed: video1, video2, video3 and 1 more" (`what` has the
 /// singular and the plural).
 fn items_note(items: &[String], what: [&str; 2]) -> Option<String> {
@@ -120,7 +167,11 @@ impl<Id: StageName> Runner<'_, Id> {
                 state.format = STATE_FORMAT;
                 state
             }
-            Loaded::Valid(_) | Loaded::Missing => StageState::new(name, &key, stage.params()),
+            Loaded::Valid(earlier) => {
+                notes.extend(settings_note(&earlier.params, &stage.params()));
+                StageState::new(name, &key, stage.params())
+            }
+            Loaded::Missing => StageState::new(name, &key, stage.params()),
             Loaded::Corrupt(corrupt) => {
                 let note = format!(
                     "{}: {}; moved it to {} and rebuilding the stage",
@@ -168,8 +219,12 @@ impl<Id: StageName> Runner<'_, Id> {
             begun: AtomicUsize::new(0),
             newly_missing: Mutex::new(Vec::new()),
         };
-        if self.shard.is_none() {
-            self.merge_shards(&mut state, &prepared.keys, group)?;
+        match self.shard {
+            None => self.merge_shards(&mut state, &prepared.keys, group)?,
+            Some(_) if stage.granularity() == Granularity::PerVideo => {
+                self.take_done_elsewhere(&mut state, &prepared.keys, &prepared.plan, group);
+            }
+            Some(_) => {}
         }
         let read = self.whole_reads(stage);
         let read_changed = state.read != read;
@@ -284,5 +339,26 @@ impl<Id: StageName> Runner<'_, Id> {
             }
         }
         (changed, retimed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::settings_note;
+
+    #[test]
+    fn a_settings_note_names_what_changed_from_what_to_what() {
+        let earlier =
+            json!({"version": 2, "height": 120, "ranges": "annotated", "clip": {"fps": 5.0}});
+        let now = json!({"version": 2, "height": 160, "ranges": "segment", "clip": {"fps": 5.0}, "upscale": true});
+        assert_eq!(
+            settings_note(&earlier, &now).as_deref(),
+            Some(
+                "its settings changed since its last run (height 120 -> 160, ranges annotated -> segment, upscale (unset) -> true): all of it is made again"
+            )
+        );
+        assert_eq!(settings_note(&now, &now), None);
     }
 }

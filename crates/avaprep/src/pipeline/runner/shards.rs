@@ -6,6 +6,7 @@ use std::collections::BTreeSet;
 use super::keys::ItemKeys;
 use super::prepare::Prepared;
 use super::{Runner, state_error};
+use crate::pipeline::Shard;
 use crate::pipeline::fingerprint::stage_key;
 use crate::pipeline::stage::{AnyStage, Granularity, ItemError, StageName};
 use crate::pipeline::state::{ItemRecord, Peeked, ShardState, StageState, StageStatus, StateStore};
@@ -110,6 +111,43 @@ impl<Id: StageName> Runner<'_, Id> {
         Some(state)
     }
 
+    /// Outside a sharded run, why a stage that only shards ran (under `state`'s settings) is not
+    /// done: some shards have not run, and their videos are not made. None where every shard of
+    /// one count ran, or a run without --shard made the stage since (it does the rest itself).
+    pub(crate) fn shards_not_run(&self, stage: Id, state: &StageState) -> Option<String> {
+        let own_current = self
+            .peek_own(stage)
+            .is_some_and(|own| own.fingerprint == state.fingerprint);
+        if own_current {
+            return None;
+        }
+        let ran: Vec<Shard> = self
+            .shard_files(stage)
+            .into_iter()
+            .filter(|shard| shard.state.fingerprint == state.fingerprint)
+            .map(|shard| shard.shard)
+            .collect();
+        let newest = ran.first()?;
+        let all_ran = |count: u32| (1..=count).all(|index| ran.contains(&Shard { index, count }));
+        if ran.iter().any(|shard| all_ran(shard.count)) {
+            return None;
+        }
+        let count = newest.count;
+        let not_run: Vec<String> = (1..=count)
+            .map(|index| Shard { index, count })
+            .filter(|shard| !ran.contains(shard))
+            .map(|shard| format!("--shard {shard}"))
+            .collect();
+        let have = match not_run.len() {
+            1 => "has",
+            _ => "have",
+        };
+        Some(format!(
+            "is not finished: it was prepared in {count} shards, and {} {have} not run yet",
+            crate::progress::first_named(&not_run, 3)
+        ))
+    }
+
     /// In a sharded run, per-video stages do their shard and whole stages that read per-video output
     /// wait for the combining run; whole stages before any per-video work run on every shard.
     pub(crate) fn is_deferred(
@@ -148,6 +186,42 @@ impl<Id: StageName> Runner<'_, Id> {
         let shards = self.store.load_shards(&state.stage).map_err(state_error)?;
         merge_shard_states(state, shards, keys, group);
         Ok(())
+    }
+}
+
+impl<Id: StageName> Runner<'_, Id> {
+    /// In a shard, the videos of its part that were made already under their current keys, by a
+    /// run without --shard or by another shard (one of a round with another count): they count
+    /// as done, not made again. Their records are checked as any of its own (their files must
+    /// be as recorded). The files are only read, never set aside.
+    pub(crate) fn take_done_elsewhere(
+        &self,
+        state: &mut StageState,
+        keys: &ItemKeys,
+        plan: &[String],
+        group: &[Prepared<Id>],
+    ) {
+        let shared = StateStore::new(self.context.data_dir, None);
+        let whole = match shared.peek(&state.stage) {
+            Ok(Peeked::Valid(whole)) => Some(*whole),
+            _ => None,
+        };
+        let planned: BTreeSet<&String> = plan.iter().collect();
+        let elsewhere: Vec<StageState> = whole
+            .into_iter()
+            .chain(
+                shared
+                    .peek_shards(&state.stage)
+                    .into_iter()
+                    .map(|shard| shard.state),
+            )
+            .map(|mut other| {
+                other.items.retain(|item, _| planned.contains(item));
+                other.missing.retain(|item, _| planned.contains(item));
+                other
+            })
+            .collect();
+        merge_shard_states(state, elsewhere, keys, group);
     }
 }
 
