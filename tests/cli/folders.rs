@@ -451,6 +451,21 @@ fn a_copied_data_directory_names_itself() {
     let message = stderr(&refused);
     assert_eq!(refused.status.code(), Some(1), "{message}");
     assert!(message.contains("moved or copied"), "{message}");
+    // The command it names keeps the loader views the lists were made with: `lists` alone
+    // removed the mmaction2 view.
+    let hint = message
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command: {message}"));
+    assert!(hint.ends_with(" lists --mmaction2"), "{message}");
+    let relisted = crate::support::run_named(hint);
+    assert_ran(&relisted);
+    assert!(
+        stdout(&relisted).contains("up to date"),
+        "{}",
+        stdout(&relisted)
+    );
+    assert!(copy.join("mmaction2/ava.py").is_file());
 
     let again = workspace.run_until(&copy, "validate", &mmaction2);
     assert_ran(&again);

@@ -280,18 +280,9 @@ pub fn blocker_text(blocker: &crate::pipeline::Blocker<StageId>, data_dir: &Path
         // take every video, the other shards' not downloaded here among them.
         StageId::Extract => match made_by::making_run_until(data_dir, stage.name()) {
             Some(command) if sharded(data_dir, stage) => (command, String::new()),
-            _ => (
-                format!("{avaprep} extract{}", recorded_extract_flags(data_dir)),
-                String::new(),
-            ),
+            _ => (remake_command(data_dir, stage), String::new()),
         },
-        other => (
-            format!(
-                "{avaprep} {}",
-                other.command().trim_start_matches("avaprep ")
-            ),
-            String::new(),
-        ),
+        other => (remake_command(data_dir, other), String::new()),
     };
     format!(
         "{} {}; run `{command}` first{otherwise}",
@@ -353,7 +344,7 @@ fn made_from_disk(data_dir: &Path) -> Option<MadeFrom> {
             crate::progress::shell_word(&folder)
         )),
     }
-    args.push_str(&recorded_extract_flags(data_dir));
+    args.push_str(&recorded_flags(data_dir, StageId::Extract));
     Some(MadeFrom::Extract(args))
 }
 
@@ -364,37 +355,55 @@ fn sharded(data_dir: &Path, stage: StageId) -> bool {
         .is_empty()
 }
 
-/// The flags of `extract` whose recorded values are not its defaults, so that the command a
-/// hint names makes the same frames: without them it would extract every video again, at the
-/// defaults.
-#[cfg(feature = "extract")]
-fn recorded_extract_flags(data_dir: &Path) -> String {
+/// The command that makes `stage` again as it was last made: `extract` and `lists` with the
+/// flags whose recorded values are not their defaults (without them it would make every video
+/// again at the defaults, or drop the loader views), the others as they are.
+pub fn remake_command(data_dir: &Path, stage: StageId) -> String {
+    let avaprep = crate::progress::avaprep_in(data_dir);
+    let command = stage.command().trim_start_matches("avaprep ");
+    format!("{avaprep} {command}{}", recorded_flags(data_dir, stage))
+}
+
+fn recorded_flags(data_dir: &Path, stage: StageId) -> String {
     let store = crate::pipeline::StateStore::new(data_dir, None);
-    let Ok(crate::pipeline::state::Peeked::Valid(state)) = store.peek(StageId::Extract.name())
-    else {
+    let Ok(crate::pipeline::state::Peeked::Valid(state)) = store.peek(stage.name()) else {
         return String::new();
     };
-    let defaults =
-        serde_json::to_value(extract::ExtractParams::default()).expect("params serialise");
+    let (recorded, defaults, keys): (&serde_json::Value, serde_json::Value, &[&str]) = match stage {
+        #[cfg(feature = "extract")]
+        StageId::Extract => (
+            &state.params,
+            serde_json::to_value(extract::ExtractParams::default()).expect("params serialise"),
+            &["fps", "height", "quality", "margin", "ranges", "upscale"],
+        ),
+        StageId::Lists => (
+            &state.params["params"],
+            serde_json::to_value(lists::ListsParams::default()).expect("params serialise"),
+            &[
+                "list_fps",
+                "num_frames",
+                "sampling_rate",
+                "pytorchvideo",
+                "mmaction2",
+            ],
+        ),
+        _ => return String::new(),
+    };
     let mut flags = String::new();
-    for key in ["fps", "height", "quality", "margin", "ranges", "upscale"] {
-        let recorded = &state.params[key];
-        if recorded.is_null() || *recorded == defaults[key] {
+    for key in keys {
+        let value = &recorded[key];
+        if value.is_null() || *value == defaults[key] {
             continue;
         }
-        match recorded {
-            serde_json::Value::Bool(true) => flags.push_str(&format!(" --{key}")),
+        let flag = key.replace('_', "-");
+        match value {
+            serde_json::Value::Bool(true) => flags.push_str(&format!(" --{flag}")),
             serde_json::Value::Bool(false) => {}
-            serde_json::Value::String(text) => flags.push_str(&format!(" --{key} {text}")),
-            other => flags.push_str(&format!(" --{key} {other}")),
+            serde_json::Value::String(text) => flags.push_str(&format!(" --{flag} {text}")),
+            other => flags.push_str(&format!(" --{flag} {other}")),
         }
     }
     flags
-}
-
-#[cfg(not(feature = "extract"))]
-fn recorded_extract_flags(_data_dir: &Path) -> String {
-    String::new()
 }
 
 /// The pipeline's import, where it has an `[import]` table, as the runner holds a stage; an

@@ -493,9 +493,10 @@ fn check_names_this_directory(
         Some(named) if !crate::fsutil::same_place(named, &here) => Err(ValidateError::Config {
             path: config_path.to_path_buf(),
             message: format!(
-                "names the frames at {}, not this data directory's ({}): it was moved or copied; `avaprep lists` rewrites the configs for it",
+                "names the frames at {}, not this data directory's ({}): it was moved or copied; `{}` rewrites the configs for it",
                 named.display(),
-                here.display()
+                here.display(),
+                crate::stages::remake_command(layout.root(), crate::stages::StageId::Lists)
             ),
         }),
         _ => Ok(()),
