@@ -15,7 +15,7 @@ use avaprep::pipeline::{
 use avaprep::stages::{ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{figures, finish, keep_making_command, lock, run_stages};
+use crate::render::{figures, finish_unless, keep_making_command, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 #[derive(Debug, Args)]
@@ -121,6 +121,7 @@ pub fn run(
         Some(_) => None,
     };
     let lock = lock(global, args.shard)?;
+    let mut left_out = None;
     if let Some(built) = &named_dataset {
         built
             .refuse_another_held(&global.data_dir)
@@ -129,9 +130,12 @@ pub fn run(
     if let Some(import) = import {
         if args.shard.is_some() && !imported_manifest(&global.data_dir).is_file() {
             return Err(UsageError(format!(
-                "a shard prepares the dataset an unsharded run imported: run `{} run {} --until import` first",
-                avaprep::progress::avaprep_in(&global.data_dir),
-                avaprep::progress::shell_word(&args.pipeline)
+                "a shard prepares the dataset an unsharded run imported: run `{}` first",
+                avaprep::pipeline::made_by::this_run_until(
+                    &global.data_dir,
+                    &arguments(),
+                    StageId::Import.name()
+                )
             ))
             .into());
         }
@@ -146,8 +150,9 @@ pub fn run(
                 cancel,
             )?;
             keep_making_command(global, &report, printer);
+            left_out = import_left_out(&report);
             if !report.succeeded() || args.until == Some(StageId::Import) {
-                return Ok(finish(&report, printer));
+                return Ok(finish_unless(&report, printer, left_out));
             }
         }
     }
@@ -181,7 +186,37 @@ pub fn run(
     if report.succeeded() {
         print_closings(global, &built, &report, printer);
     }
-    Ok(finish(&report, printer))
+    Ok(finish_unless(&report, printer, left_out))
+}
+
+/// Videos this run's import left out (unreadable, or not in the folder), as a failure: the rest
+/// are prepared, and the run fails, as `avaprep import` does and a run that finds a download
+/// missing does. The next run, with nothing new to import, does not fail again.
+#[cfg(feature = "extract")]
+fn import_left_out(report: &avaprep::pipeline::RunReport<StageId>) -> Option<String> {
+    let left_out: u64 = report
+        .stages
+        .iter()
+        .filter(|stage| stage.stage == StageId::Import)
+        .filter(|stage| stage.outcome == avaprep::pipeline::StageOutcome::Completed)
+        .filter_map(|stage| {
+            stage
+                .counts_as::<avaprep::stages::import::ImportCounts>()
+                .ok()
+        })
+        .map(|counts| counts.left_out)
+        .sum();
+    (left_out > 0).then(|| {
+        format!(
+            "import left out {} (above); the others are prepared",
+            avaprep::progress::counted(left_out, "video", "videos")
+        )
+    })
+}
+
+#[cfg(not(feature = "extract"))]
+fn import_left_out(_report: &avaprep::pipeline::RunReport<StageId>) -> Option<String> {
+    None
 }
 
 /// The pipeline `status` shows: the one named, else the demo's where this folder has it (the
@@ -324,4 +359,12 @@ fn status_text(line: &StageStatusLine<StageId>) -> String {
         text.push_str(&format!(" ({detail})"));
     }
     text
+}
+
+/// This process's arguments after the program name.
+fn arguments() -> Vec<String> {
+    std::env::args_os()
+        .skip(1)
+        .map(|word| word.to_string_lossy().into_owned())
+        .collect()
 }

@@ -128,11 +128,21 @@ pub fn forget_making_command(global: &GlobalArgs, report: &RunReport<StageId>, p
 
 /// The command's last record, once whatever number of runs it made, and its exit status.
 pub fn finish(report: &RunReport<StageId>, printer: &Printer) -> ExitStatus {
-    printer.record(
-        "summary",
-        &serde_json::json!({ "succeeded": report.succeeded() }),
-    );
-    match report.succeeded() {
+    finish_unless(report, printer, None)
+}
+
+/// [`finish`], failed for `failure` too: work left undone that the stages' outcomes do not show.
+pub fn finish_unless(
+    report: &RunReport<StageId>,
+    printer: &Printer,
+    failure: Option<String>,
+) -> ExitStatus {
+    let succeeded = report.succeeded() && failure.is_none();
+    if let Some(failure) = failure {
+        printer.note(&format!("error: {failure}"));
+    }
+    printer.record("summary", &serde_json::json!({ "succeeded": succeeded }));
+    match succeeded {
         true => ExitStatus::Success,
         false => ExitStatus::Failure,
     }

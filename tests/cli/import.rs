@@ -2212,6 +2212,64 @@ fn imported(export: &Path, videos: &Path, out: &Path, extra: &[&str]) -> Output 
     output
 }
 
+/// A pipeline's import that leaves a video out (not in the folder) fails the run that finds it,
+/// as `avaprep import` does, with the others prepared; the next run, with nothing new to import,
+/// passes. A shard before any import names the unsharded run it needs, with the settings typed.
+#[test]
+fn a_pipeline_import_that_leaves_a_video_out_fails_its_run() {
+    let data = tempfile::tempdir().unwrap();
+    let folder = tempfile::tempdir().unwrap();
+    let mut copied = 0;
+    for entry in fs::read_dir(videos()).unwrap() {
+        let path = entry.unwrap().path();
+        if copied == 0 {
+            copied += 1;
+            continue;
+        }
+        fs::copy(&path, folder.path().join(path.file_name().unwrap())).unwrap();
+        copied += 1;
+    }
+    let exports: Vec<String> = cvat_video_exports()
+        .iter()
+        .map(|export| format!("{:?}", export.display().to_string()))
+        .collect();
+    let pointed = [
+        format!("import.exports=[{}]", exports.join(", ")),
+        format!("import.videos={:?}", folder.path().display().to_string()),
+    ];
+    let run = |extra: &[&str]| {
+        avaprep(data.path())
+            .args(["run", "pipelines/own-videos.toml"])
+            .args(
+                pointed
+                    .iter()
+                    .flat_map(|setting| ["--set", setting.as_str()]),
+            )
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let sharded = run(&["--shard", "1/2", "--until", "lists"]);
+    assert_eq!(sharded.status.code(), Some(2), "{}", stderr(&sharded));
+    let named = crate::support::named_command(&stderr(&sharded));
+    assert!(
+        named.contains("--set 'import.videos=")
+            && named.ends_with("--until import")
+            && !named.contains("--shard"),
+        "{named}"
+    );
+    let found = crate::support::run_named(&named);
+    assert_eq!(found.status.code(), Some(1), "{}", stderr(&found));
+    assert!(
+        stderr(&found).contains("import left out 1 video"),
+        "{}",
+        stderr(&found)
+    );
+    assert!(data.path().join("import/dataset.toml").is_file());
+    let again = run(&["--until", "import"]);
+    assert!(again.status.success(), "{}", stderr(&again));
+}
+
 /// A pipeline that imports is checked whole before its import reads anything: a bad `[import]`
 /// value names its key (not a flag), a val split the import would not make stops it, a misspelt
 /// training setting stops the run too, and `--until import` on a pipeline without an import is

@@ -30,19 +30,8 @@ pub fn keep_making_command(
     arguments: &[String],
     folder: &Path,
 ) -> std::io::Result<()> {
-    let mut words = Vec::new();
-    let mut arguments = arguments.iter();
-    while let Some(word) = arguments.next() {
-        match word.as_str() {
-            "--shard" | "--data-dir" => {
-                arguments.next();
-            }
-            flag if flag.starts_with("--shard=") || flag.starts_with("--data-dir=") => {}
-            _ => words.push(word.clone()),
-        }
-    }
     let record = MakingCommand {
-        words,
+        words: without(arguments, &["--shard", "--data-dir"]),
         folder: folder.to_path_buf(),
     };
     let json = serde_json::to_vec_pretty(&record).expect("a command serialises");
@@ -77,20 +66,49 @@ pub fn making_run_until(data_dir: &Path, stage: &str) -> Option<String> {
     if record.words[command] != "run" {
         return None;
     }
-    let mut words = std::mem::take(&mut record.words).into_iter();
-    let mut bounded = Vec::new();
+    record.words = run_until(&record.words, stage);
+    spoken(data_dir, &record)
+}
+
+/// This process's `run` (its `arguments` after the program name), on `data_dir` as named, run
+/// until `stage` and without `--shard`: the unsharded run a shard needs first.
+pub fn this_run_until(data_dir: &Path, arguments: &[String], stage: &str) -> String {
+    let words = run_until(&without(arguments, &["--shard", "--data-dir"]), stage);
+    let words: Vec<String> = words
+        .iter()
+        .map(|word| crate::progress::shell_word(Path::new(word)))
+        .collect();
+    format!(
+        "{} {}",
+        crate::progress::avaprep_in(data_dir),
+        words.join(" ")
+    )
+}
+
+fn run_until(words: &[String], stage: &str) -> Vec<String> {
+    let mut bounded = without(words, &["--until"]);
+    bounded.extend(["--until".to_string(), stage.to_string()]);
+    bounded
+}
+
+/// `words` less each of `flags` with its value (`--flag VALUE` or `--flag=VALUE`).
+fn without(words: &[String], flags: &[&str]) -> Vec<String> {
+    let mut kept = Vec::new();
+    let mut words = words.iter();
     while let Some(word) = words.next() {
-        match word.as_str() {
-            "--until" => {
+        let (flag, joined) = match word.split_once('=') {
+            Some((flag, _)) => (flag, true),
+            None => (word.as_str(), false),
+        };
+        match flags.contains(&flag) {
+            true if !joined => {
                 words.next();
             }
-            flag if flag.starts_with("--until=") => {}
-            _ => bounded.push(word),
+            true => {}
+            false => kept.push(word.clone()),
         }
     }
-    bounded.extend(["--until".to_string(), stage.to_string()]);
-    record.words = bounded;
-    spoken(data_dir, &record)
+    kept
 }
 
 fn kept(data_dir: &Path) -> Option<MakingCommand> {
