@@ -214,7 +214,7 @@ fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
     let pipeline = std::path::absolute(&pipeline.path).unwrap_or(pipeline.path.clone());
     let manifest = std::path::absolute(&summary.manifest).unwrap_or(summary.manifest.clone());
     lines.push(format!(
-        "dataset: {}\npipeline: {} ({whose})\nnext: avaprep --data-dir DIR run {}",
+        "dataset: {}\npipeline: {} ({whose})\nnext: avaprep --data-dir work run {}",
         manifest.display(),
         pipeline.display(),
         avaprep_shell::shell_word(&pipeline)

@@ -1315,7 +1315,7 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
     let pipeline = own.path().join("pipeline.toml");
     assert!(
         stdout(&output).contains(&format!(
-            "next: avaprep --data-dir DIR run {}",
+            "next: avaprep --data-dir work run {}",
             pipeline.display()
         )),
         "{}",
@@ -1444,7 +1444,7 @@ fn an_import_without_val_writes_a_pipeline_that_trains_on_every_video() {
     let said = stdout(&output);
     let pipeline = own.join("pipeline.toml");
     assert!(said.contains("no val split"), "{said}");
-    let next = format!("next: avaprep --data-dir DIR run '{}'", pipeline.display());
+    let next = format!("next: avaprep --data-dir work run '{}'", pipeline.display());
     assert!(said.contains(&next), "{said}");
     let data = work.path().join("data");
     let run = tiny_run(&data, &pipeline);
@@ -2210,6 +2210,48 @@ fn imported(export: &Path, videos: &Path, out: &Path, extra: &[&str]) -> Output 
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
     output
+}
+
+/// A CVAT video export imported with a shorter cut of its video (or one at a lower frame rate)
+/// is refused by name: its frame numbers would be timed by the wrong frames. It once imported
+/// the boxes that fell inside the file and dropped the rest, an action with them, without a word.
+#[test]
+fn a_cvat_export_with_another_cut_of_its_video_is_refused() {
+    let source = thirty_fps_video();
+    let id = source.file_stem().unwrap().to_str().unwrap().to_string();
+    let export = cvat_video_exports()
+        .into_iter()
+        .find(|export| export.file_stem().unwrap().to_str() == Some(id.as_str()))
+        .expect("the video's export");
+    let clips = tempfile::tempdir().unwrap();
+    let cut = clips.path().join(format!("{id}.mp4"));
+    let shorter = ["-i", source.to_str().unwrap(), "-t", "10"];
+    ffmpeg(
+        &[
+            &shorter[..],
+            &LOSSLESS_H264,
+            &["-an", cut.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    let out = tempfile::tempdir().unwrap();
+    let output = avaprep(out.path())
+        .arg("import")
+        .arg(&export)
+        .arg("--videos")
+        .arg(clips.path())
+        .arg("--out")
+        .arg(out.path().join("own"))
+        .args(["--action-from", "checkboxes"])
+        .output()
+        .unwrap();
+    assert_ne!(output.status.code(), Some(0), "{}", stdout(&output));
+    let message = stderr(&output);
+    assert!(
+        message.contains(&format!("{id}.mp4 has "))
+            && message.contains("not the video file the task was made from"),
+        "{message}"
+    );
 }
 
 /// A pipeline's import that leaves a video out (not in the folder) fails the run that finds it,

@@ -20,7 +20,27 @@ pub struct ExportedVideo {
     pub origin: Origin,
     /// The frame size the export's pixel coordinates are in, when it states one.
     pub frame_size: Option<FrameSize>,
+    /// The last frame number the export says the video has (CVAT's `<stop_frame>`), where it
+    /// numbers frames.
+    pub last_frame: Option<u64>,
     pub tracks: Vec<Track>,
+}
+
+impl ExportedVideo {
+    /// The last frame number the export labels or says the video has, where it numbers frames:
+    /// the file imported with it must have that frame.
+    pub fn last_frame_named(&self) -> Option<u64> {
+        let labelled = self
+            .tracks
+            .iter()
+            .flat_map(|track| &track.shapes)
+            .filter_map(|shape| match shape.at {
+                At::Frame(frame) => Some(frame),
+                At::Seconds(_) | At::PlayerSeconds(..) => None,
+            })
+            .max();
+        labelled.max(self.last_frame)
+    }
 }
 
 /// One person (or, for whole-clip labels, the whole frame) through a video.

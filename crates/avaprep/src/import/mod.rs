@@ -593,7 +593,13 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
             }
             continue;
         };
-        match probe(&options.videos.join(file.to_string())) {
+        let probed = probe(&options.videos.join(file.to_string())).and_then(|facts| {
+            match frames_past_the_file(video, &facts, file) {
+                Some(problem) => Err(problem),
+                None => Ok(facts),
+            }
+        });
+        match probed {
             Ok(facts) => {
                 let gap = (facts.player_start(Browser::Chromium)
                     - facts.player_start(Browser::Firefox))
@@ -1179,6 +1185,25 @@ fn usable_stem(stem: &str) -> String {
         .collect();
     debug_assert!(stem.is_empty() || usable.parse::<crate::annotations::VideoId>().is_ok());
     usable
+}
+
+/// Frames the export numbers that the file lacks: it is not the video the task was made from
+/// (another cut, or a lower frame rate), and every frame number would be timed by the wrong
+/// frames. Two frames of slack: decoders may count a stream's last frames differently.
+fn frames_past_the_file(
+    video: &ExportedVideo,
+    facts: &VideoFacts,
+    file: &impl std::fmt::Display,
+) -> Option<String> {
+    const SLACK: u64 = 2;
+    let frames = facts.frame_times.len() as u64;
+    let last = video.last_frame_named()?;
+    (last >= frames + SLACK).then(|| {
+        format!(
+            "{file} has {frames} frames, and the export ({}) numbers frames up to {last}: not the video file the task was made from (another cut, or another frame rate); import the export with that file",
+            video.origin
+        )
+    })
 }
 
 fn probe(path: &Path) -> Result<VideoFacts, String> {

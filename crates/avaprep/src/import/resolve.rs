@@ -311,6 +311,7 @@ mod tests {
                 width: 100,
                 height: 50,
             }),
+            last_frame: None,
             tracks: vec![Track {
                 person: 3,
                 motion,

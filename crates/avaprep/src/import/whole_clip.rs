@@ -73,6 +73,7 @@ impl Video {
             name: self.name,
             origin: self.origin.clone(),
             frame_size: None,
+            last_frame: None,
             tracks: vec![Track {
                 person: 1,
                 motion: Motion::Held,

@@ -27,6 +27,8 @@ pub(super) struct Task {
     pub(super) video: Option<String>,
     pub(super) frame_size: Option<FrameSize>,
     pub(super) start_frame: u64,
+    /// `<stop_frame>`: the task's last frame, numbered in the video.
+    pub(super) stop_frame: Option<u64>,
     /// What a project export adds to this task's frame numbers (0 elsewhere).
     pub(super) offset: u64,
     pub(super) origin: Origin,
@@ -336,6 +338,7 @@ impl<'a, 'input> Xml<'a, 'input> {
                 .map(str::to_string),
             frame_size: size.map(|size| self.frame_size(size)).transpose()?,
             start_frame: self.meta_number(node, "start_frame")?.unwrap_or(0),
+            stop_frame: self.meta_number(node, "stop_frame")?,
             offset: 0,
             origin: self.origin(node),
             tracks: Vec::new(),

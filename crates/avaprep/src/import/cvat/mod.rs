@@ -193,6 +193,7 @@ fn task_video(task: Task) -> Result<ExportedVideo, ExportError> {
         name,
         origin: task.origin,
         frame_size: task.frame_size,
+        last_frame: task.stop_frame,
         // CVAT's frame numbers are already the video's own (`start_frame + i × step`, see the
         // module's notes): they count from the video's frame 0, not from the task's
         // `start_frame`, which the numbers include.
@@ -218,6 +219,7 @@ fn image_video(video: ImageVideo) -> ExportedVideo {
         name: video.name,
         origin: video.origin,
         frame_size: Some(video.frame_size),
+        last_frame: None,
         tracks,
     }
 }

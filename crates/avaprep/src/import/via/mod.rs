@@ -533,6 +533,7 @@ impl<'a> Project<'a> {
                     place: format!("view \"{vid}\""),
                 },
                 frame_size: None,
+                last_frame: None,
                 tracks: tracks(items, browser)?,
             });
         }
