@@ -91,6 +91,9 @@ pub fn run(args: &ImportArgs, printer: &Printer) -> anyhow::Result<ExitStatus> {
     for note in summary.missing_video_notes(&args.videos) {
         printer.note(&format!("warning: {note}"));
     }
+    if let Some(note) = summary.gone_video_note(&args.out) {
+        printer.note(&format!("warning: {note}"));
+    }
     for problem in &summary.skipped_videos {
         eprintln!("error: video {problem}; left out");
     }

@@ -151,6 +151,44 @@ fn a_reimport_keeps_each_video_in_the_split_it_had() {
     assert_eq!(afresh, import("1"));
 }
 
+/// An import into a folder an earlier import made is the dataset of the exports it is given: the
+/// videos only the earlier exports labelled are named as gone (they once went without a word, as
+/// if the second import added to the first).
+#[test]
+fn a_reimport_of_other_exports_names_the_videos_it_no_longer_holds() {
+    let out = tempfile::tempdir().unwrap();
+    let exports = cvat_video_exports();
+    let import = |exports: &[PathBuf]| {
+        let output = avaprep(out.path())
+            .arg("import")
+            .args(exports)
+            .arg("--videos")
+            .arg(videos())
+            .arg("--out")
+            .arg(out.path())
+            .args(["--action-from", "checkboxes"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        stderr(&output)
+    };
+    import(&exports[..3]);
+    let stem = |export: &PathBuf| export.file_stem().unwrap().to_str().unwrap().to_string();
+    let said = import(&exports[2..]);
+    let gone: Vec<String> = exports[..2].iter().map(stem).collect();
+    assert!(
+        said.contains("2 videos of the earlier import")
+            && gone.iter().all(|video| said.contains(video.as_str())),
+        "{said}"
+    );
+    assert_eq!(
+        json(&out.path().join("import.json"))["gone_videos"],
+        serde_json::json!(gone)
+    );
+    let again = import(&exports[2..]);
+    assert!(!again.contains("earlier import"), "{again}");
+}
+
 /// An action renamed in the tool (`stand still` to `standing`) and imported again: the label map
 /// keeps the old name, as ids never change, so it is still a class with no example. The import
 /// says so, with how to number the actions afresh (it said nothing, and val mAP fell).

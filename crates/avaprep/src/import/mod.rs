@@ -159,6 +159,9 @@ pub struct ImportSummary {
     pub slipped_actions: Vec<[String; 2]>,
     /// Videos left out, with why (unreadable, too long).
     pub skipped_videos: Vec<String>,
+    /// Videos an earlier import into the same folder made that this one's exports do not
+    /// label: gone from the dataset.
+    pub gone_videos: Vec<String>,
     /// `ground truth (score 1.0)` or the detections file.
     pub proposals: String,
     /// Each dataset video's clock: the dataset second at its file's time 0.
@@ -196,6 +199,37 @@ struct EarlierImport {
 /// The split (train or val) an earlier import into `out` gave each video file, where it chose
 /// by the same share and seed; empty otherwise (another rule, no earlier import, an earlier
 /// version's record).
+/// The videos an earlier import into `out` made that `splits` lack, other than those this
+/// import names as missing or left out (said already): an export not given again takes its
+/// videos out of the dataset.
+fn gone_videos(
+    out: &Path,
+    splits: &BTreeMap<String, Vec<VideoId>>,
+    summary: &ImportSummary,
+) -> Vec<String> {
+    let Some(earlier) = std::fs::read(out.join(write::SUMMARY))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice::<EarlierImport>(&bytes).ok())
+    else {
+        return Vec::new();
+    };
+    let now: BTreeSet<String> = splits.values().flatten().map(|id| id.to_string()).collect();
+    let said = |id: &str| {
+        summary.missing_videos.iter().any(|missing| missing == id)
+            || summary
+                .skipped_videos
+                .iter()
+                .any(|skipped| skipped.starts_with(&format!("{id}: ")))
+    };
+    let gone: BTreeSet<String> = earlier
+        .splits
+        .into_values()
+        .flatten()
+        .filter(|id| !now.contains(id) && !said(id))
+        .collect();
+    gone.into_iter().collect()
+}
+
 fn earlier_splits(out: &Path, rule: &SplitRule) -> BTreeMap<String, String> {
     let SplitRule::Fraction { val, seed } = rule else {
         return BTreeMap::new();
@@ -383,6 +417,19 @@ impl ImportSummary {
                 })
             })
             .collect()
+    }
+
+    /// The videos an earlier import into the folder made that this one does not label.
+    pub fn gone_video_note(&self, out: &Path) -> Option<String> {
+        if self.gone_videos.is_empty() {
+            return None;
+        }
+        Some(format!(
+            "{} of the earlier import into {} no export given now labels, and the dataset no longer holds: {} (an import makes the dataset of the exports it is given: give every export to keep them)",
+            crate::progress::counted(self.gone_videos.len() as u64, "video", "videos"),
+            out.display(),
+            crate::progress::first_named(&self.gone_videos, 5)
+        ))
     }
 
     /// A line per annotated video the folder lacks, naming a file there whose name differs only
@@ -686,6 +733,7 @@ pub fn import(options: &ImportOptions) -> Result<ImportSummary, ImportError> {
             (split, ids)
         })
         .collect();
+    summary.gone_videos = gone_videos(&options.out, &splits, &summary);
     summary.clipped_boxes = counts.clipped;
     summary.boxes_outside_frame = counts.outside_frame;
     summary.boxes_without_action = counts.without_action;

@@ -276,11 +276,21 @@ impl Stage for ExtractStage {
         if counts.segment_source_frames == 0 {
             return Ok(Vec::new());
         }
+        // More frames than the source has where a rate above the source's shows some twice.
+        let kept = match report.files < counts.segment_source_frames {
+            true => format!(
+                "{} of {} source frames kept ({:.1}x fewer)",
+                report.files,
+                counts.segment_source_frames,
+                counts.segment_source_frames as f64 / report.files.max(1) as f64,
+            ),
+            false => format!(
+                "{} frames from {} source frames",
+                report.files, counts.segment_source_frames
+            ),
+        };
         let mut lines = vec![format!(
-            "{} of {} source frames kept ({:.1}x fewer), {:.1}x fewer pixels; {} source frames decoded",
-            report.files,
-            counts.segment_source_frames,
-            counts.segment_source_frames as f64 / report.files.max(1) as f64,
+            "{kept}, {:.1}x fewer pixels; {} source frames decoded",
             counts.segment_source_pixels as f64 / counts.pixels_written.max(1) as f64,
             counts.source_frames_decoded,
         )];

@@ -231,6 +231,9 @@ impl Stage for ImportStage {
         for note in summary.missing_video_notes(&options.videos) {
             context.reporter.stage_note(self.id().name(), &note);
         }
+        if let Some(note) = summary.gone_video_note(&options.out) {
+            context.reporter.stage_note(self.id().name(), &note);
+        }
         let notes =
             summary
                 .detection_notes()
