@@ -120,9 +120,6 @@ pub fn run(
     let mut built = ProductStages::for_command(&dataset, StageId::FetchVideos)?;
     built.stages.push((StageId::Extract, Box::new(stage)));
     let lock = lock(global, None)?;
-    built
-        .refuse_another_held(&global.data_dir)
-        .map_err(UsageError)?;
     let report = run_stages(
         global,
         &lock,

@@ -622,14 +622,21 @@ impl StageId {
 pub struct ProductStages {
     pub stages: Vec<(StageId, Box<dyn AnyStage<StageId>>)>,
     pub dataset: crate::manifest::DatasetInfo,
+    /// Whether its annotations are downloaded (not copied from a folder on disk).
+    pub downloads_annotations: bool,
 }
 
 impl ProductStages {
-    /// A data directory holds one dataset. Another's manifest lists other sizes and checksums:
-    /// the annotations there would be refused and their archive removed from the downloads. So a
-    /// command naming another dataset than the one planned there is refused before any work.
-    /// A new version of the same dataset is welcome: the stages redo what it changed.
+    /// A data directory holds one downloaded dataset. Another's manifest lists other sizes and
+    /// checksums: the annotations downloaded there would be refused and their archive removed
+    /// from the downloads. So a command that downloads another dataset than the one planned
+    /// there is refused before any work. A new version of the same dataset is welcome, as is a
+    /// dataset of files on disk (an import's, made again from other exports): the stages redo
+    /// what it changed, and nothing there is removed.
     pub fn refuse_another_held(&self, data_dir: &Path) -> Result<(), String> {
+        if !self.downloads_annotations {
+            return Ok(());
+        }
         let Some((name, version)) = held_dataset(data_dir) else {
             return Ok(());
         };
@@ -684,6 +691,7 @@ impl ProductStages {
         Ok(ProductStages {
             stages,
             dataset: dataset.manifest.dataset.clone(),
+            downloads_annotations: !dataset.fetch.annotations_on_disk(),
         })
     }
 

@@ -76,7 +76,7 @@ fn settings_note(earlier: &serde_json::Value, now: &serde_json::Value) -> Option
         .filter(|key| earlier_values.get(*key) != now_values.get(*key))
         .map(|key| {
             let value = |values: &std::collections::BTreeMap<String, String>| {
-                values.get(key).unwrap_or(&unset).clone()
+                shortened(values.get(key).unwrap_or(&unset))
             };
             format!("{key} {} -> {}", value(&earlier_values), value(&now_values))
         })
@@ -88,6 +88,15 @@ fn settings_note(earlier: &serde_json::Value, now: &serde_json::Value) -> Option
         "its settings changed since its last run ({}): all of it is made again",
         crate::progress::first_named(&changes, NAMED)
     ))
+}
+
+/// A value short enough for a line (a list of exports may be long).
+fn shortened(value: &str) -> String {
+    const SHOWN: usize = 60;
+    match value.char_indices().nth(SHOWN) {
+        Some((end, _)) => format!("{}...", &value[..end]),
+        None => value.to_string(),
+    }
 }
 
 /// Every leaf of `value` as (dotted key, value as written: strings bare, lists as JSON).
@@ -360,5 +369,11 @@ mod tests {
             )
         );
         assert_eq!(settings_note(&now, &now), None);
+        let long = json!({"exports": ["a".repeat(100)]});
+        let note = settings_note(&json!({}), &long).unwrap();
+        assert!(
+            note.contains(&format!("exports (unset) -> [\"{}...", "a".repeat(58))),
+            "{note}"
+        );
     }
 }

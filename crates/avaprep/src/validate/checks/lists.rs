@@ -37,6 +37,13 @@ pub fn check_consumer_clock(
             timing.segment_start - AVA_START
         ));
     }
+    // An import puts every keyframe on AVA's clock: one outside it was written since.
+    let put_right = match request.video_spans.is_empty() {
+        true => "import your videos with `avaprep import`, which puts them on AVA's clock",
+        false => {
+            "an import puts every keyframe inside it: where `avaprep import` made the dataset, its annotation files were edited since, and importing again from the exports puts them right"
+        }
+    };
     for split in &dataset.splits {
         let keyframes = split.keyframes(request.detection_score_thresh);
         for (video, seconds) in keyframes {
@@ -49,7 +56,7 @@ pub fn check_consumer_clock(
                         false => " where its config names this split",
                     };
                     check.fail(format!(
-                        "{video} keyframe {second} ({} split): PySlowFast keeps keyframes 902..1798 and raises KeyError: {second} on this one{when}; import your videos with `avaprep import`, which puts them on AVA's clock",
+                        "{video} keyframe {second} ({} split): PySlowFast keeps keyframes 902..1798 and raises KeyError: {second} on this one{when}; {put_right}",
                         split.name
                     ));
                 }
