@@ -21,6 +21,20 @@ fn videos() -> PathBuf {
     mirror().join("ava-dataset/trainval")
 }
 
+/// `avaprep import EXPORTS --videos <the mirror's> --out OUT --action-from checkboxes`.
+fn import_checkboxes(out: &Path, exports: &[PathBuf]) -> Output {
+    avaprep(out)
+        .arg("import")
+        .args(exports)
+        .arg("--videos")
+        .arg(videos())
+        .arg("--out")
+        .arg(out)
+        .args(["--action-from", "checkboxes"])
+        .output()
+        .unwrap()
+}
+
 /// The synth report: which videos are val, where the dataset's clock puts the files' start.
 fn report() -> serde_json::Value {
     serde_json::from_slice(&fs::read(mirror().join("synth-report.json")).unwrap()).unwrap()
@@ -159,16 +173,7 @@ fn a_reimport_of_other_exports_names_the_videos_it_no_longer_holds() {
     let out = tempfile::tempdir().unwrap();
     let exports = cvat_video_exports();
     let import = |exports: &[PathBuf]| {
-        let output = avaprep(out.path())
-            .arg("import")
-            .args(exports)
-            .arg("--videos")
-            .arg(videos())
-            .arg("--out")
-            .arg(out.path())
-            .args(["--action-from", "checkboxes"])
-            .output()
-            .unwrap();
+        let output = import_checkboxes(out.path(), exports);
         assert!(output.status.success(), "{}", stderr(&output));
         stderr(&output)
     };
@@ -595,16 +600,7 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
         })
         .collect();
     fs::write(&broken, text.join("\n")).unwrap();
-    let output = avaprep(out.path())
-        .arg("import")
-        .arg(&broken)
-        .arg("--videos")
-        .arg(videos())
-        .arg("--out")
-        .arg(out.path())
-        .args(["--action-from", "checkboxes"])
-        .output()
-        .unwrap();
+    let output = import_checkboxes(out.path(), std::slice::from_ref(&broken));
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
     let message = stderr(&output);
     assert!(message.contains("broken.xml"), "{message}");

@@ -222,6 +222,17 @@ fn status(data_dir: &Path, stages: &[TestStage]) -> Vec<(String, StageCondition,
         .collect()
 }
 
+/// The one stage of a single-step run, blocked: by which stages, why.
+fn blocked_reasons(report: &RunReport<Step>) -> Vec<(String, String)> {
+    let stage = &report.stages[0];
+    assert_eq!(stage.outcome, StageOutcome::Blocked);
+    stage
+        .blocked_by
+        .iter()
+        .map(|blocker| (blocker.stage.name().to_string(), blocker.reason.clone()))
+        .collect()
+}
+
 fn outcomes(report: &RunReport<Step>) -> Vec<(String, StageOutcome)> {
     report
         .stages
@@ -602,17 +613,13 @@ fn shards_reuse_what_was_made_and_single_steps_wait_for_the_rest() {
             Some(Shard { index, count: 3 }),
         );
     }
-    let lists_alone = run(data, &stages(1, Duration::ZERO)[2..], None);
-    let lists = &lists_alone.stages[0];
-    assert_eq!(lists.outcome, StageOutcome::Blocked);
-    let reasons: Vec<(&str, &str)> = lists
-        .blocked_by
-        .iter()
-        .map(|blocker| (blocker.stage.name(), blocker.reason.as_str()))
-        .collect();
+    let reasons = blocked_reasons(&run(data, &stages(1, Duration::ZERO)[2..], None));
     let unfinished =
         "is not finished: it was prepared in 3 shards, and --shard 3/3 has not run yet";
-    assert!(reasons.contains(&("extract", unfinished)), "{reasons:?}");
+    assert!(
+        reasons.contains(&("extract".to_string(), unfinished.to_string())),
+        "{reasons:?}"
+    );
     assert!(!data.join("lists/all").exists());
 
     // A shard of another count makes only the videos of its part the others did not.
@@ -664,17 +671,13 @@ fn stages_a_stopped_run_never_began_are_not_started() {
     );
     // A single step after it waits for it to finish: it once made the lists of the videos the
     // stopped run had reached (here none), the others dropped as if they had failed.
-    let lists_alone = run(data, &stages[2..], None);
-    let lists = &lists_alone.stages[0];
-    assert_eq!(lists.outcome, StageOutcome::Blocked);
-    let reasons: Vec<(&str, &str)> = lists
-        .blocked_by
-        .iter()
-        .map(|blocker| (blocker.stage.name(), blocker.reason.as_str()))
-        .collect();
+    let reasons = blocked_reasons(&run(data, &stages[2..], None));
     let unfinished =
         format!("did not finish its last run ({VIDEOS} of {VIDEOS} videos not made yet)");
-    assert!(reasons.contains(&("extract", &unfinished)), "{reasons:?}");
+    assert!(
+        reasons.contains(&("extract".to_string(), unfinished)),
+        "{reasons:?}"
+    );
     assert!(log_lines(data).is_empty());
 }
 
