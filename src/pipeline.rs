@@ -15,7 +15,7 @@ use avaprep::pipeline::{
 use avaprep::stages::{ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{figures, finish_unless, keep_making_command, lock, run_stages};
+use crate::render::{arguments, figures, finish_unless, keep_making_command, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 #[derive(Debug, Args)]
@@ -136,6 +136,10 @@ pub fn run(
                     &arguments(),
                     StageId::Import.name()
                 )
+                .unwrap_or_else(|| format!(
+                    "avaprep run {} --until import",
+                    args.pipeline.display()
+                ))
             ))
             .into());
         }
@@ -359,12 +363,4 @@ fn status_text(line: &StageStatusLine<StageId>) -> String {
         text.push_str(&format!(" ({detail})"));
     }
     text
-}
-
-/// This process's arguments after the program name.
-fn arguments() -> Vec<String> {
-    std::env::args_os()
-        .skip(1)
-        .map(|word| word.to_string_lossy().into_owned())
-        .collect()
 }

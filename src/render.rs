@@ -91,6 +91,14 @@ fn made_the_dataset(report: &RunReport<StageId>) -> bool {
     })
 }
 
+/// This process's arguments after the program name.
+pub fn arguments() -> Vec<String> {
+    std::env::args_os()
+        .skip(1)
+        .map(|word| word.to_string_lossy().into_owned())
+        .collect()
+}
+
 /// Where this run (`fetch`, `run`) made the dataset, this command is the one a later hint names
 /// to make it again.
 pub fn keep_making_command(global: &GlobalArgs, report: &RunReport<StageId>, printer: &Printer) {
@@ -98,9 +106,8 @@ pub fn keep_making_command(global: &GlobalArgs, report: &RunReport<StageId>, pri
         return;
     }
     // `--annotations-only` would leave the videos a hint may be about undone.
-    let arguments: Vec<String> = std::env::args_os()
-        .skip(1)
-        .map(|word| word.to_string_lossy().into_owned())
+    let arguments: Vec<String> = arguments()
+        .into_iter()
         .filter(|word| word != "--annotations-only")
         .collect();
     let kept = std::env::current_dir()

@@ -35,6 +35,19 @@ fn import_checkboxes(out: &Path, exports: &[PathBuf]) -> Output {
         .unwrap()
 }
 
+/// The `--set`s that point `pipelines/own-videos.toml`'s `[import]` at the mirror's CVAT video
+/// exports and at `videos`.
+fn own_videos_pointed_at(videos: &Path) -> [String; 2] {
+    let exports: Vec<String> = cvat_video_exports()
+        .iter()
+        .map(|export| format!("{:?}", export.display().to_string()))
+        .collect();
+    [
+        format!("import.exports=[{}]", exports.join(", ")),
+        format!("import.videos={:?}", videos.display().to_string()),
+    ]
+}
+
 /// The synth report: which videos are val, where the dataset's clock puts the files' start.
 fn report() -> serde_json::Value {
     serde_json::from_slice(&fs::read(mirror().join("synth-report.json")).unwrap()).unwrap()
@@ -2305,14 +2318,7 @@ fn a_pipeline_import_that_leaves_a_video_out_fails_its_run() {
         fs::copy(&path, folder.path().join(path.file_name().unwrap())).unwrap();
         copied += 1;
     }
-    let exports: Vec<String> = cvat_video_exports()
-        .iter()
-        .map(|export| format!("{:?}", export.display().to_string()))
-        .collect();
-    let pointed = [
-        format!("import.exports=[{}]", exports.join(", ")),
-        format!("import.videos={:?}", folder.path().display().to_string()),
-    ];
+    let pointed = own_videos_pointed_at(folder.path());
     let run = |extra: &[&str]| {
         avaprep(data.path())
             .args(["run", "pipelines/own-videos.toml"])
@@ -2353,14 +2359,7 @@ fn a_pipeline_import_that_leaves_a_video_out_fails_its_run() {
 #[test]
 fn an_import_pipeline_is_checked_before_any_video_is_read() {
     let data = tempfile::tempdir().unwrap();
-    let exports: Vec<String> = cvat_video_exports()
-        .iter()
-        .map(|export| format!("{:?}", export.display().to_string()))
-        .collect();
-    let pointed = [
-        format!("import.exports=[{}]", exports.join(", ")),
-        format!("import.videos={:?}", videos().display().to_string()),
-    ];
+    let pointed = own_videos_pointed_at(&videos());
     let run = |settings: &[&str]| {
         avaprep(data.path())
             .args(["run", "pipelines/own-videos.toml"])

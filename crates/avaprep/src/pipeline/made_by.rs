@@ -72,17 +72,12 @@ pub fn making_run_until(data_dir: &Path, stage: &str) -> Option<String> {
 
 /// This process's `run` (its `arguments` after the program name), on `data_dir` as named, run
 /// until `stage` and without `--shard`: the unsharded run a shard needs first.
-pub fn this_run_until(data_dir: &Path, arguments: &[String], stage: &str) -> String {
-    let words = run_until(&without(arguments, &["--shard", "--data-dir"]), stage);
-    let words: Vec<String> = words
-        .iter()
-        .map(|word| crate::progress::shell_word(Path::new(word)))
-        .collect();
-    format!(
-        "{} {}",
-        crate::progress::avaprep_in(data_dir),
-        words.join(" ")
-    )
+pub fn this_run_until(data_dir: &Path, arguments: &[String], stage: &str) -> Option<String> {
+    let record = MakingCommand {
+        words: run_until(&without(arguments, &["--shard", "--data-dir"]), stage),
+        folder: std::env::current_dir().ok()?,
+    };
+    spoken(data_dir, &record)
 }
 
 fn run_until(words: &[String], stage: &str) -> Vec<String> {
