@@ -12,7 +12,7 @@ use avaprep::stages::extract::{ExtractParams, ExtractStage, Ranges};
 use avaprep::stages::{Dataset, ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{finish, forget_making_command, lock, run_stages};
+use crate::render::{MakingCommand, RunHow, finish, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 #[derive(Debug, Args)]
@@ -100,7 +100,8 @@ pub fn run(
     let scrutiny = Scrutiny::verify(args.verify);
     if args.videos.is_none() {
         let lock = lock(global, None)?;
-        let report = run_stages(global, &lock, vec![&stage], None, scrutiny, printer, cancel)?;
+        let how = RunHow::single(scrutiny);
+        let report = run_stages(global, &lock, vec![&stage], how, printer, cancel)?;
         return Ok(finish(&report, printer));
     }
     // Videos on disk: the annotations are taken from disk and planned first, as `fetch` would.
@@ -120,16 +121,12 @@ pub fn run(
     let mut built = ProductStages::for_command(&dataset, StageId::FetchVideos)?;
     built.stages.push((StageId::Extract, Box::new(stage)));
     let lock = lock(global, None)?;
-    let report = run_stages(
-        global,
-        &lock,
-        built.as_refs(),
-        None,
+    let how = RunHow {
+        shard: None,
         scrutiny,
-        printer,
-        cancel,
-    )?;
-    forget_making_command(global, &report, printer);
+        making: MakingCommand::Forget,
+    };
+    let report = run_stages(global, &lock, built.as_refs(), how, printer, cancel)?;
     Ok(finish(&report, printer))
 }
 

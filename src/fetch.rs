@@ -13,7 +13,7 @@ use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::{self, Dataset, ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{finish, keep_making_command, lock, run_stages};
+use crate::render::{MakingCommand, RunHow, finish, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 /// The AVA 2.2 manifest, relative to the folder the command runs in.
@@ -123,16 +123,11 @@ pub fn run(
     if args.verify {
         forget_damaged_downloads(global, printer)?;
     }
-    let scrutiny = Scrutiny::verify(args.verify);
-    let report = run_stages(
-        global,
-        &lock,
-        built.as_refs(),
-        None,
-        scrutiny,
-        printer,
-        cancel,
-    )?;
-    keep_making_command(global, &report, printer);
+    let how = RunHow {
+        shard: None,
+        scrutiny: Scrutiny::verify(args.verify),
+        making: MakingCommand::Keep,
+    };
+    let report = run_stages(global, &lock, built.as_refs(), how, printer, cancel)?;
     Ok(finish(&report, printer))
 }

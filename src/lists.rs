@@ -7,7 +7,7 @@ use clap::Args;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::stages::lists::{ListsParams, ListsStage};
 
-use crate::render::{finish, lock, run_stages};
+use crate::render::{RunHow, finish, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, Printer, UsageError};
 
 #[derive(Debug, Args)]
@@ -53,14 +53,7 @@ pub fn run(
         .map_err(|bad| UsageError(bad.as_flags()))?;
     let stage = ListsStage { params };
     let lock = lock(global, None)?;
-    let report = run_stages(
-        global,
-        &lock,
-        vec![&stage],
-        None,
-        Scrutiny::Listing,
-        printer,
-        cancel,
-    )?;
+    let how = RunHow::single(Scrutiny::Listing);
+    let report = run_stages(global, &lock, vec![&stage], how, printer, cancel)?;
     Ok(finish(&report, printer))
 }

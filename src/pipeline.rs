@@ -15,7 +15,7 @@ use avaprep::pipeline::{
 use avaprep::stages::{ProductStages, StageId};
 use avaprep_shell::Printer;
 
-use crate::render::{arguments, figures, finish_unless, keep_making_command, lock, run_stages};
+use crate::render::{MakingCommand, RunHow, arguments, figures, finish_unless, lock, run_stages};
 use avaprep_shell::{ExitStatus, GlobalArgs, UsageError};
 
 #[derive(Debug, Args)]
@@ -144,16 +144,12 @@ pub fn run(
             .into());
         }
         if args.shard.is_none() {
-            let report = run_stages(
-                global,
-                &lock,
-                vec![import.as_ref()],
-                None,
+            let how = RunHow {
+                shard: None,
                 scrutiny,
-                printer,
-                cancel,
-            )?;
-            keep_making_command(global, &report, printer);
+                making: MakingCommand::Keep,
+            };
+            let report = run_stages(global, &lock, vec![import.as_ref()], how, printer, cancel)?;
             left_out = import_left_out(&report);
             if !report.succeeded() || args.until == Some(StageId::Import) {
                 return Ok(finish_unless(&report, printer, left_out));
@@ -177,16 +173,12 @@ pub fn run(
         ),
         (false, _) => {}
     }
-    let report = run_stages(
-        global,
-        &lock,
-        built.as_refs(),
-        args.shard,
+    let how = RunHow {
+        shard: args.shard,
         scrutiny,
-        printer,
-        cancel,
-    )?;
-    keep_making_command(global, &report, printer);
+        making: MakingCommand::Keep,
+    };
+    let report = run_stages(global, &lock, built.as_refs(), how, printer, cancel)?;
     if report.succeeded() {
         print_closings(global, &built, &report, printer);
     }

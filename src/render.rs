@@ -1,13 +1,14 @@
 //! What the data commands print about a run of stages: the per-stage lines and summaries.
 
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use anyhow::anyhow;
 use avaprep::pipeline::lock::{DataDirLock, LockMode};
 use avaprep::pipeline::made_by;
 use avaprep::pipeline::prints::Scrutiny;
 use avaprep::pipeline::{
-    AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StateStore, WHOLE,
+    AnyStage, Blocker, RunReport, Runner, Shard, StageContext, StageOutcome, StageReport,
+    StateStore, WHOLE,
 };
 use avaprep::progress::{counted, human_bytes};
 use avaprep::stages::lists::relocate_configs;
@@ -30,16 +31,52 @@ pub fn lock(global: &GlobalArgs, shard: Option<Shard>) -> anyhow::Result<DataDir
     )?)
 }
 
+/// What a run of stages does with the kept command that made the data directory's dataset (see
+/// [`made_by`]), once its whole-dataset stages made it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MakingCommand {
+    /// This command (`fetch`, `run`): a later hint names it word for word.
+    Keep,
+    /// `extract --videos`: a later hint is made from what its stages recorded.
+    Forget,
+    /// A command that makes no dataset.
+    Untouched,
+}
+
+/// How [`run_stages`] runs them.
+pub struct RunHow {
+    pub shard: Option<Shard>,
+    pub scrutiny: Scrutiny,
+    pub making: MakingCommand,
+}
+
+impl RunHow {
+    /// One process's run of stages that make no dataset, at `scrutiny`.
+    pub fn single(scrutiny: Scrutiny) -> Self {
+        RunHow {
+            shard: None,
+            scrutiny,
+            making: MakingCommand::Untouched,
+        }
+    }
+}
+
 /// `_lock`: this command holds the data directory ([`lock`]), from before anything it writes.
+/// The making command is recorded as soon as the whole-dataset stages made the dataset, before
+/// the videos' work: a fetch killed while downloading leaves hints that name it.
 pub fn run_stages(
     global: &GlobalArgs,
     _lock: &DataDirLock,
     stages: Vec<&dyn AnyStage<StageId>>,
-    shard: Option<Shard>,
-    scrutiny: Scrutiny,
+    how: RunHow,
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<RunReport<StageId>> {
+    let RunHow {
+        shard,
+        scrutiny,
+        making,
+    } = how;
     // A shard waits for its turn at the whole-dataset work and hands it on before its videos.
     let turn = match shard {
         Some(_) => {
@@ -56,10 +93,20 @@ pub fn run_stages(
             old.display()
         ));
     }
-    let hand_on = || {
+    let recorded = AtomicBool::new(false);
+    let record_making = |reports: &[&StageReport<StageId>]| {
+        if made_the_dataset(reports) && !recorded.swap(true, Ordering::Relaxed) {
+            record_making_command(global, making, printer);
+        }
+    };
+    let end_turn = || {
         if let Some(turn) = turn.lock().expect("turn lock").take() {
             turn.end();
         }
+    };
+    let hand_on = |whole: &[&StageReport<StageId>]| {
+        end_turn();
+        record_making(whole);
     };
     let runner = Runner {
         stages: stages.clone(),
@@ -76,14 +123,15 @@ pub fn run_stages(
         before_per_video: Some(&hand_on),
     };
     let report = runner.run()?;
-    hand_on();
+    end_turn();
+    record_making(&report.stages.iter().collect::<Vec<_>>());
     print_run_report(printer, &report, &stages, &global.data_dir);
     Ok(report)
 }
 
 /// Whether the run made the dataset: its import, annotations or plan.
-fn made_the_dataset(report: &RunReport<StageId>) -> bool {
-    report.stages.iter().any(|stage| {
+fn made_the_dataset(reports: &[&StageReport<StageId>]) -> bool {
+    reports.iter().any(|stage| {
         matches!(
             stage.stage,
             StageId::Import | StageId::FetchAnnotations | StageId::Parse
@@ -99,36 +147,27 @@ pub fn arguments() -> Vec<String> {
         .collect()
 }
 
-/// Where this run (`fetch`, `run`) made the dataset, this command is the one a later hint names
-/// to make it again.
-pub fn keep_making_command(global: &GlobalArgs, report: &RunReport<StageId>, printer: &Printer) {
-    if !made_the_dataset(report) {
-        return;
-    }
-    // `--annotations-only` would leave the videos a hint may be about undone.
-    let arguments: Vec<String> = arguments()
-        .into_iter()
-        .filter(|word| word != "--annotations-only")
-        .collect();
-    let kept = std::env::current_dir()
-        .and_then(|folder| made_by::keep_making_command(&global.data_dir, &arguments, &folder));
-    if let Err(error) = kept {
+/// Where this run made the dataset: `fetch` and `run` keep their command as the one a later hint
+/// names to make it again; `extract --videos` forgets the kept one, and a hint names the
+/// `extract` its stages recorded (with the frame settings of a later `extract`).
+fn record_making_command(global: &GlobalArgs, making: MakingCommand, printer: &Printer) {
+    let recorded = match making {
+        MakingCommand::Keep => {
+            // `--annotations-only` would leave the videos a hint may be about undone.
+            let arguments: Vec<String> = arguments()
+                .into_iter()
+                .filter(|word| word != "--annotations-only")
+                .collect();
+            std::env::current_dir().and_then(|folder| {
+                made_by::keep_making_command(&global.data_dir, &arguments, &folder)
+            })
+        }
+        MakingCommand::Forget => made_by::forget_making_command(&global.data_dir),
+        MakingCommand::Untouched => return,
+    };
+    if let Err(error) = recorded {
         printer.note(&format!(
-            "warning: the command that made the dataset is not kept for later hints: {error}"
-        ));
-    }
-}
-
-/// Where `extract --videos` made the dataset, a hint names the `extract` its stages recorded
-/// (with the frame settings of a later `extract`): no kept command of another makes it again.
-#[cfg(feature = "extract")]
-pub fn forget_making_command(global: &GlobalArgs, report: &RunReport<StageId>, printer: &Printer) {
-    if !made_the_dataset(report) {
-        return;
-    }
-    if let Err(error) = made_by::forget_making_command(&global.data_dir) {
-        printer.note(&format!(
-            "warning: the command that made the dataset before is still kept for hints: {error}"
+            "warning: the command that made the dataset is not recorded for later hints: {error}"
         ));
     }
 }

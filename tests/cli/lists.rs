@@ -434,3 +434,29 @@ fn pyslowfast_trains_from_the_config_lists_writes() {
         crate::support::stdout(&output)
     );
 }
+
+/// Lists before any extraction once wrote lists of no video and exited 0, and `validate` then
+/// passed with 0 frames: now the lists refuse, naming the extraction to run, and running it as
+/// printed lets them through.
+#[test]
+fn lists_of_no_extracted_video_are_refused_with_the_command_that_extracts() {
+    let data = fetched_data();
+    let refused = lists(data.path(), &[]);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    let message = stderr(&refused);
+    assert!(
+        message.contains("no video of the plan has frames"),
+        "{message}"
+    );
+    assert!(!data.path().join("frame_lists/train.csv").exists());
+    let hint = message
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command: {message}"));
+    assert!(hint.ends_with(" extract"), "{message}");
+    let extracted = crate::support::run_named(hint);
+    assert!(extracted.status.success(), "{}", stderr(&extracted));
+    let listed = lists(data.path(), &[]);
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    assert!(data.path().join("frame_lists/train.csv").is_file());
+}

@@ -207,10 +207,26 @@ fn write_list(data: &Path, id: &str) -> PathBuf {
     path
 }
 
-/// After `--delete-videos-after-extract`, extracting at another rate needs the videos again: the
-/// hint once named `avaprep fetch`, which downloads nothing; the command it names now works.
+/// Requests the server answered for videos since its last reset, by URL path.
+fn video_requests(server: &ServerHandle) -> Vec<String> {
+    server
+        .stats()
+        .paths
+        .iter()
+        .filter(|(path, stats)| {
+            (path.contains("/trainval/") || path.contains("/test/")) && stats.requests > 0
+        })
+        .map(|(path, _)| path.clone())
+        .collect()
+}
+
+/// After `--delete-videos-after-extract`, a video whose frames are to be made again needs its
+/// file back. Its extraction names the command that brings it back, and that command downloads
+/// that video and no other: the hint once named `fetch --verify`, which downloaded every deleted
+/// video again (157 GB on AVA to mend one frame), and the lists kept the video whose frame was
+/// gone. `--verify` leaves the videos deleted on purpose alone.
 #[test]
-fn the_hint_for_a_deleted_video_names_a_command_that_brings_it_back() {
+fn a_deleted_video_needed_again_is_downloaded_again_alone() {
     let root = mirror();
     let server = serve::start(ServeConfig::new(root)).unwrap();
     let data = tempfile::tempdir().unwrap();
@@ -224,30 +240,62 @@ fn the_hint_for_a_deleted_video_names_a_command_that_brings_it_back() {
             .output()
             .unwrap()
     };
-    let extract = |fps: &str, extra: &[&str]| {
+    let extract = |extra: &[&str]| {
         avaprep(data.path())
-            .args(["extract", "--fps", fps, "--height", "240"])
+            .args(["extract", "--fps", FPS, "--height", "240"])
             .args(extra)
             .output()
             .unwrap()
     };
     assert!(fetch(&[]).status.success());
-    assert!(
-        extract(FPS, &["--delete-videos-after-extract"])
-            .status
-            .success()
-    );
-    let failed = extract("10", &[]);
-    assert!(!failed.status.success());
+    let deleting = extract(&["--delete-videos-after-extract"]);
+    assert!(deleting.status.success(), "{}", stderr(&deleting));
+    let videos = planned_videos(data.path());
+    let needed = videos[0].clone();
+    let frames = data.path().join("frames").join(&needed);
+    let frame = fs::read_dir(&frames)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    fs::remove_file(frame).unwrap();
+
+    let failed = extract(&[]);
+    assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
     let message = stderr(&failed);
-    assert!(message.contains("`avaprep fetch --verify`"), "{message}");
+    assert!(message.contains(&format!("video {needed}:")), "{message}");
+    let hint = message
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command: {message}"));
+    assert!(hint.contains(" fetch --dataset "), "{message}");
+    assert!(!hint.contains("--verify"), "{message}");
+    // Until its frames are whole again, the lists leave it out.
+    let lists = avaprep(data.path()).arg("lists").output().unwrap();
+    assert!(lists.status.success(), "{}", stderr(&lists));
+    let dropped = fs::read_to_string(data.path().join("slowfast/dropped_videos.txt")).unwrap();
+    assert!(dropped.starts_with(&format!("{needed}: ")), "{dropped}");
+
+    server.reset_stats();
+    let fetched = crate::support::run_named(hint);
+    assert!(fetched.status.success(), "{}", stderr(&fetched));
+    let asked = video_requests(&server);
+    assert_eq!(asked.len(), 1, "{asked:?}");
+    assert!(asked[0].contains(&needed), "{asked:?}");
+
+    server.reset_stats();
     let verify = fetch(&["--verify"]);
     assert!(verify.status.success(), "{}", stderr(&verify));
-    let again = extract("10", &[]);
+    assert_eq!(video_requests(&server), Vec::<String>::new());
+    let again = extract(&["--delete-videos-after-extract"]);
     assert!(again.status.success(), "{}", stderr(&again));
-    for video in planned_videos(data.path()) {
-        assert_complete(data.path(), &video, 10.0);
+    for video in &videos {
+        assert_complete(data.path(), video, 5.0);
     }
+    server.reset_stats();
+    assert!(fetch(&[]).status.success());
+    assert_eq!(video_requests(&server), Vec::<String>::new());
 }
 
 /// A manifest whose video folder is `../../evil-out` once made `fetch` write every video outside

@@ -123,6 +123,16 @@ impl DataLayout {
         self.root.join("work").join("missing")
     }
 
+    /// Videos `delete_videos_after_extract` deleted once their frames were made (a marker each).
+    pub fn deleted_videos(&self) -> PathBuf {
+        self.root.join("work").join("deleted")
+    }
+
+    /// How many times extraction needed a downloaded video whose file was gone (a count each).
+    pub fn videos_asked_again(&self) -> PathBuf {
+        self.root.join("work").join("asked_again")
+    }
+
     /// Records of completed downloads, kept outside the folders other tools read.
     pub fn download_records(&self) -> PathBuf {
         self.root.join(".avaprep").join("downloads")

@@ -220,7 +220,12 @@ fn record(
 
 /// Re-hashes every recorded download under the data directory; a file that no longer matches
 /// its record loses the record (so the next fetch downloads it again). Returns the mismatches.
-pub fn verify_recorded(layout: &DataLayout) -> Result<Vec<(PathBuf, String)>, DownloadError> {
+/// A file that is gone where `gone_on_purpose` says so is not one (a video deleted after its
+/// frames were made).
+pub fn verify_recorded(
+    layout: &DataLayout,
+    gone_on_purpose: &dyn Fn(&Path) -> bool,
+) -> Result<Vec<(PathBuf, String)>, DownloadError> {
     let records_root = layout.download_records();
     let mut mismatches = Vec::new();
     for record_path in walk_json(&records_root) {
@@ -232,6 +237,9 @@ pub fn verify_recorded(layout: &DataLayout) -> Result<Vec<(PathBuf, String)>, Do
         let Some(record) = read_record(layout, &file) else {
             continue;
         };
+        if gone_on_purpose(&file) {
+            continue;
+        }
         let problem = match download::hash_file(&file) {
             Ok((size, sha256)) if size == record.size && sha256 == record.sha256 => continue,
             Ok((size, sha256)) => format!(

@@ -2,8 +2,9 @@
 //! annotation files, the validation report and the missing-video markers.
 
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::{ReportError, read_json_if_present};
 use crate::annotations::{
@@ -13,6 +14,7 @@ use crate::annotations::{
 use crate::frame_index::FrameIndex;
 use crate::layout::DataLayout;
 use crate::records::{PlannedVideo, RecordError, VideoPlan};
+use crate::stages::validate::validation_file;
 
 /// The frame rate PySlowFast's own extraction keeps: every frame of a 30 fps video.
 pub const NATIVE_FPS: f64 = 30.0;
@@ -43,24 +45,6 @@ pub struct Dropped {
     pub reason: String,
 }
 
-/// One check of `slowfast/validation.json`, as `avaprep validate` wrote it.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ValidationCheck {
-    pub name: String,
-    pub status: String,
-    pub rule: String,
-    pub checked: u64,
-    pub failed: u64,
-    #[serde(default)]
-    pub examples: Vec<String>,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct Validation {
-    pub passed: bool,
-    pub checks: Vec<ValidationCheck>,
-}
-
 #[derive(Debug, Clone)]
 pub struct DatasetStats {
     pub splits: Vec<SplitStats>,
@@ -73,7 +57,10 @@ pub struct DatasetStats {
     pub fps: Option<f64>,
     pub frame_sizes: std::collections::BTreeSet<(u32, u32)>,
     pub dropped: Vec<Dropped>,
-    pub validation: Option<Validation>,
+    pub validation: Option<crate::validate::Findings>,
+    /// A file or folder of the dataset written after its kept validation: the findings no
+    /// longer describe the data (a frame deleted since, or the frames extracted again).
+    pub changed_since_validation: Option<String>,
     pub plan: VideoPlan,
     pub keyframes: KeyframeRange,
     pub indexes: BTreeMap<VideoId, FrameIndex>,
@@ -118,7 +105,8 @@ impl DatasetStats {
                 .map(|index| (index.width, index.height))
                 .collect(),
             dropped: dropped(layout, &plan, &indexes),
-            validation: read_json_if_present(&layout.slowfast().join("validation.json"))?,
+            validation: read_json_if_present(&validation_file(layout))?,
+            changed_since_validation: changed_since_validation(layout, &plan),
             plan,
             keyframes,
             indexes,
@@ -134,6 +122,36 @@ impl DatasetStats {
             .find(|planned| planned.id == *video)
             .map(|planned| planned.split.as_str())
     }
+}
+
+/// The first of the lists, annotations, frame indexes and frame folders (a frame deleted or
+/// added changes its folder's time) written after the kept validation, as a path in the data
+/// directory.
+fn changed_since_validation(layout: &DataLayout, plan: &VideoPlan) -> Option<String> {
+    let modified = |path: &Path| {
+        std::fs::metadata(path)
+            .and_then(|meta| meta.modified())
+            .ok()
+    };
+    let validated = modified(&validation_file(layout))?;
+    let listed = |folder: PathBuf| -> Vec<PathBuf> {
+        std::fs::read_dir(folder)
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|entry| entry.path())
+            .collect()
+    };
+    let mut written = listed(layout.frame_lists());
+    written.extend(listed(layout.slowfast().join("annotations")));
+    for video in &plan.videos {
+        written.push(layout.frame_index(&video.id));
+        written.push(layout.video_frames(&video.id));
+    }
+    written
+        .iter()
+        .find(|path| modified(path).is_some_and(|time| time > validated))
+        .map(|path| layout.relative(path))
 }
 
 /// The frames PySlowFast's extraction writes of a video: every frame at 30 fps of the segment,

@@ -131,7 +131,8 @@ pub fn write_report(
     if let Some(run) = &run {
         image_count += run.copy_curves(&images)?;
     }
-    let html = page::render(&stats, run.as_ref(), &gallery);
+    let avaprep = crate::progress::avaprep_in(&request.data_dir);
+    let html = page::render(&stats, run.as_ref(), &gallery, &avaprep);
     let page = request.out.join(PAGE);
     crate::fsutil::write_atomic(&page, html.as_bytes()).map_err(|e| ReportError::io(&page, e))?;
     let written = OwnFiles::of_page(&html);

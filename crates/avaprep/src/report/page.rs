@@ -30,7 +30,13 @@ td.n { text-align: right; font-variant-numeric: tabular-nums; }
 .curves { max-width: 100%; }
 ";
 
-pub fn render(stats: &DatasetStats, run: Option<&RunStats>, gallery: &[GalleryEntry]) -> String {
+/// `avaprep`: the command as its hints name it for this data directory (`avaprep --data-dir D`).
+pub fn render(
+    stats: &DatasetStats,
+    run: Option<&RunStats>,
+    gallery: &[GalleryEntry],
+    avaprep: &str,
+) -> String {
     let mut html = String::new();
     html.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"generator\" content=\"avaprep report\">\n");
     html.push_str("<title>avaprep report</title>\n<style>");
@@ -38,10 +44,10 @@ pub fn render(stats: &DatasetStats, run: Option<&RunStats>, gallery: &[GalleryEn
     html.push_str("</style>\n</head>\n<body>\n<h1>avaprep report</h1>\n");
     dataset_section(&mut html, stats);
     classes_section(&mut html, stats);
-    validation_section(&mut html, stats);
+    validation_section(&mut html, stats, avaprep);
     dropped_section(&mut html, stats);
     if let Some(run) = run {
-        run_section(&mut html, run, &stats.plan);
+        run_section(&mut html, run, &stats.plan, avaprep);
     }
     gallery_section(&mut html, gallery, run, &stats.plan);
     html.push_str("</body>\n</html>\n");
@@ -173,16 +179,28 @@ fn classes_section(html: &mut String, stats: &DatasetStats) {
     };
 }
 
-fn validation_section(html: &mut String, stats: &DatasetStats) {
+fn validation_section(html: &mut String, stats: &DatasetStats, avaprep: &str) {
     html.push_str("<h2 id=\"validation\">Validation</h2>\n");
     let Some(validation) = &stats.validation else {
-        html.push_str("<p>Not validated yet: run <code>avaprep validate</code>.</p>\n");
+        let _ = writeln!(
+            html,
+            "<p>Not validated yet: run <code>{} validate</code>.</p>",
+            escape(avaprep)
+        );
         return;
     };
     let verdict = match validation.passed {
         true => "<p class=\"passed\">Every check passed.</p>",
         false => "<p class=\"failed\">Some checks failed.</p>",
     };
+    if let Some(changed) = &stats.changed_since_validation {
+        let _ = writeln!(
+            html,
+            "<p class=\"failed\">Out of date: {} changed after this validation, which may no longer hold; run <code>{} validate</code> again.</p>",
+            escape(changed),
+            escape(avaprep)
+        );
+    }
     html.push_str(verdict);
     html.push_str("\n<table>\n<tr><th>check</th><th>status</th><th>checked</th><th>failed</th><th>rule</th></tr>\n");
     for check in &validation.checks {
@@ -193,8 +211,8 @@ fn validation_section(html: &mut String, stats: &DatasetStats) {
             html,
             "<tr><td>{}</td><td class=\"{}\">{}</td><td class=\"n\">{}</td><td class=\"n\">{}</td><td>{}{example}</td></tr>",
             escape(&check.name),
-            escape(&check.status),
-            escape(&check.status),
+            check.status.word(),
+            check.status.word(),
             check.checked,
             check.failed,
             escape(&check.rule)
@@ -222,7 +240,7 @@ fn dropped_section(html: &mut String, stats: &DatasetStats) {
     html.push_str("</table>\n");
 }
 
-fn run_section(html: &mut String, run: &RunStats, plan: &VideoPlan) {
+fn run_section(html: &mut String, run: &RunStats, plan: &VideoPlan, avaprep: &str) {
     html.push_str("<h2 id=\"run\">Training run</h2>\n");
     if plan.ground_truth_proposals {
         let _ = writeln!(
@@ -259,9 +277,10 @@ fn run_section(html: &mut String, run: &RunStats, plan: &VideoPlan) {
         let _ = writeln!(
             html,
             "<p>No per-class evaluation in this run yet: training writes one when it ends \
-             (<code>avaprep train --resume --run-dir {}</code> finishes a stopped run), and so \
-             does a pipeline's eval stage (<code>avaprep run PIPELINE</code>).</p>",
-            escape(&run.dir.display().to_string())
+             (<code>{avaprep} train --resume --run-dir {}</code> finishes a stopped run), and so \
+             does a pipeline's eval stage (<code>{avaprep} run PIPELINE</code>).</p>",
+            escape(&crate::progress::shell_word(&run.dir)),
+            avaprep = escape(avaprep)
         );
         return;
     };

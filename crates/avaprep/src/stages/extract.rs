@@ -247,10 +247,8 @@ impl Stage for ExtractStage {
         };
         if !input.exists() {
             let hint = match plan.videos_on_disk {
-                Some(_) => "put it back, or run `avaprep run` again to drop it",
-                None => {
-                    "not downloaded yet: `avaprep fetch` downloads it; deleted after an earlier extraction: `avaprep fetch --verify` downloads it again"
-                }
+                Some(_) => "put it back, or run `avaprep run` again to drop it".to_string(),
+                None => self.ask_for_the_download(context.data_dir, &layout, video)?,
             };
             return Err(ItemError::input(format!(
                 "video {item}: {} is not there ({hint})",
@@ -260,7 +258,11 @@ impl Stage for ExtractStage {
         let stats = self.extract_into_place(context, &layout, &plan, video, &input)?;
         // The user's own videos are never deleted.
         if self.params.delete_videos_after_extract && plan.videos_on_disk.is_none() {
-            let _ = std::fs::remove_file(&input);
+            super::fetch_videos::mark_deleted(&layout, item)
+                .and_then(|()| std::fs::remove_file(&input))
+                .map_err(|error| {
+                    ItemError::output(format!("video {item}: {}: {error}", input.display()))
+                })?;
         }
         let frames = layout.relative(&layout.video_frames(&video.id));
         let index = layout.relative(&layout.frame_index(&video.id));
@@ -305,6 +307,32 @@ impl Stage for ExtractStage {
 }
 
 impl ExtractStage {
+    /// The hint for a video whose file is not there while its frames are to be made. One that
+    /// was downloaded (then deleted after an earlier extraction, or by hand): the frames it had
+    /// are of other settings or incomplete, so they are no longer listed, and the next fetch or
+    /// run downloads this video again, no other.
+    fn ask_for_the_download(
+        &self,
+        data_dir: &Path,
+        layout: &DataLayout,
+        video: &PlannedVideo,
+    ) -> Result<String, ItemError> {
+        let item = video.id.as_str();
+        let fetch = super::download_command(data_dir);
+        let input = layout
+            .videos(&video.folder)
+            .join(video.file_name.to_string());
+        if !layout.download_record(&input).exists() {
+            return Ok(format!("not downloaded yet: `{fetch}` downloads it"));
+        }
+        let asked = crate::fsutil::remove_if_present(&layout.frame_index(&video.id))
+            .and_then(|()| super::fetch_videos::ask_again(layout, item));
+        asked.map_err(|error| ItemError::output(format!("video {item}: {error}")))?;
+        Ok(format!(
+            "`{fetch}` downloads it again, and only the videos extraction needs"
+        ))
+    }
+
     fn extract_into_place(
         &self,
         context: &StageContext,

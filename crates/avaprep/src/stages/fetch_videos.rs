@@ -111,8 +111,8 @@ impl Stage for FetchVideosStage {
     /// print (size and time) as it is now, so a video that appears in the folder, is replaced or
     /// is deleted is checked again.
     fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
-        let plan = VideoPlan::load(&DataLayout::new(context.data_dir).video_plan())
-            .map_err(ItemError::input)?;
+        let layout = DataLayout::new(context.data_dir);
+        let plan = VideoPlan::load(&layout.video_plan()).map_err(ItemError::input)?;
         // A video that was missing and is there now is looked at again. Its size, not its time:
         // a touched or copied video is the same one (its bytes are compared where it was read).
         let source_size = |video: &crate::records::PlannedVideo| {
@@ -124,14 +124,17 @@ impl Stage for FetchVideosStage {
             .videos
             .iter()
             .map(|video| {
-                PlannedItem::new(
-                    video.id.to_string(),
-                    serde_json::json!({
-                        "file": video.file_name,
-                        "folder": video.folder,
-                        "source_size": source_size(video),
-                    }),
-                )
+                let mut identity = serde_json::json!({
+                    "file": video.file_name,
+                    "folder": video.folder,
+                    "source_size": source_size(video),
+                });
+                // Only where extraction asked: the keys of every other video stay as they were.
+                let asked = times_asked_again(&layout, video.id.as_str());
+                if asked > 0 {
+                    identity["asked_again"] = asked.into();
+                }
+                PlannedItem::new(video.id.to_string(), identity)
             })
             .collect())
     }
@@ -175,6 +178,7 @@ impl Stage for FetchVideosStage {
             }
         };
         let _ = std::fs::remove_file(&marker);
+        let _ = std::fs::remove_file(layout.deleted_videos().join(item));
         #[cfg(feature = "extract")]
         probe_video(&layout, &plan, item, &path)?;
         let size = std::fs::metadata(&path).map_or(0, |meta| meta.len());
@@ -362,4 +366,41 @@ fn probe_video(
         "video {item}: downloaded {} but {problem}",
         path.display()
     )))
+}
+
+/// Marks a downloaded video as deleted on purpose once its frames were made
+/// (`delete_videos_after_extract`): `fetch --verify` does not take its absence for damage, which
+/// would download every such video again.
+pub fn mark_deleted(layout: &DataLayout, video: &str) -> std::io::Result<()> {
+    fsutil::write_atomic(
+        &layout.deleted_videos().join(video),
+        b"deleted after extraction\n",
+    )
+}
+
+/// Whether the download `file` (a video's path) is gone because extraction deleted it.
+pub fn deleted_on_purpose(layout: &DataLayout, file: &Path) -> bool {
+    let Some(video) = file.file_stem() else {
+        return false;
+    };
+    !file.exists() && layout.deleted_videos().join(video).is_file()
+}
+
+/// Extraction needs this downloaded video again and its file is gone (deleted after an earlier
+/// extraction, or by hand). The count goes into the video's fetch item, so the next fetch or
+/// run downloads it again, once, and no other video.
+pub fn ask_again(layout: &DataLayout, video: &str) -> std::io::Result<()> {
+    let count = times_asked_again(layout, video) + 1;
+    fsutil::write_atomic(
+        &layout.videos_asked_again().join(video),
+        format!("{count}\n").as_bytes(),
+    )?;
+    fsutil::remove_if_present(&layout.deleted_videos().join(video))
+}
+
+fn times_asked_again(layout: &DataLayout, video: &str) -> u64 {
+    std::fs::read_to_string(layout.videos_asked_again().join(video))
+        .ok()
+        .and_then(|text| text.trim().parse().ok())
+        .unwrap_or(0)
 }

@@ -348,6 +348,14 @@ fn made_from_disk(data_dir: &Path) -> Option<MadeFrom> {
     Some(MadeFrom::Extract(args))
 }
 
+/// The command that downloads this data directory's videos as it was made: the kept `fetch`,
+/// or the kept pipeline's run until its downloads; else `fetch` at its defaults.
+pub fn download_command(data_dir: &Path) -> String {
+    made_by::making_run_until(data_dir, StageId::FetchVideos.name())
+        .or_else(|| made_by::making_command(data_dir))
+        .unwrap_or_else(|| format!("{} fetch", crate::progress::avaprep_in(data_dir)))
+}
+
 /// Whether shards of a sharded run have done some of the stage's work.
 fn sharded(data_dir: &Path, stage: StageId) -> bool {
     !StateStore::new(data_dir, None)
@@ -723,7 +731,8 @@ pub fn verify_downloads(
     store: &StateStore,
 ) -> anyhow::Result<Vec<DamagedDownload>> {
     let layout = DataLayout::new(data_dir);
-    let mismatches = crate::fetch::verify_recorded(&layout)?;
+    let gone_on_purpose = |file: &Path| fetch_videos::deleted_on_purpose(&layout, file);
+    let mismatches = crate::fetch::verify_recorded(&layout, &gone_on_purpose)?;
     for (file, _) in &mismatches {
         let video = file
             .strip_prefix(data_dir.join("videos"))

@@ -11,7 +11,7 @@ use crate::layout::DataLayout;
 use crate::pipeline::spec::SpecError;
 use crate::pipeline::state::CountsMismatch;
 use crate::pipeline::{ItemError, ItemRecord, Stage, StageContext, StageReport};
-use crate::validate::{Depth, ValidateRequest, ValidationReport, validate};
+use crate::validate::{Depth, Findings, ValidateRequest, ValidationReport, validate};
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -40,7 +40,7 @@ pub fn validation_file(layout: &DataLayout) -> PathBuf {
 /// it passed).
 pub fn keep_findings(layout: &DataLayout, report: &ValidationReport) -> std::io::Result<PathBuf> {
     let path = validation_file(layout);
-    let json = serde_json::to_vec_pretty(&report.findings_json()).expect("a report serialises");
+    let json = serde_json::to_vec_pretty(&report.findings()).expect("a report serialises");
     crate::fsutil::write_atomic(&path, &json)?;
     Ok(path)
 }
@@ -56,7 +56,7 @@ pub fn kept_failure(data_dir: &Path) -> Option<String> {
         Err(error) => return Some(format!("{}: {error}", path.display())),
     };
     let validate = format!("{} validate", crate::progress::avaprep_in(data_dir));
-    let findings: serde_json::Value = match serde_json::from_slice(&bytes) {
+    let findings: Findings = match serde_json::from_slice(&bytes) {
         Ok(findings) => findings,
         Err(error) => {
             return Some(format!(
@@ -65,15 +65,12 @@ pub fn kept_failure(data_dir: &Path) -> Option<String> {
             ));
         }
     };
-    if findings["passed"] == true {
+    if findings.passed {
         return None;
     }
-    let failed: Vec<&str> = findings["checks"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|check| check["status"] == "failed")
-        .filter_map(|check| check["name"].as_str())
+    let failed: Vec<&str> = findings
+        .failed_checks()
+        .map(|check| check.name.as_str())
         .collect();
     let failed = match failed.is_empty() {
         true => String::new(),
@@ -134,8 +131,9 @@ impl Stage for ValidateStage {
                 })
                 .collect();
             return Err(ItemError::input(format!(
-                "validation failed: {}; `avaprep validate` shows what failed",
-                failed.join(", ")
+                "validation failed: {}; `{} validate` shows what failed",
+                failed.join(", "),
+                crate::progress::avaprep_in(context.data_dir)
             )));
         }
         let counts = ValidateCounts {

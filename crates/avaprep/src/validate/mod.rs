@@ -175,6 +175,17 @@ pub enum CheckStatus {
     Skipped,
 }
 
+impl CheckStatus {
+    /// The word the JSON, and the report's table, give it.
+    pub const fn word(self) -> &'static str {
+        match self {
+            CheckStatus::Passed => "passed",
+            CheckStatus::Failed => "failed",
+            CheckStatus::Skipped => "skipped",
+        }
+    }
+}
+
 /// One check's outcome: how many things it looked at, how many failed, and the first few.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CheckResult {
@@ -335,7 +346,10 @@ impl ValidateRequest {
         let layout = DataLayout::new(data_dir);
         let config_path = layout.slowfast().join("ava.yaml");
         if !config_path.exists() {
-            return Err(ValidateError::NotPrepared { path: config_path });
+            return Err(ValidateError::NotPrepared {
+                path: config_path,
+                lists: crate::stages::remake_command(data_dir, crate::stages::StageId::Lists),
+            });
         }
         let config = PySlowFastYaml::load(&config_path)?;
         check_names_this_directory(&config, &config_path, &layout)?;
@@ -523,9 +537,9 @@ pub enum ValidateError {
     #[error("{path}: {message}")]
     Config { path: PathBuf, message: String },
     #[error(
-        "{path} does not exist: the data directory has no frame lists yet; run `avaprep lists` (or `avaprep run`), or name a PySlowFast config with --config"
+        "{path} does not exist: the data directory has no frame lists yet; run `{lists}` (or the pipeline's `avaprep run`), or name a PySlowFast config with --config"
     )]
-    NotPrepared { path: PathBuf },
+    NotPrepared { path: PathBuf, lists: String },
     #[error("no {key}: name it in the config or with the flag")]
     MissingRoot { key: &'static str },
     #[error("{name:?} in the config: {message}")]
@@ -570,36 +584,34 @@ impl ValidationReport {
     /// The report as scripts read it: every check with its name, status, rule, counts and
     /// examples, and the seconds it took.
     pub fn to_json(&self) -> serde_json::Value {
-        let mut json = self.findings_json();
+        let mut json = serde_json::to_value(self.findings()).expect("findings serialise");
         json["seconds"] = self.seconds.into();
         json
     }
 
     /// The report without its timing: the same data validated again gives the same bytes, so the
     /// pipeline's file of it changes only when a finding does (training's fingerprint reads it).
-    pub fn findings_json(&self) -> serde_json::Value {
-        let checks: Vec<serde_json::Value> = self
+    pub fn findings(&self) -> Findings {
+        let checks = self
             .checks
             .iter()
-            .map(|check| {
-                serde_json::json!({
-                    "name": check.id.name(),
-                    "status": check.status(),
-                    "rule": check.id.rule(),
-                    "checked": check.checked,
-                    "failed": check.failed,
-                    "examples": check.examples,
-                    "skipped": check.skipped,
-                })
+            .map(|check| CheckFinding {
+                checked: check.checked,
+                examples: check.examples.clone(),
+                failed: check.failed,
+                name: check.id.name().to_string(),
+                rule: check.id.rule().to_string(),
+                skipped: check.skipped.clone(),
+                status: check.status(),
             })
             .collect();
-        serde_json::json!({
-            "passed": self.passed,
-            "depth": self.depth,
-            "checks": checks,
-            "frames_listed": self.frames_listed,
-            "frames_decoded": self.frames_decoded,
-        })
+        Findings {
+            checks,
+            depth: self.depth,
+            frames_decoded: self.frames_decoded,
+            frames_listed: self.frames_listed,
+            passed: self.passed,
+        }
     }
 
     pub fn check(&self, id: CheckId) -> &CheckResult {
@@ -608,6 +620,38 @@ impl ValidationReport {
             .find(|check| check.id == id)
             .expect("every check is reported")
     }
+}
+
+/// What a validation found, as `slowfast/validation.json` keeps it for training's gate and the
+/// report, and as `--json` prints it (with the seconds). The fields are in the order the file has
+/// always had them: training's fingerprint reads its bytes, and a new order would redo training.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Findings {
+    pub checks: Vec<CheckFinding>,
+    pub depth: Depth,
+    pub frames_decoded: u64,
+    pub frames_listed: u64,
+    pub passed: bool,
+}
+
+impl Findings {
+    pub fn failed_checks(&self) -> impl Iterator<Item = &CheckFinding> {
+        self.checks
+            .iter()
+            .filter(|check| check.status == CheckStatus::Failed)
+    }
+}
+
+/// One check of [`Findings`], by its name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckFinding {
+    pub checked: u64,
+    pub examples: Vec<String>,
+    pub failed: u64,
+    pub name: String,
+    pub rule: String,
+    pub skipped: Option<String>,
+    pub status: CheckStatus,
 }
 
 /// Runs every check. Progress over the frames goes to `reporter` (stage `validate`).

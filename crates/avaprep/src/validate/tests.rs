@@ -330,6 +330,18 @@ struct Defect {
 fn defects() -> Vec<Defect> {
     vec![
         Defect {
+            // Every video dropped, or none extracted: once "passed" with 0 frames.
+            name: "lists of no frame",
+            plant: |f| {
+                for entry in fs::read_dir(f.lists()).unwrap() {
+                    let list = entry.unwrap().path();
+                    fs::write(list, format!("{FRAME_LIST_HEADER}\n")).unwrap();
+                }
+            },
+            must: &[(CheckId::FramesExist, "the frame lists name no frame")],
+            may: &CheckId::ALL,
+        },
+        Defect {
             name: "missing frame",
             plant: |f| fs::remove_file(f.frame(TRAIN[0], 11)).unwrap(),
             must: &[
@@ -902,4 +914,46 @@ fn a_list_or_table_that_is_not_a_regular_file_fails_by_name_and_never_hangs() {
             );
         }
     }
+}
+
+/// The kept findings are the bytes the file has always had (training's fingerprint reads them:
+/// other bytes for the same findings would train again), and they read back as written.
+#[test]
+fn kept_findings_keep_their_bytes_and_read_back() {
+    let mut frames = CheckResult::new(CheckId::FramesExist);
+    frames.pass(3);
+    frames.fail("frames/v/v_000004.jpg: missing".to_string());
+    let mut views = CheckResult::new(CheckId::LoaderViews);
+    views.skip("no mmaction2 view");
+    let report = ValidationReport {
+        passed: false,
+        depth: Depth::Full,
+        checks: vec![frames, views],
+        frames_listed: 4,
+        frames_decoded: 3,
+        seconds: 1.5,
+    };
+    let as_always = serde_json::json!({
+        "passed": false,
+        "depth": "full",
+        "checks": [
+            {"name": "frames-exist", "status": "failed", "rule": CheckId::FramesExist.rule(),
+             "checked": 4, "failed": 1, "examples": ["frames/v/v_000004.jpg: missing"],
+             "skipped": null},
+            {"name": "loader-views", "status": "skipped", "rule": CheckId::LoaderViews.rule(),
+             "checked": 0, "failed": 0, "examples": [], "skipped": "no mmaction2 view"},
+        ],
+        "frames_listed": 4,
+        "frames_decoded": 3,
+    });
+    let kept = serde_json::to_vec_pretty(&report.findings()).unwrap();
+    assert_eq!(
+        String::from_utf8(kept.clone()).unwrap(),
+        serde_json::to_string_pretty(&as_always).unwrap()
+    );
+    let read: Findings = serde_json::from_slice(&kept).unwrap();
+    assert_eq!(read, report.findings());
+    let failed: Vec<&str> = read.failed_checks().map(|c| c.name.as_str()).collect();
+    assert_eq!(failed, ["frames-exist"]);
+    assert_eq!(report.to_json()["seconds"], 1.5);
 }

@@ -33,6 +33,9 @@ use super::stage::{AnyStage, Granularity, ItemError, StageContext, StageName, WH
 use super::state::{ItemFailure, StateError, StateStore};
 use super::{PipelineError, Shard};
 
+/// See [`Runner::before_per_video`].
+pub type BeforePerVideo<'a, Id> = dyn Fn(&[&StageReport<Id>]) + Sync + 'a;
+
 pub struct Runner<'a, Id: StageName> {
     pub stages: Vec<&'a dyn AnyStage<Id>>,
     pub store: StateStore,
@@ -40,9 +43,10 @@ pub struct Runner<'a, Id: StageName> {
     pub context: StageContext<'a>,
     /// How recorded outputs are compared with the files: `Contents` re-hashes every byte.
     pub scrutiny: Scrutiny,
-    /// Called once, before the first per-video work: a shard hands on its turn at the
-    /// whole-dataset work there.
-    pub before_per_video: Option<&'a (dyn Fn() + Sync)>,
+    /// Called once, before the first per-video work, with the reports of the whole-dataset
+    /// stages: a shard hands on its turn at the whole-dataset work there, and what they made is
+    /// recorded before the videos' work, which may be stopped by a kill.
+    pub before_per_video: Option<&'a BeforePerVideo<'a, Id>>,
 }
 
 fn state_error(error: StateError) -> ItemError {
@@ -64,7 +68,8 @@ impl<Id: StageName> Runner<'_, Id> {
             if group[0].granularity() == Granularity::PerVideo && !per_video_started {
                 per_video_started = true;
                 if let Some(hand_on) = self.before_per_video {
-                    hand_on();
+                    let whole: Vec<&StageReport<Id>> = reports.values().collect();
+                    hand_on(&whole);
                 }
             }
             let mut prepared = Vec::new();

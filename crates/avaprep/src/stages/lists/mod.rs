@@ -256,6 +256,9 @@ fn write_all(
     let mut period: Option<f64> = None;
     let mut train_clip_fits = true;
     let recipe = pyslowfast_train::Recipe::ava_r50();
+    if let Some(reason) = no_frames_at_all(layout, plan) {
+        return Err(ItemError::input(reason));
+    }
     for split in split_order(plan) {
         let mut text = format!("{FRAME_LIST_HEADER}\n");
         let mut view_text = format!("{FRAME_LIST_HEADER}\n");
@@ -285,8 +288,9 @@ fn write_all(
                 let view = mmaction2::view_for(plan.segment, index.period)?;
                 if *mmaction2_view.get_or_insert(view) != view {
                     return Err(ItemError::input(format!(
-                        "video {}: its frames were extracted at another rate than the other videos'; run `avaprep extract` again",
-                        video.id
+                        "video {}: its frames were extracted at another rate than the other videos'; run `{}` again",
+                        video.id,
+                        crate::stages::remake_command(layout.root(), StageId::Extract)
                     )));
                 }
                 mmaction2::write_video(layout, video, plan.segment, &index, &view)?;
@@ -394,11 +398,32 @@ fn other_splits(plan: &VideoPlan) -> BTreeMap<String, crate::records::SplitFiles
         .collect()
 }
 
+/// Why no list is written: no video of the plan has frames (extraction has not run here, or
+/// every video is missing). Lists of nothing would pass for a dataset, and PySlowFast fails on
+/// them.
+fn no_frames_at_all(layout: &DataLayout, plan: &VideoPlan) -> Option<String> {
+    if plan
+        .videos
+        .iter()
+        .any(|video| layout.frame_index(&video.id).exists())
+    {
+        return None;
+    }
+    let first = plan.videos.first()?;
+    Some(format!(
+        "no video of the plan has frames ({} planned; {}: {}): run `{}` first",
+        plan.videos.len(),
+        first.id,
+        missing_reason(layout, first),
+        crate::stages::remake_command(layout.root(), StageId::Extract)
+    ))
+}
+
 fn missing_reason(layout: &DataLayout, video: &PlannedVideo) -> String {
     let missing = layout.missing_videos().join(video.id.as_str());
     match std::fs::read_to_string(&missing) {
         Ok(reason) => format!("missing: {}", reason.trim()),
-        Err(_) => "no frames: its extraction did not finish".to_string(),
+        Err(_) => "no frames: not extracted, or its extraction did not finish".to_string(),
     }
 }
 

@@ -71,6 +71,12 @@ pub fn check_frames(
         .collect();
     reporter.item_finished("validate", "frames", None);
     reporter.stage_finished("validate");
+    if frames.is_empty() && !dataset.splits.is_empty() {
+        // Nothing to train or test on passes no check of a dataset: PySlowFast fails on it.
+        result(results, CheckId::FramesExist).fail(
+            "the frame lists name no frame: every video was dropped (dropped_videos.txt beside the annotations says why) or none was extracted".to_string(),
+        );
+    }
     let state_of: HashMap<&str, FrameState> = frames
         .iter()
         .zip(&states)
