@@ -99,7 +99,10 @@ fn validate_before_lists_says_what_to_run() {
     let output = avaprep(dir.path()).arg("validate").output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     assert!(
-        stderr(&output).contains("run `avaprep lists`"),
+        stderr(&output).contains(&format!(
+            "run `avaprep --data-dir {} lists`",
+            dir.path().display()
+        )),
         "{}",
         stderr(&output)
     );

@@ -68,19 +68,17 @@ fn validate_before_lists_names_lists_which_makes_them() {
     assert!(extract(data.path(), "5").status.success());
     let failed = avaprep(data.path()).arg("validate").output().unwrap();
     assert_eq!(failed.status.code(), Some(1));
-    assert!(
-        stderr(&failed).contains("run `avaprep lists`"),
-        "{}",
-        stderr(&failed)
-    );
-    assert!(
-        avaprep(data.path())
-            .arg("lists")
-            .output()
-            .unwrap()
-            .status
-            .success()
-    );
+    let message = stderr(&failed);
+    // With the data directory: `avaprep lists` alone, from another folder, made lists of ./data.
+    let hint = message
+        .split("run `")
+        .nth(1)
+        .and_then(|rest| rest.split('`').next())
+        .unwrap_or_else(|| panic!("{message}"));
+    assert!(hint.ends_with(" lists"), "{message}");
+    assert!(hint.contains("--data-dir"), "{message}");
+    let listed = crate::support::run_named(hint);
+    assert!(listed.status.success(), "{}", stderr(&listed));
     let again = avaprep(data.path()).arg("validate").output().unwrap();
     assert!(again.status.success(), "{}", stdout(&again));
 }
