@@ -453,10 +453,7 @@ fn a_copied_data_directory_names_itself() {
     assert!(message.contains("moved or copied"), "{message}");
     // The command it names keeps the loader views the lists were made with: `lists` alone
     // removed the mmaction2 view.
-    let hint = message
-        .split('`')
-        .nth(1)
-        .unwrap_or_else(|| panic!("no command: {message}"));
+    let hint = crate::support::first_named(&message);
     assert!(hint.ends_with(" lists --mmaction2"), "{message}");
     let relisted = crate::support::run_named(hint);
     assert_ran(&relisted);

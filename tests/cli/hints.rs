@@ -70,11 +70,7 @@ fn validate_before_lists_names_lists_which_makes_them() {
     assert_eq!(failed.status.code(), Some(1));
     let message = stderr(&failed);
     // With the data directory: `avaprep lists` alone, from another folder, made lists of ./data.
-    let hint = message
-        .split("run `")
-        .nth(1)
-        .and_then(|rest| rest.split('`').next())
-        .unwrap_or_else(|| panic!("{message}"));
+    let hint = crate::support::first_named(&message);
     assert!(hint.ends_with(" lists"), "{message}");
     assert!(hint.contains("--data-dir"), "{message}");
     let listed = crate::support::run_named(hint);

@@ -449,10 +449,7 @@ fn lists_of_no_extracted_video_are_refused_with_the_command_that_extracts() {
         "{message}"
     );
     assert!(!data.path().join("frame_lists/train.csv").exists());
-    let hint = message
-        .split('`')
-        .nth(1)
-        .unwrap_or_else(|| panic!("no command: {message}"));
+    let hint = crate::support::first_named(&message);
     assert!(hint.ends_with(" extract"), "{message}");
     let extracted = crate::support::run_named(hint);
     assert!(extracted.status.success(), "{}", stderr(&extracted));

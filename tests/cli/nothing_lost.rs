@@ -265,10 +265,7 @@ fn a_deleted_video_needed_again_is_downloaded_again_alone() {
     assert_eq!(failed.status.code(), Some(1), "{}", stderr(&failed));
     let message = stderr(&failed);
     assert!(message.contains(&format!("video {needed}:")), "{message}");
-    let hint = message
-        .split('`')
-        .nth(1)
-        .unwrap_or_else(|| panic!("no command: {message}"));
+    let hint = crate::support::first_named(&message);
     assert!(hint.contains(" fetch --dataset "), "{message}");
     assert!(!hint.contains("--verify"), "{message}");
     // Until its frames are whole again, the lists leave it out.

@@ -60,6 +60,14 @@ pub fn user_shell(folder: &Path, command: &str) -> Command {
 
 /// Runs a command a hint names as a user pastes it into a shell, in the folder the tests'
 /// commands run in.
+/// The first command `message` names between backticks (a hint's), to run as printed.
+pub fn first_named(message: &str) -> &str {
+    message
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command: {message}"))
+}
+
 pub fn run_named(command: &str) -> std::process::Output {
     user_shell(&repo_root(), command).output().unwrap()
 }

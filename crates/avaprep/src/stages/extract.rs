@@ -248,7 +248,7 @@ impl Stage for ExtractStage {
         if !input.exists() {
             let hint = match plan.videos_on_disk {
                 Some(_) => "put it back, or run `avaprep run` again to drop it".to_string(),
-                None => self.ask_for_the_download(context.data_dir, &layout, video)?,
+                None => Self::ask_for_the_download(&layout, video, &input)?,
             };
             return Err(ItemError::input(format!(
                 "video {item}: {} is not there ({hint})",
@@ -312,17 +312,13 @@ impl ExtractStage {
     /// are of other settings or incomplete, so they are no longer listed, and the next fetch or
     /// run downloads this video again, no other.
     fn ask_for_the_download(
-        &self,
-        data_dir: &Path,
         layout: &DataLayout,
         video: &PlannedVideo,
+        input: &Path,
     ) -> Result<String, ItemError> {
         let item = video.id.as_str();
-        let fetch = super::download_command(data_dir);
-        let input = layout
-            .videos(&video.folder)
-            .join(video.file_name.to_string());
-        if !layout.download_record(&input).exists() {
+        let fetch = super::download_command(layout.root());
+        if !layout.download_record(input).exists() {
             return Ok(format!("not downloaded yet: `{fetch}` downloads it"));
         }
         let asked = crate::fsutil::remove_if_present(&layout.frame_index(&video.id))
