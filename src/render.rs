@@ -38,6 +38,7 @@ pub enum MakingCommand {
     /// This command (`fetch`, `run`): a later hint names it word for word.
     Keep,
     /// `extract --videos`: a later hint is made from what its stages recorded.
+    #[cfg(feature = "extract")]
     Forget,
     /// A command that makes no dataset.
     Untouched,
@@ -162,6 +163,7 @@ fn record_making_command(global: &GlobalArgs, making: MakingCommand, printer: &P
                 made_by::keep_making_command(&global.data_dir, &arguments, &folder)
             })
         }
+        #[cfg(feature = "extract")]
         MakingCommand::Forget => made_by::forget_making_command(&global.data_dir),
         MakingCommand::Untouched => return,
     };
