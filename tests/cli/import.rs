@@ -1519,6 +1519,114 @@ fn an_import_without_val_writes_a_pipeline_that_trains_on_every_video() {
     assert!(data.join("report/index.html").is_file());
 }
 
+/// A clip whose frames come faster at its end than at its start is extracted to its last frame.
+/// The import once recorded where the file ends from the mean frame period, later than the end
+/// extraction finds from the last frame, and the frames of the last keyframe's clip failed as
+/// "the video ends at 10.0 s".
+#[test]
+fn a_clip_of_a_variable_frame_rate_is_extracted_to_its_end() {
+    let source = thirty_fps_video();
+    let clips = tempfile::tempdir().unwrap();
+    let clip = clips.path().join("speeding.mkv");
+    // 100 frames at 20 a second, then 125 at 25: the last at 9.96 s, each shown for 33 ms as
+    // the packets say; the mean period reaches past 10.0 s, a frame instant at 5 fps.
+    let timing = "settb=1/1000,setpts='if(lt(N,100),N/20,5+(N-100)/25)/TB'";
+    let speeding = [
+        "-i",
+        source.to_str().unwrap(),
+        "-frames:v",
+        "225",
+        "-vf",
+        timing,
+        "-fps_mode",
+        "passthrough",
+        "-enc_time_base",
+        "1/1000",
+    ];
+    ffmpeg(
+        &[
+            &speeding[..],
+            &LOSSLESS_H264,
+            &["-an", clip.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    let labels = clips.path().join("labels.csv");
+    fs::write(&labels, "video,start_frame,label\nspeeding,0,walk\n").unwrap();
+    let own = tempfile::tempdir().unwrap();
+    imported(&labels, clips.path(), own.path(), &[]);
+    let spans = fs::read_to_string(own.path().join("annotations/video_spans.csv")).unwrap();
+    let end: f64 = spans.trim().rsplit(',').next().unwrap().parse().unwrap();
+    assert!((end - 911.993).abs() < 1e-6, "{spans}");
+    let data = tempfile::tempdir().unwrap();
+    let output = avaprep(data.path())
+        .arg("run")
+        .arg(own.path().join("pipeline.toml"))
+        .args(["--until", "extract", "--set", "extract.height=64"])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", stderr(&output));
+    let index = fs::read_to_string(data.path().join("frame_index/speeding.csv")).unwrap();
+    let last_target: f64 = index
+        .lines()
+        .last()
+        .unwrap()
+        .split(',')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    // 9.8 s from the file's start, the last instant of the 5 fps grid before its end.
+    assert!((last_target - 911.8).abs() < 1e-6, "{index}");
+}
+
+/// A video taken out of the folder after a run is dropped everywhere: the lists leave it out
+/// and so does training, which says so (it once failed on the video's missing frame index while
+/// the lists and validate passed). With the val split's only video gone, the lists are refused
+/// naming the split and why (they once failed on an empty file as "a truncated download").
+#[test]
+fn a_video_taken_away_is_left_out_of_training_and_a_split_of_none_is_refused() {
+    let (clips, _) = cut_clips(&[("walk_a", "3"), ("walk_b", "3"), ("walk_c", "3")]);
+    let labels = clips.path().join("labels.csv");
+    fs::write(
+        &labels,
+        "video,start_frame,label\nwalk_a,0,walk\nwalk_b,0,stand\nwalk_c,0,walk\n",
+    )
+    .unwrap();
+    let own = tempfile::tempdir().unwrap();
+    imported(&labels, clips.path(), own.path(), &["--val", "walk_c"]);
+    let pipeline = own.path().join("pipeline.toml");
+    let data = tempfile::tempdir().unwrap();
+    let prepared = avaprep(data.path())
+        .arg("run")
+        .arg(&pipeline)
+        .args(["--until", "validate", "--set", "extract.height=120"])
+        .output()
+        .unwrap();
+    assert!(prepared.status.success(), "{}", stderr(&prepared));
+
+    fs::remove_file(clips.path().join("walk_b.mp4")).unwrap();
+    let trained = tiny_run(data.path(), &pipeline);
+    let said = format!("{}{}", stdout(&trained), stderr(&trained));
+    assert!(
+        said.contains("1 video without frames left out (walk_b), as the lists do"),
+        "{said}"
+    );
+    let recorded = json(&data.path().join("work/train.json"));
+    let weights = data.path().join(recorded["weights"].as_str().unwrap());
+    assert!(weights.is_file(), "{recorded}");
+
+    fs::remove_file(clips.path().join("walk_c.mp4")).unwrap();
+    let refused = tiny_run(data.path(), &pipeline);
+    assert_eq!(refused.status.code(), Some(1), "{}", stdout(&refused));
+    let message = stderr(&refused);
+    assert!(
+        message.contains("no video of the val split has frames (1 planned; walk_c: missing: video walk_c: no walk_c.mkv, walk_c.mp4 or walk_c.webm in")
+            && !message.contains("truncated"),
+        "{message}"
+    );
+}
+
 /// Clips cut from the miniature's 30 fps video (name, seconds), and whole-clip labels of two of
 /// them: `walk_a` walks, `walk_b` stands.
 fn cut_clips(lengths: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {

@@ -300,21 +300,27 @@ fn names_in(dir: &Path) -> Vec<String> {
 /// only the pictures an earlier report wrote and no longer shows; an index.html no report wrote
 /// is a refusal naming the folder (exit 2), and nothing in that folder changes.
 /// A keyframe named that the data does not have is a wrong flag, exit 2 (it exited 1), and no
-/// page is written.
+/// page is written. Pictures drawn before it are taken away: they once stayed, unrecorded, and
+/// the next report into the folder refused them as another's.
 #[test]
 fn a_named_keyframe_the_data_lacks_is_a_usage_error() {
     let data = reported();
-    let video = std::fs::read_dir(data.join("frames"))
-        .unwrap()
-        .map(|entry| entry.unwrap().file_name().into_string().unwrap())
-        .min()
-        .unwrap();
+    let sampled = tempfile::tempdir().unwrap();
+    let report = |out: &Path, keyframes: &[String]| {
+        let mut command = avaprep(data);
+        command.arg("report");
+        for keyframe in keyframes {
+            command.args(["--keyframe", keyframe]);
+        }
+        command.arg("--out").arg(out).output().unwrap()
+    };
+    let first = report(sampled.path(), &[]);
+    assert!(first.status.success(), "{}", stderr(&first));
+    let shown = &figures(sampled.path())[0];
+    let good = format!("{},{}", shown.video, shown.second);
+    let video = &shown.video;
     let out = tempfile::tempdir().unwrap();
-    let refused = avaprep(data)
-        .args(["report", "--keyframe", &format!("{video},3"), "--out"])
-        .arg(out.path())
-        .output()
-        .unwrap();
+    let refused = report(out.path(), &[good.clone(), format!("{video},3")]);
     let message = stderr(&refused);
     assert_eq!(refused.status.code(), Some(2), "{message}");
     assert!(
@@ -324,6 +330,9 @@ fn a_named_keyframe_the_data_lacks_is_a_usage_error() {
         "{message}"
     );
     assert!(!out.path().join("index.html").exists());
+    assert_eq!(names_in(&out.path().join("images")), Vec::<String>::new());
+    let again = report(out.path(), &[good]);
+    assert!(again.status.success(), "{}", stderr(&again));
 }
 
 #[test]

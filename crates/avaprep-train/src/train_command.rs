@@ -274,12 +274,14 @@ fn event_text(event: &TrainEvent) -> Option<String> {
             train_clips,
             val_clips,
             resumed_from,
+            videos_without_frames,
             ..
         } => format!(
-            "training on {device}: {train_clips} train clips, {val_clips} val clips{}",
+            "training on {device}: {train_clips} train clips, {val_clips} val clips{}{}",
             resumed_from.map_or(String::new(), |(epoch, step)| format!(
                 ", resumed at epoch {epoch} step {step}"
-            ))
+            )),
+            TrainEvent::left_out_text(videos_without_frames),
         ),
         TrainEvent::EpochEnd {
             epoch,

@@ -139,6 +139,9 @@ pub struct FrameTimes {
     /// presentation order: frame `n` of an annotation tool (which counts decoded frames) is shown
     /// at `times[n]`.
     pub times: Vec<f64>,
+    /// When the last frame stops being shown, on the same clock (see [`shown_until`]); the last
+    /// time where the file has a single frame without a duration.
+    pub end: f64,
     /// The file's own timestamp of that clock's 0, in seconds, taken as 0 where it is below 0.
     pub first_timestamp: f64,
     /// An MP4 or MOV file (ISO base media), which browsers' media timelines start differently
@@ -157,22 +160,45 @@ pub fn frame_times(path: &Path) -> Result<FrameTimes, MediaError> {
     let origin = crate::extract::source::first_timestamp(&input, stream_start, rational);
     let discarded =
         |packet: &ffmpeg::Packet| packet.flags().bits() & ffmpeg::ffi::AV_PKT_FLAG_DISCARD != 0;
-    let mut stamps: Vec<i64> = input
+    // Each frame's timestamp and its packet's duration, for the end.
+    let mut stamps: Vec<(i64, i64)> = input
         .packets()
         .filter(|(stream, packet)| stream.index() == index && !discarded(packet))
-        .filter_map(|(_, packet)| packet.pts().or(packet.dts()))
+        .filter_map(|(_, packet)| Some((packet.pts().or(packet.dts())?, packet.duration())))
         .collect();
     stamps.sort_unstable();
+    let end = match stamps.as_slice() {
+        [] => origin,
+        [.., (last, duration)] => {
+            let before_last = stamps.len().checked_sub(2).map(|i| i128::from(stamps[i].0));
+            shown_until(i128::from(*last), i128::from(*duration), before_last) as i64
+        }
+    };
     let time_base = f64::from(rational);
+    let seconds = |stamp: i64| (stamp - origin) as f64 * time_base;
     let iso_media = input.format().name().split(',').any(|name| name == "mp4");
     Ok(FrameTimes {
         times: stamps
             .into_iter()
-            .map(|stamp| (stamp - origin) as f64 * time_base)
+            .map(|(stamp, _)| seconds(stamp))
             .collect(),
+        end: seconds(end),
         first_timestamp: (origin as f64 * time_base).max(0.0),
         iso_media,
     })
+}
+
+/// When a video's last frame (at `last`) stops being shown, in any one unit: its packet's
+/// `duration` after it where the container gives one, else the gap from the frame before it
+/// (`before_last`) again. A variable rate's mean period can reach later than that. An import
+/// records where a video's file ends and extraction finds where its frames end by this one
+/// rule, so no frame the import plans lies past the end extraction finds.
+pub fn shown_until(last: i128, duration: i128, before_last: Option<i128>) -> i128 {
+    match before_last {
+        _ if duration > 0 => last + duration,
+        Some(before) => last + (last - before),
+        None => last,
+    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@ use super::*;
 fn chance_map() -> f64 {
     use rand::{Rng, SeedableRng};
     let dataset = Dataset::open(data()).unwrap();
-    let (clips, annotations, _) = dataset.clips(&config(), "val", false).unwrap();
+    let split = dataset.clips(&config(), "val", false).unwrap();
+    let (clips, annotations) = (split.clips, split.annotations);
     let scored: Vec<avaprep::annotations::ActionId> = dataset.classes.scored.ids().collect();
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(0);
     const DRAWS: usize = 32;

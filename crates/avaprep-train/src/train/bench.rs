@@ -39,7 +39,7 @@ pub fn loader_throughput(
     passes: usize,
 ) -> Result<LoaderThroughput, TrainError> {
     let data = Dataset::open(data_dir)?;
-    let (clips, _, _) = data.clips(config, &config.train_split, true)?;
+    let clips = data.clips(config, &config.train_split, true)?.clips;
     let clips = std::sync::Arc::new(clips);
     let (device, _) = resolve_device(config)?;
     let spec = LoaderSpec::of(config, data.classes.len(), device);
@@ -239,7 +239,7 @@ pub fn train_throughput(run: ThroughputRun) -> Result<TrainThroughput, TrainErro
         ));
     }
     let data = Dataset::open(run.data_dir)?;
-    let (clips, _, _) = data.clips(config, config.train_split.as_str(), true)?;
+    let clips = data.clips(config, config.train_split.as_str(), true)?.clips;
     let train_clips = clips.len();
     let spec = LoaderSpec::of(config, data.classes.len(), device);
     let mut batches = EndlessBatches::new(std::sync::Arc::new(clips), config, spec);

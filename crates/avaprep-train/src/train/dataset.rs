@@ -5,7 +5,7 @@
 //! ground-truth boxes it overlaps by IoU >= 0.9 and is kept with an all-zero target otherwise
 //! (a negative). Evaluation and prediction use the detector boxes alone.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
 
 use avaprep::annotations::{
@@ -45,6 +45,30 @@ pub struct SplitAnnotations {
     pub ground_truth: Vec<GroundTruthRow>,
     pub detector: Vec<PredictedBox>,
     pub excluded: Vec<FrameKey>,
+}
+
+impl SplitAnnotations {
+    /// The rows of `videos` alone: a video left out is neither trained on nor scored.
+    fn without(mut self, videos: &BTreeSet<VideoId>) -> Self {
+        self.ground_truth
+            .retain(|row| !videos.contains(&row.key.video));
+        self.detector.retain(|row| !videos.contains(&row.key.video));
+        self.excluded.retain(|key| !videos.contains(&key.video));
+        self
+    }
+}
+
+/// The clips of one split and what was left out of them.
+#[derive(Debug)]
+pub struct SplitClips {
+    pub clips: Vec<ClipSample>,
+    /// Its annotations, without the rows of the videos left out.
+    pub annotations: SplitAnnotations,
+    /// Keyframes skipped because no extracted frame lies near them.
+    pub keyframes_without_frames: usize,
+    /// Videos with no frames at all (a file gone, an extraction that failed), left out as the
+    /// lists leave them out.
+    pub videos_without_frames: Vec<VideoId>,
 }
 
 /// What the clip builder needs to know about the run.
@@ -115,10 +139,10 @@ impl SplitAnnotations {
     }
 }
 
-/// Builds the clips of `annotations.split` for the videos the plan puts in it. `train` selects
-/// the training boxes (GT + labelled detections); otherwise detections only. Keyframes that are
-/// excluded, have no boxes, or have no extracted frame are skipped; the count of the last is
-/// returned because it means the extraction and the plan disagree.
+/// Builds the clips of `annotations.split` for the videos the plan puts in it that have frames.
+/// `train` selects the training boxes (GT + labelled detections); otherwise detections only.
+/// Keyframes that are excluded, have no boxes, or have no extracted frame are skipped; the count
+/// of the last is returned because it means the extraction and the plan disagree.
 pub fn build_clips(
     data_dir: &Path,
     plan: &VideoPlan,
@@ -134,7 +158,11 @@ pub fn build_clips(
     let mut without_frames = 0;
     let layout = DataLayout::new(data_dir);
     for video in plan.videos.iter().filter(|v| v.split == annotations.split) {
-        let index = FrameIndex::read(&layout.frame_index(&video.id))?;
+        let path = layout.frame_index(&video.id);
+        if !path.exists() {
+            continue;
+        }
+        let index = FrameIndex::read(&path)?;
         for &second in &video.keyframes {
             let key = FrameKey {
                 video: video.id,
@@ -317,13 +345,14 @@ impl Dataset {
         })
     }
 
-    /// The clips of `split`: training boxes when `train`, detector boxes otherwise.
+    /// The clips of `split`: training boxes when `train`, detector boxes otherwise. A video with
+    /// no frames at all is left out, rows and all, as the lists leave it out.
     pub fn clips(
         &self,
         config: &TrainConfig,
         split: &str,
         train: bool,
-    ) -> Result<(Vec<ClipSample>, SplitAnnotations, usize), TrainError> {
+    ) -> Result<SplitClips, TrainError> {
         let files = self.plan.files.splits.get(split).ok_or_else(|| {
             TrainError::Config(format!(
                 "the prepared dataset has no split {split} (it has {}): name one it has as `train_split` or `val_split` (`val_split = \"\"` trains without validating)",
@@ -336,14 +365,23 @@ impl Dataset {
                     .join(", ")
             ))
         })?;
-        let annotations = SplitAnnotations::read(&self.data_dir, split, files, self.keyframes)?;
+        let layout = DataLayout::new(&self.data_dir);
+        let videos_without_frames: Vec<VideoId> = self
+            .plan
+            .videos
+            .iter()
+            .filter(|video| video.split == split && !layout.frame_index(&video.id).exists())
+            .map(|video| video.id)
+            .collect();
+        let annotations = SplitAnnotations::read(&self.data_dir, split, files, self.keyframes)?
+            .without(&videos_without_frames.iter().copied().collect());
         let spec = ClipSpec {
             frames: config.clip_frames as usize,
             stride: config.clip_stride,
             box_threshold: config.box_threshold,
             label_iou: config.label_iou,
         };
-        let (clips, without_frames) = build_clips(
+        let (clips, keyframes_without_frames) = build_clips(
             &self.data_dir,
             &self.plan,
             &annotations,
@@ -354,7 +392,12 @@ impl Dataset {
         if clips.is_empty() {
             return Err(TrainError::EmptySplit(split.to_string()));
         }
-        Ok((clips, annotations, without_frames))
+        Ok(SplitClips {
+            clips,
+            annotations,
+            keyframes_without_frames,
+            videos_without_frames,
+        })
     }
 }
 

@@ -66,6 +66,9 @@ pub enum TrainError {
         /// The epoch of the run's last checkpoint, where it has one.
         checkpoint: Option<usize>,
     },
+    /// Ctrl-C during prediction: nothing was written.
+    #[error("interrupted: no detections written")]
+    Interrupted,
     #[error("checkpoint: {0}")]
     Checkpoint(String),
     #[error("{path}: {source}")]

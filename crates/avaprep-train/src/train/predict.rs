@@ -10,7 +10,7 @@ use tch::Device;
 
 use super::TrainError;
 use super::checkpoint::{load_model, network_of};
-use super::dataset::{Classes, ClipSample, Dataset};
+use super::dataset::{Classes, ClipSample, Dataset, SplitClips};
 use super::device::resolve_device;
 use super::loader::{Augment, Loader, LoaderSpec, eval_batches};
 use super::model::probabilities;
@@ -30,6 +30,7 @@ pub(crate) fn infer(
     config: &TrainConfig,
     classes: &Classes,
     autocast: bool,
+    cancel: &AtomicBool,
 ) -> Result<Vec<Detection>, TrainError> {
     let spec = LoaderSpec::of(config, classes.len(), net.vs.device());
     let scored: Vec<(usize, ActionId)> = classes
@@ -40,6 +41,9 @@ pub(crate) fn infer(
     let batches = eval_batches(clips.len(), config.batch_size);
     let mut detections = Vec::new();
     for batch in Loader::spawn(clips.clone(), batches, Augment::Eval, spec) {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(TrainError::Interrupted);
+        }
         let batch = batch?;
         let probabilities = tch::no_grad(|| probabilities(&net.forward(&batch, false, autocast)));
         let probabilities = Vec::<Vec<f32>>::try_from(probabilities.to_device(Device::Cpu))?;
@@ -165,18 +169,17 @@ pub fn predict(
         config.clip_frames = network.num_frames;
     }
     let config = &config;
-    let (clips, annotations, _) = data.clips(config, split, false)?;
+    let SplitClips {
+        clips, annotations, ..
+    } = data.clips(config, split, false)?;
     let net = match recorded {
         Some(network) => Net::of_network(network, device),
         None => Net::new(config, data.classes.len(), device),
     };
     load_model(&net.vs, weights)?;
-    if cancel.load(Ordering::Relaxed) {
-        return Err(TrainError::Config("cancelled before inference".into()));
-    }
     let clips = Arc::new(clips);
     let autocast = precision != Precision::Fp32;
-    let detections = infer(&net, &clips, config, &data.classes, autocast)?;
+    let detections = infer(&net, &clips, config, &data.classes, autocast, cancel)?;
     write_detections(out, &detections)?;
     let own_seconds = write_own_seconds(out, &detections, &data.plan)?;
     let report = (!annotations.ground_truth.is_empty()).then(|| {

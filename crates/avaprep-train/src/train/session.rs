@@ -70,7 +70,8 @@ pub(crate) fn run(
     std::fs::create_dir_all(run_dir).map_err(|e| TrainError::io(run_dir, e))?;
     let config_toml = write_config(config, run_dir)?;
     let data = Dataset::open(data_dir)?;
-    let (mut train, _, skipped_train) = data.clips(config, &config.train_split, true)?;
+    let train_split = data.clips(config, &config.train_split, true)?;
+    let mut train = train_split.clips;
     if config.shuffle_labels {
         super::dataset::shuffle_labels(&mut train, config.seed);
     }
@@ -78,11 +79,17 @@ pub(crate) fn run(
         Some(val_split) => Some(data.clips(config, val_split, false)?),
         None => None,
     };
-    let (val_clips, skipped_val) = val.as_ref().map_or((0, 0), |v| (v.0.len(), v.2));
-    let val = val.map(|(clips, annotations, _)| Validation {
-        clips: Arc::new(clips),
-        ground_truth: annotations.ground_truth,
-        excluded: annotations.excluded,
+    let val_clips = val.as_ref().map_or(0, |v| v.clips.len());
+    let keyframes_without_frames = train_split.keyframes_without_frames
+        + val.as_ref().map_or(0, |v| v.keyframes_without_frames);
+    let videos_without_frames: Vec<String> = (train_split.videos_without_frames.iter())
+        .chain(val.iter().flat_map(|v| &v.videos_without_frames))
+        .map(ToString::to_string)
+        .collect();
+    let val = val.map(|split| Validation {
+        clips: Arc::new(split.clips),
+        ground_truth: split.annotations.ground_truth,
+        excluded: split.annotations.excluded,
     });
     let val_samples: &[ClipSample] = val.as_ref().map_or(&[], |v| &v.clips);
     super::dataset::check_frames_exist(&[&train, val_samples])?;
@@ -113,7 +120,8 @@ pub(crate) fn run(
         precision,
         train_clips: train.len(),
         val_clips,
-        keyframes_without_frames: skipped_train + skipped_val,
+        keyframes_without_frames,
+        videos_without_frames,
         resumed_from,
     });
     let mut session = Session {
@@ -469,6 +477,9 @@ impl Session<'_> {
             self.config,
             &self.data.classes,
             autocast,
+            // Scored whole even after a Ctrl-C: it stops training at a step, and the weights
+            // kept then are evaluated before the run ends.
+            &AtomicBool::new(false),
         )?;
         let report = evaluate(
             &val.ground_truth,

@@ -53,8 +53,12 @@ fn quick() -> TrainConfig {
 fn loader_is_deterministic_for_any_thread_count_and_fast_enough() {
     let _rng = crate::train::torch_rng_lock();
     let data = Dataset::open(data()).unwrap();
-    let (clips, _, skipped) = data.clips(&config(), "train", true).unwrap();
-    assert_eq!(skipped, 0, "every keyframe has frames");
+    let split = data.clips(&config(), "train", true).unwrap();
+    assert_eq!(
+        split.keyframes_without_frames, 0,
+        "every keyframe has frames"
+    );
+    let clips = split.clips;
     let clips = Arc::new(clips);
     let spec = |threads| LoaderSpec {
         crop: 112,
@@ -114,7 +118,7 @@ fn loader_is_deterministic_for_any_thread_count_and_fast_enough() {
 #[test]
 fn clips_normalised_on_the_device_equal_the_loaders() {
     let data = Dataset::open(data()).unwrap();
-    let (clips, _, _) = data.clips(&config(), "train", true).unwrap();
+    let clips = data.clips(&config(), "train", true).unwrap().clips;
     let members: Vec<usize> = (0..4).collect();
     let train = Augment::Train {
         seed: 3,

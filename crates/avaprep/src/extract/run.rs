@@ -359,15 +359,13 @@ impl<'a> Run<'a> {
         }
     }
 
-    /// End of the video: the last frame's time plus its duration, or, where packets carry no
-    /// duration (B-frame mp4s, some Matroska files), plus the gap before it.
+    /// End of the video, by the rule an import records its file's end with.
     fn video_end(&self) -> i128 {
-        match (self.last, self.before_last) {
-            (None, _) => 0,
-            (Some((p, d)), _) if d > 0 => p + self.clock.pts(self.src.first_ts + d),
-            (Some((p, _)), Some(b)) => p + (p - b),
-            (Some((p, _)), None) => p,
-        }
+        let Some((last, duration)) = self.last else {
+            return 0;
+        };
+        let duration = self.clock.pts(self.src.first_ts + duration.max(0));
+        crate::media::shown_until(last, duration, self.before_last)
     }
 
     fn is_wanted(&self, packet: &Packet) -> bool {

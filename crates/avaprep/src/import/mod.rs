@@ -1258,20 +1258,20 @@ fn probe(path: &Path) -> Result<VideoFacts, String> {
     let info = crate::media::probe(path).map_err(|error| error.to_string())?;
     let shown = crate::media::frame_times(path).map_err(|error| error.to_string())?;
     let frame_times = shown.times;
-    let (Some(&first), Some(&last)) = (frame_times.first(), frame_times.last()) else {
+    let Some(&last) = frame_times.last() else {
         return Err(format!("{}: libav finds no frames in it", path.display()));
     };
-    // The video's own end, a frame period after its last frame: the container's duration may
-    // be an audio track's, longer.
-    let period = match frame_times.len() {
-        1 => 1.0 / 30.0,
-        count => (last - first) / (count - 1) as f64,
+    // The video's own end, where extraction finds it: the container's duration may be an
+    // audio track's, longer. A single frame without a duration is shown for a 30 fps period.
+    let duration = match shown.end > last {
+        true => shown.end,
+        false => last + 1.0 / 30.0,
     };
     Ok(VideoFacts {
         frame_times,
         first_timestamp: shown.first_timestamp,
         iso_media: shown.iso_media,
-        duration: last + period,
+        duration,
         size: export::FrameSize {
             width: info.width,
             height: info.height,

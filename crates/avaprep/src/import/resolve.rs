@@ -14,6 +14,7 @@ pub struct VideoFacts {
     pub first_timestamp: f64,
     /// An MP4 or MOV file (ISO base media).
     pub iso_media: bool,
+    /// When its last frame stops being shown ([`crate::media::shown_until`]).
     pub duration: f64,
     pub size: FrameSize,
 }
@@ -35,8 +36,8 @@ impl VideoFacts {
         }
     }
 
-    /// The last instant with a frame of its own: the last frame's time and half a frame period
-    /// after it (the mean period, as the duration has it), where that frame is still the nearest.
+    /// The last instant with a frame of its own: halfway from the last frame to the video's end,
+    /// where that frame is still the nearest.
     /// A keyframe later than this would show the last frame from further away than any other.
     pub fn last_instant(&self) -> f64 {
         let last = self.frame_times.last().copied().unwrap_or(0.0);
@@ -343,10 +344,10 @@ mod tests {
         let facts = facts();
         assert!((facts.last_instant() - 3.95).abs() < 1e-9);
         assert_eq!(keyframe_seconds(facts.last_instant(), 1), vec![0, 1, 2, 3]);
-        // A 36 s variable-rate video whose mean period reaches past 36.0 s.
+        // A 36 s variable-rate video whose last frame is shown until 36.0 s.
         let vfr = VideoFacts {
             frame_times: vec![0.0, 35.964],
-            duration: 36.0018,
+            duration: 36.0,
             ..facts
         };
         assert_eq!(keyframe_seconds(vfr.last_instant(), 1).last(), Some(&35));

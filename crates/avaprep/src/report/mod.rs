@@ -118,19 +118,36 @@ pub fn write_report(
     let clip = run
         .as_ref()
         .map_or((DEFAULT_CLIP_FRAMES, DEFAULT_CLIP_STRIDE), |run| run.clip);
-    let gallery = keys
+    // A report that stops halfway (a keyframe the data lacks, Ctrl-C) takes its new pictures
+    // away: no record names them, and the next report would refuse them as another's.
+    let new_pictures: Vec<PathBuf> = names
         .iter()
-        .map(
-            |key| match cancel.load(std::sync::atomic::Ordering::Relaxed) {
-                true => Err(ReportError::Interrupted),
-                false => gallery::draw_entry(&layout, &stats, run.as_ref(), *key, clip, &images),
-            },
-        )
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut image_count = gallery.iter().map(GalleryEntry::image_count).sum::<usize>();
-    if let Some(run) = &run {
-        image_count += run.copy_curves(&images)?;
-    }
+        .map(|name| images.join(name))
+        .filter(|path| !path.exists())
+        .collect();
+    let drawn = || -> Result<(Vec<GalleryEntry>, usize), ReportError> {
+        let gallery = keys
+            .iter()
+            .map(
+                |key| match cancel.load(std::sync::atomic::Ordering::Relaxed) {
+                    true => Err(ReportError::Interrupted),
+                    false => {
+                        gallery::draw_entry(&layout, &stats, run.as_ref(), *key, clip, &images)
+                    }
+                },
+            )
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut image_count = gallery.iter().map(GalleryEntry::image_count).sum::<usize>();
+        if let Some(run) = &run {
+            image_count += run.copy_curves(&images)?;
+        }
+        Ok((gallery, image_count))
+    };
+    let (gallery, image_count) = drawn().inspect_err(|_| {
+        for picture in &new_pictures {
+            let _ = std::fs::remove_file(picture);
+        }
+    })?;
     let avaprep = crate::progress::avaprep_in(&request.data_dir);
     let html = page::render(&stats, run.as_ref(), &gallery, &avaprep);
     let page = request.out.join(PAGE);

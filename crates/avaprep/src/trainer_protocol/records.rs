@@ -18,6 +18,9 @@ pub enum TrainEvent {
         val_clips: usize,
         /// Keyframes skipped because no extracted frame lies near them.
         keyframes_without_frames: usize,
+        /// Videos of the splits with no frames at all, left out as the lists leave them out.
+        #[serde(default)]
+        videos_without_frames: Vec<String>,
         /// `(epoch, step)` of the checkpoint resumed from.
         resumed_from: Option<(usize, u64)>,
     },
@@ -51,6 +54,21 @@ pub enum TrainEvent {
     Stopped {
         reason: StopReason,
     },
+}
+
+impl TrainEvent {
+    /// What a `Started` event says of the videos it left out: "; 1 video without frames left out
+    /// (x), as the lists do", or nothing.
+    pub fn left_out_text(videos: &[String]) -> String {
+        match videos.len() {
+            0 => String::new(),
+            count => format!(
+                "; {} without frames left out ({}), as the lists do",
+                crate::progress::counted(count as u64, "video", "videos"),
+                crate::progress::first_named(videos, 5),
+            ),
+        }
+    }
 }
 
 /// Why training ended; printed by the caller and recorded in `summary.json` and the state.

@@ -228,6 +228,7 @@ impl Stage for TrainStage {
                 train_clips,
                 val_clips,
                 resumed_from,
+                videos_without_frames,
                 ..
             } => {
                 let validation = match val_clips {
@@ -241,7 +242,8 @@ impl Stage for TrainStage {
                 context.reporter.stage_note(
                     self.id().name(),
                     &format!(
-                        "{device}: {train_clips} train clips, {validation}{resumed}; run folder {}",
+                        "{device}: {train_clips} train clips, {validation}{resumed}{}; run folder {}",
+                        TrainEvent::left_out_text(&videos_without_frames),
                         run_dir.display()
                     ),
                 );
@@ -486,10 +488,14 @@ pub fn run_trainer<T: serde::de::DeserializeOwned>(
         .wait()
         .map_err(|error| ItemError::trainer(format!("waiting for the trainer: {error}")))?;
     let errors = errors.join().unwrap_or_default();
-    if context.cancelled() {
-        return Err(ItemError::trainer(
-            "interrupted; the last checkpoint is kept and `avaprep run` again continues from it",
-        ));
+    // A trainer that finished before it heard the Ctrl-C did its whole work: it is kept.
+    if context.cancelled() && !status.success() {
+        return Err(ItemError::trainer(match call.command {
+            TrainerCommand::Train { .. } => {
+                "interrupted; the last checkpoint is kept and `avaprep run` again continues from it"
+            }
+            TrainerCommand::Predict { .. } => "interrupted; `avaprep run` again predicts again",
+        }));
     }
     if !status.success() {
         return Err(ItemError::trainer(format!(
