@@ -64,7 +64,14 @@ pub fn run(
             &command_line(),
         )?),
     };
+    // Marked when training starts, after every check: a run refused is left as it was.
+    let marking_failed: std::cell::RefCell<Option<anyhow::Error>> = Default::default();
     let progress = |event: TrainEvent| {
+        if matches!(event, TrainEvent::Started { .. })
+            && let Err(error) = mark_trained_here(&run_dir, _held.is_some())
+        {
+            marking_failed.replace(Some(error));
+        }
         if printer.json
             && let Some(line) = tagged_line(&event)
         {
@@ -74,20 +81,10 @@ pub fn run(
             printer.note(&text);
         }
     };
-    // What the pipeline recorded of the folder's training no longer holds once it trains again,
-    // and a training by hand (this process holds the lock, not a pipeline) makes it no longer
-    // the pipeline's.
-    if _held.is_some() {
-        std::fs::create_dir_all(&run_dir)
-            .and_then(|()| {
-                let by_hand = format!("{}\n", command_line());
-                avaprep::fsutil::write_atomic(&run_dir.join(run_files::BY_HAND), by_hand.as_bytes())
-            })
-            .with_context(|| format!("{}: writing {}", run_dir.display(), run_files::BY_HAND))?;
-    }
-    avaprep::fsutil::remove_if_present(&run_dir.join(run_files::READS))
-        .with_context(|| format!("{}: removing {}", run_dir.display(), run_files::READS))?;
     let summary = crate::train::train(&config, &global.data_dir, &run_dir, cancel, &progress)?;
+    if let Some(error) = marking_failed.take() {
+        return Err(error);
+    }
     printer.record("train_summary", &summary);
     printer.result(&format!(
         "{}; {} finished, {}; best val mAP {}; run: {}",
@@ -116,6 +113,19 @@ pub fn run(
         StopReason::Cancelled { .. } => ExitStatus::Failure,
         _ => ExitStatus::Success,
     })
+}
+
+/// What the pipeline recorded of the folder's training no longer holds once it trains again, and
+/// a training by hand (`by_hand`: this process holds the lock, not a pipeline) makes it no longer
+/// the pipeline's.
+fn mark_trained_here(run_dir: &Path, by_hand: bool) -> anyhow::Result<()> {
+    if by_hand {
+        let command = format!("{}\n", command_line());
+        avaprep::fsutil::write_atomic(&run_dir.join(run_files::BY_HAND), command.as_bytes())
+            .with_context(|| format!("{}: writing {}", run_dir.display(), run_files::BY_HAND))?;
+    }
+    avaprep::fsutil::remove_if_present(&run_dir.join(run_files::READS))
+        .with_context(|| format!("{}: removing {}", run_dir.display(), run_files::READS))
 }
 
 /// The settings and folder of a new run: the recipe with `--set` over it, in the folder named or

@@ -170,8 +170,12 @@ pub fn frame_times(path: &Path) -> Result<FrameTimes, MediaError> {
     let end = match stamps.as_slice() {
         [] => origin,
         [.., (last, duration)] => {
-            let before_last = stamps.len().checked_sub(2).map(|i| i128::from(stamps[i].0));
-            shown_until(i128::from(*last), i128::from(*duration), before_last) as i64
+            let before_last = stamps.iter().rev().map(|s| s.0).find(|stamp| stamp < last);
+            shown_until(
+                i128::from(*last),
+                i128::from(*duration),
+                before_last.map(i128::from),
+            ) as i64
         }
     };
     let time_base = f64::from(rational);

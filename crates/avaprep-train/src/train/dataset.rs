@@ -390,7 +390,20 @@ impl Dataset {
             train,
         )?;
         if clips.is_empty() {
-            return Err(TrainError::EmptySplit(split.to_string()));
+            let why = match videos_without_frames.as_slice() {
+                [] => "check the plan's splits, the detector boxes and the frames".to_string(),
+                videos => format!(
+                    "its videos without frames: {} (slowfast/dropped_videos.txt says why); bring them back, or give the split other videos",
+                    avaprep::progress::first_named(
+                        &videos.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                        5
+                    )
+                ),
+            };
+            return Err(TrainError::EmptySplit {
+                split: split.to_string(),
+                why,
+            });
         }
         Ok(SplitClips {
             clips,

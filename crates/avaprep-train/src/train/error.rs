@@ -39,8 +39,8 @@ pub enum TrainError {
     Config(String),
     #[error(transparent)]
     Data(#[from] DataError),
-    #[error("split `{0}` has no clips: check the plan's splits, the detector boxes and the frames")]
-    EmptySplit(String),
+    #[error("split `{split}` has no clips: {why}")]
+    EmptySplit { split: String, why: String },
     #[error("device: {0}")]
     Device(String),
     #[error(

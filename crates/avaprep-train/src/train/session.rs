@@ -68,7 +68,6 @@ pub(crate) fn run(
         return Err(TrainError::RunExists(run_dir.to_path_buf()));
     }
     std::fs::create_dir_all(run_dir).map_err(|e| TrainError::io(run_dir, e))?;
-    let config_toml = write_config(config, run_dir)?;
     let data = Dataset::open(data_dir)?;
     let train_split = data.clips(config, &config.train_split, true)?;
     let mut train = train_split.clips;
@@ -104,7 +103,7 @@ pub(crate) fn run(
     let mut sgd = Sgd::new(&net.vs, config.momentum, config.weight_decay);
     let state = match previous {
         Some(state) => {
-            let mut state = restore(run_dir, state, &net, &mut sgd)?;
+            let mut state = restore(run_dir, state, &net, &mut sgd, data.classes.len())?;
             // The early-stopping rule of the settings the run announced: a resume given another
             // `patience` or `min_delta` stops by those (unchanged, as the run would have).
             state.early_stopping.patience = config.patience;
@@ -113,6 +112,8 @@ pub(crate) fn run(
         }
         None => fresh_state(config, precision),
     };
+    // Written once the run can go on: a resume refused leaves the run's settings as they were.
+    let config_toml = write_config(config, run_dir)?;
     let resumed_from = (config.resume && state.step > 0).then_some((state.epoch, state.step));
     let metrics = Metrics::open(run_dir, resumed_from.map(|r| r.1), &config_toml)?;
     progress(TrainEvent::Started {
@@ -155,10 +156,21 @@ fn restore(
     state: TrainState,
     net: &Net,
     sgd: &mut Sgd,
+    classes: usize,
 ) -> Result<TrainState, TrainError> {
     let missing =
         || TrainError::Checkpoint(format!("{}: names no model file", checkpoint::STATE_FILE));
     let model = checkpoint::named(run_dir, &state.files.model_file).ok_or_else(missing)?;
+    if let Some(network) = checkpoint::network_of(&model)?
+        && network.num_classes as usize != classes
+    {
+        return Err(TrainError::Checkpoint(format!(
+            "{}: the run's checkpoint scores {} classes, and this dataset's label map now has {classes} (its actions changed since the run began): start another run with --run-dir DIR, or from these weights with `avaprep train --init {}`",
+            model.display(),
+            network.num_classes,
+            avaprep::progress::shell_word(&model),
+        )));
+    }
     checkpoint::load_model(&net.vs, &model)?;
     if let Some(path) = checkpoint::named(run_dir, &state.files.optimizer_file) {
         sgd.load_state(checkpoint::read_tensors(&path)?)

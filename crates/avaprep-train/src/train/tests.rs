@@ -9,10 +9,11 @@ use std::time::Instant;
 use tch::Tensor;
 
 use super::checkpoint::{STATE_FILE, read_tensors};
-use super::dataset::Dataset;
+use super::dataset::{Classes, Dataset};
 use super::loader::{Augment, Loader, LoaderSpec, PixelFormat, load_batch, train_batches};
 use super::testing::synthetic_data;
 use super::*;
+use avaprep::trainer_protocol::run_files;
 use avaprep::trainer_settings::Precision;
 
 /// 7 train, 3 val and 2 test videos: the demo's shape.
@@ -531,6 +532,46 @@ fn a_failed_evaluation_is_redone_first_on_resume() {
         *events.lock().unwrap(),
         [("evaluated", 1), ("trained", 2), ("evaluated", 2)]
     );
+}
+
+/// A resume after the label map changed its class count is refused naming both counts, and the
+/// run's settings stay as they were. It once wrote the new settings into the run, then failed
+/// with libtorch's shape error.
+#[test]
+fn a_resume_on_another_count_of_classes_is_refused_and_changes_nothing() {
+    let copy = tempfile::tempdir().unwrap();
+    copy_tree(data(), copy.path());
+    let config = TrainConfig {
+        epochs: 1,
+        warmup_epochs: 0.0,
+        ..quick()
+    };
+    let run = tempfile::tempdir().unwrap();
+    let never = AtomicBool::new(false);
+    let _torch = crate::train::torch_rng_lock();
+    train(&config, copy.path(), run.path(), &never, &quiet).unwrap();
+    let settings = std::fs::read(run.path().join(run_files::CONFIG_TOML)).unwrap();
+    let plan = avaprep::records::VideoPlan::load(&copy.path().join("work/videos.json")).unwrap();
+    let label_map = copy.path().join("annotations").join(&plan.files.label_map);
+    let classes = Classes::read(copy.path(), &plan.files).unwrap().len();
+    let mut text = std::fs::read_to_string(&label_map).unwrap();
+    text.push_str("label {\n  name: \"jump\"\n  label_id: 99\n  label_type: PERSON_MOVEMENT\n}\n");
+    std::fs::write(&label_map, text).unwrap();
+    let longer = TrainConfig {
+        epochs: 2,
+        resume: true,
+        ..config
+    };
+    let error = train(&longer, copy.path(), run.path(), &never, &quiet).unwrap_err();
+    let message = error.to_string();
+    assert!(
+        message.contains(&format!(
+            "the run's checkpoint scores {classes} classes, and this dataset's label map now has {}",
+            classes + 1
+        )),
+        "{message}"
+    );
+    assert!(std::fs::read(run.path().join(run_files::CONFIG_TOML)).unwrap() == settings);
 }
 
 fn first_val_video(data: &Path) -> avaprep::annotations::VideoId {

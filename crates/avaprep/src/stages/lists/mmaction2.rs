@@ -180,8 +180,11 @@ fn proposals_pickle(boxes_csv: &Path, plan: &VideoPlan) -> Result<Vec<u8>, ItemE
     };
     // The typed reader checks every line (and names a bad one); the values are then taken from
     // the text itself so the pickle holds the file's decimals, not their f32 rounding.
-    parse_predicted_boxes(&bytes, &boxes_csv.display().to_string(), &options)
-        .map_err(ItemError::input)?;
+    // A split whose every video was dropped has no rows: no proposals, not a truncated file.
+    if !bytes.is_empty() {
+        parse_predicted_boxes(&bytes, &boxes_csv.display().to_string(), &options)
+            .map_err(ItemError::input)?;
+    }
     let text = String::from_utf8_lossy(&bytes);
     let mut proposals: BTreeMap<String, Vec<[f64; 5]>> = BTreeMap::new();
     for line in text.lines().filter(|line| !line.trim().is_empty()) {

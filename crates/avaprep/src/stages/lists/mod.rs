@@ -256,7 +256,7 @@ fn write_all(
     let mut period: Option<f64> = None;
     let mut train_clip_fits = true;
     let recipe = pyslowfast_train::Recipe::ava_r50();
-    if let Some(reason) = without_frames(layout, plan) {
+    if let Some(reason) = no_frames_at_all(layout, plan) {
         return Err(ItemError::input(reason));
     }
     for split in split_order(plan) {
@@ -401,32 +401,21 @@ fn other_splits(plan: &VideoPlan) -> BTreeMap<String, crate::records::SplitFiles
 /// Why no list is written: no video of the plan has frames (extraction has not run here, or
 /// every video is missing). Lists of nothing would pass for a dataset, and PySlowFast fails on
 /// them.
-/// Why no lists can be written: no video of the plan has frames, or no video of one split has
-/// (every consumer would read an empty file of it).
-fn without_frames(layout: &DataLayout, plan: &VideoPlan) -> Option<String> {
-    let has_frames = |video: &PlannedVideo| layout.frame_index(&video.id).exists();
-    let extract = crate::stages::remake_command(layout.root(), StageId::Extract);
-    if !plan.videos.iter().any(has_frames) {
-        let first = plan.videos.first()?;
-        return Some(format!(
-            "no video of the plan has frames ({} planned; {}: {}): run `{extract}` first",
-            plan.videos.len(),
-            first.id,
-            missing_reason(layout, first),
-        ));
+fn no_frames_at_all(layout: &DataLayout, plan: &VideoPlan) -> Option<String> {
+    if plan
+        .videos
+        .iter()
+        .any(|video| layout.frame_index(&video.id).exists())
+    {
+        return None;
     }
-    let of_split = |split: &str| -> Vec<&PlannedVideo> {
-        plan.videos.iter().filter(|v| v.split == split).collect()
-    };
-    let split = split_order(plan)
-        .into_iter()
-        .find(|split| !of_split(split).into_iter().any(has_frames))?;
-    let videos = of_split(&split);
+    let first = plan.videos.first()?;
     Some(format!(
-        "no video of the {split} split has frames ({} planned; {}: {}): bring its videos back and run `{extract}`, or give the split other videos",
-        videos.len(),
-        videos[0].id,
-        missing_reason(layout, videos[0]),
+        "no video of the plan has frames ({} planned; {}: {}): run `{}` first",
+        plan.videos.len(),
+        first.id,
+        missing_reason(layout, first),
+        crate::stages::remake_command(layout.root(), StageId::Extract)
     ))
 }
 
