@@ -1413,17 +1413,7 @@ fn clips_of_their_own_lengths_are_listed_to_their_ends_and_no_further() {
             ((end - 900.0) * 30.0).round() as usize,
             "{name}"
         );
-        let index =
-            fs::read_to_string(data.path().join(format!("frame_index/{name}.csv"))).unwrap();
-        let last_target: f64 = index
-            .lines()
-            .last()
-            .unwrap()
-            .split(',')
-            .nth(1)
-            .unwrap()
-            .parse()
-            .unwrap();
+        let last_target = last_frame_instant(data.path(), name);
         assert!(
             last_target < end,
             "{name}: a frame at {last_target} past {end}"
@@ -1566,18 +1556,16 @@ fn a_clip_of_a_variable_frame_rate_is_extracted_to_its_end() {
         .output()
         .unwrap();
     assert!(output.status.success(), "{}", stderr(&output));
-    let index = fs::read_to_string(data.path().join("frame_index/speeding.csv")).unwrap();
-    let last_target: f64 = index
-        .lines()
-        .last()
-        .unwrap()
-        .split(',')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
+    let last_target = last_frame_instant(data.path(), "speeding");
     // 9.8 s from the file's start, the last instant of the 5 fps grid before its end.
-    assert!((last_target - 911.8).abs() < 1e-6, "{index}");
+    assert!((last_target - 911.8).abs() < 1e-6, "{last_target}");
+}
+
+/// The instant of a video's last extracted frame, on the dataset's clock (its frame index).
+fn last_frame_instant(data: &Path, video: &str) -> f64 {
+    let index = fs::read_to_string(data.join(format!("frame_index/{video}.csv"))).unwrap();
+    let last = index.lines().last().unwrap();
+    last.split(',').nth(1).unwrap().parse().unwrap()
 }
 
 /// A video taken out of the folder after a run is dropped everywhere: the lists leave it out
