@@ -139,27 +139,30 @@ impl SplitAnnotations {
     }
 }
 
-/// Builds the clips of `annotations.split` for the videos the plan puts in it that have frames.
-/// `train` selects the training boxes (GT + labelled detections); otherwise detections only.
-/// Keyframes that are excluded, have no boxes, or have no extracted frame are skipped; the count
-/// of the last is returned because it means the extraction and the plan disagree.
+/// Builds the clips of `annotations.split` for the videos the plan puts in it. `train` selects
+/// the training boxes (GT + labelled detections); otherwise detections only. A video with no
+/// frames at all is left out, rows and all, as the lists leave it out. Keyframes that are
+/// excluded, have no boxes, or have no extracted frame are skipped; the count of the last is
+/// returned because it means the extraction and the plan disagree.
 pub fn build_clips(
     data_dir: &Path,
     plan: &VideoPlan,
-    annotations: &SplitAnnotations,
+    annotations: SplitAnnotations,
     classes: &Classes,
     spec: &ClipSpec,
     train: bool,
-) -> Result<(Vec<ClipSample>, usize), DataError> {
+) -> Result<SplitClips, DataError> {
     let excluded: HashSet<FrameKey> = annotations.excluded.iter().copied().collect();
     let gt = group_ground_truth(&annotations.ground_truth, classes);
     let detections = group_detections(&annotations.detector, spec.box_threshold);
     let mut clips = Vec::new();
-    let mut without_frames = 0;
+    let mut keyframes_without_frames = 0;
+    let mut videos_without_frames = Vec::new();
     let layout = DataLayout::new(data_dir);
     for video in plan.videos.iter().filter(|v| v.split == annotations.split) {
         let path = layout.frame_index(&video.id);
         if !path.exists() {
+            videos_without_frames.push(video.id);
             continue;
         }
         let index = FrameIndex::read(&path)?;
@@ -183,7 +186,7 @@ pub fn build_clips(
             }
             let centre = f64::from(second);
             if !index.covers(centre) {
-                without_frames += 1;
+                keyframes_without_frames += 1;
                 continue;
             }
             let frames = index.clip(centre, spec.frames, spec.stride);
@@ -195,7 +198,13 @@ pub fn build_clips(
             });
         }
     }
-    Ok((clips, without_frames))
+    let left_out: BTreeSet<VideoId> = videos_without_frames.iter().copied().collect();
+    Ok(SplitClips {
+        clips,
+        annotations: annotations.without(&left_out),
+        keyframes_without_frames,
+        videos_without_frames,
+    })
 }
 
 /// Every frame some clip reads, checked to exist before training spends anything on them: a
@@ -345,8 +354,8 @@ impl Dataset {
         })
     }
 
-    /// The clips of `split`: training boxes when `train`, detector boxes otherwise. A video with
-    /// no frames at all is left out, rows and all, as the lists leave it out.
+    /// The clips of `split` ([`build_clips`]): training boxes when `train`, detector boxes
+    /// otherwise.
     pub fn clips(
         &self,
         config: &TrainConfig,
@@ -365,32 +374,23 @@ impl Dataset {
                     .join(", ")
             ))
         })?;
-        let layout = DataLayout::new(&self.data_dir);
-        let videos_without_frames: Vec<VideoId> = self
-            .plan
-            .videos
-            .iter()
-            .filter(|video| video.split == split && !layout.frame_index(&video.id).exists())
-            .map(|video| video.id)
-            .collect();
-        let annotations = SplitAnnotations::read(&self.data_dir, split, files, self.keyframes)?
-            .without(&videos_without_frames.iter().copied().collect());
+        let annotations = SplitAnnotations::read(&self.data_dir, split, files, self.keyframes)?;
         let spec = ClipSpec {
             frames: config.clip_frames as usize,
             stride: config.clip_stride,
             box_threshold: config.box_threshold,
             label_iou: config.label_iou,
         };
-        let (clips, keyframes_without_frames) = build_clips(
+        let built = build_clips(
             &self.data_dir,
             &self.plan,
-            &annotations,
+            annotations,
             &self.classes,
             &spec,
             train,
         )?;
-        if clips.is_empty() {
-            let why = match videos_without_frames.as_slice() {
+        if built.clips.is_empty() {
+            let why = match built.videos_without_frames.as_slice() {
                 [] => "check the plan's splits, the detector boxes and the frames".to_string(),
                 videos => format!(
                     "its videos without frames: {} (slowfast/dropped_videos.txt says why); bring them back, or give the split other videos",
@@ -405,12 +405,7 @@ impl Dataset {
                 why,
             });
         }
-        Ok(SplitClips {
-            clips,
-            annotations,
-            keyframes_without_frames,
-            videos_without_frames,
-        })
+        Ok(built)
     }
 }
 
