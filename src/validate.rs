@@ -64,6 +64,9 @@ pub fn run(
     printer: &Printer,
     cancel: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
+    if let Some(config) = args.config.as_ref().filter(|config| !config.exists()) {
+        return Err(UsageError(format!("--config {}: no such file", config.display())).into());
+    }
     let request =
         ValidateRequest::from_options(&global.data_dir, &options(args)).map_err(reported)?;
     // A config may name any folders (a copy's may still name the original's): say which.

@@ -1621,6 +1621,44 @@ fn a_video_taken_away_is_left_out_of_training_and_a_split_of_none_is_named() {
     );
 }
 
+/// A video labelled later, longer than the others, moves the dataset's last keyframe: only it is
+/// extracted (every video once was, as the segment's end moved), and the others' frames stay.
+#[test]
+fn a_longer_video_labelled_later_extracts_alone() {
+    let (clips, labels) = cut_clips(&[("walk_a", "4"), ("walk_b", "8")]);
+    fs::write(&labels, "video,start_frame,label\nwalk_a,0,walk\n").unwrap();
+    let own = tempfile::tempdir().unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let extracted = || {
+        imported(&labels, clips.path(), own.path(), &["--val-fraction", "0"]);
+        let output = avaprep(data.path())
+            .args(["--json", "run"])
+            .arg(own.path().join("pipeline.toml"))
+            .args(["--until", "extract", "--set", "extract.height=120"])
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+    };
+    let made = |video: &str| {
+        use std::os::unix::fs::MetadataExt;
+        let index = fs::metadata(data.path().join(format!("frame_index/{video}.csv"))).unwrap();
+        (index.ino(), index.mtime_nsec(), index.mtime())
+    };
+    extracted();
+    let walk_a = made("walk_a");
+    assert!((last_frame_instant(data.path(), "walk_a") - 905.8).abs() < 1e-6);
+
+    fs::write(
+        &labels,
+        "video,start_frame,label\nwalk_a,0,walk\nwalk_b,0,stand\n",
+    )
+    .unwrap();
+    let said = extracted();
+    assert_eq!(made("walk_a"), walk_a, "{said}");
+    assert!((last_frame_instant(data.path(), "walk_b") - 909.8).abs() < 1e-6);
+}
+
 /// Clips cut from the miniature's 30 fps video (name, seconds), and whole-clip labels of two of
 /// them: `walk_a` walks, `walk_b` stands.
 fn cut_clips(lengths: &[(&str, &str)]) -> (tempfile::TempDir, PathBuf) {
@@ -1743,6 +1781,20 @@ fn test_videos_are_predicted_on_at_the_detector_s_boxes_on_their_own_seconds() {
         "new_c",
         "no test video could be used: new_c: a test video, but its boxes scoring 0.8 or more are at seconds 3, 4, 5, none a keyframe within the file",
     );
+    // A detector's file joined twice is refused at its first repeated row, by file and line:
+    // validate refuses the lists such rows make.
+    let twice = clips.path().join("twice.csv");
+    fs::write(&twice, labelled.clone() + &labelled).unwrap();
+    let joined = import_into(&own, &["--detections", twice.to_str().unwrap()]);
+    let repeated = labelled.lines().count() + 1;
+    assert_eq!(joined.status.code(), Some(1), "{}", stderr(&joined));
+    assert!(
+        stderr(&joined).contains(&format!("{}:{repeated}: duplicate row", twice.display()))
+            && stderr(&joined).contains("(first on line 1)"),
+        "{}",
+        stderr(&joined)
+    );
+    assert!(!own.join("dataset.toml").exists());
     // A test video the detector boxes nobody in with PySlowFast's score is left out, named
     // with why (not as a video the import does not know), and the others are imported.
     let faint = clips.path().join("faint.csv");

@@ -238,6 +238,19 @@ fn a_pyslowfast_config_describes_a_foreign_layout() {
         .output()
         .unwrap();
     assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    // So is a config that is not there (a typo): it once exited 1, as a failed check does.
+    let typo = data.path().join("slowfast/ava.yml");
+    let output = avaprep(data.path())
+        .args(["validate", "--config"])
+        .arg(&typo)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2), "{}", stderr(&output));
+    assert!(
+        stderr(&output).contains(&format!("--config {}: no such file", typo.display())),
+        "{}",
+        stderr(&output)
+    );
 }
 
 /// A PySlowFast config naming three empty folders: validation fails (nothing is there) but

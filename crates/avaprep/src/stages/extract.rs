@@ -203,7 +203,9 @@ impl Stage for ExtractStage {
     }
 
     /// A video's frames depend on its file, its keyframes, the segment and the file's start:
-    /// another split or another video in the plan changes nothing here.
+    /// another split or another video in the plan changes nothing here. An own dataset's
+    /// segment ends 3 s after its latest keyframe, so one video labelled further would move
+    /// every video's: there the frames' first instant and this video's ranges stand for it.
     fn plan(&self, context: &StageContext) -> Result<Vec<PlannedItem>, ItemError> {
         let plan = load_plan(context.data_dir)?;
         Ok(plan
@@ -213,11 +215,19 @@ impl Stage for ExtractStage {
                 let start = Some(video.file_start(plan.default_file_start())).filter(|&start| {
                     plan.videos_on_disk.is_some() || video.span.is_some() || start != 0.0
                 });
+                let segment = if plan.own_clock {
+                    serde_json::json!({
+                        "start": plan.segment[0],
+                        "ranges": self.ranges(&plan, video),
+                    })
+                } else {
+                    serde_json::json!(plan.segment)
+                };
                 let mut identity = serde_json::json!({
                     "file": video.file_name,
                     "folder": video.folder,
                     "keyframes": video.keyframes,
-                    "segment": plan.segment,
+                    "segment": segment,
                     "start": start,
                 });
                 if let Some(span) = video.span {

@@ -79,8 +79,13 @@ pub fn training_reads(
 
 /// The plan as far as training reads it: its train and val videos and files. Its segment goes,
 /// which training does not read, and its keyframe range, which only makes rows outside it
-/// errors (the rows are in the digest): both grow with a longer video to predict on.
+/// errors (the rows are in the digest): both grow with a longer video to predict on. So does
+/// the folder of videos on disk: training reads their frames (by content), and a project
+/// copied or moved elsewhere is the same data.
 fn training_part(mut plan: VideoPlan, splits: &[&str]) -> VideoPlan {
+    if let Some(on_disk) = &mut plan.videos_on_disk {
+        on_disk.folder = PathBuf::new();
+    }
     plan.videos
         .retain(|video| splits.contains(&video.split.as_str()));
     plan.files
@@ -278,6 +283,24 @@ mod tests {
         });
         record_frames(data.path());
         assert_eq!(reads(data.path(), ""), Some(before));
+    }
+
+    #[test]
+    fn the_videos_read_from_another_folder_leave_it_the_same() {
+        let data = dataset();
+        let on_disk = |folder: &str| {
+            edit_plan(data.path(), |plan| {
+                plan["videos_on_disk"] =
+                    serde_json::json!({"folder": folder, "start_seconds": 0.0});
+            });
+            reads(data.path(), "").expect("a digest")
+        };
+        let here = on_disk("/home/me/project/clips");
+        assert_eq!(on_disk("/mnt/copy/project/clips"), here);
+        edit_plan(data.path(), |plan| {
+            plan["videos_on_disk"]["start_seconds"] = serde_json::json!(900.0);
+        });
+        assert_ne!(reads(data.path(), ""), Some(here));
     }
 
     /// What a change is, and how to make it to a data directory.
