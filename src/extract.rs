@@ -42,7 +42,8 @@ pub struct ExtractArgs {
     /// Videos extracted at once, one decoder thread each. Default: the number of cores.
     #[arg(long)]
     pub jobs: Option<usize>,
-    /// Delete each downloaded video once its frames are complete, to save disk.
+    /// Delete each downloaded video once its frames are complete, to save disk (also those whose
+    /// frames an earlier run made).
     #[arg(long)]
     pub delete_videos_after_extract: bool,
     /// Re-hash every recorded frame and index byte for byte (not only names, sizes and times);
@@ -102,6 +103,9 @@ pub fn run(
         let lock = lock(global, None)?;
         let how = RunHow::single(scrutiny);
         let report = run_stages(global, &lock, vec![&stage], how, printer, cancel)?;
+        if args.delete_videos_after_extract && report.succeeded() {
+            delete_earlier_downloads(global, printer)?;
+        }
         return Ok(finish(&report, printer));
     }
     // Videos on disk: the annotations are taken from disk and planned first, as `fetch` would.
@@ -128,6 +132,20 @@ pub fn run(
     };
     let report = run_stages(global, &lock, built.as_refs(), how, printer, cancel)?;
     Ok(finish(&report, printer))
+}
+
+/// The downloads of videos an earlier run extracted, which this run found done.
+fn delete_earlier_downloads(global: &GlobalArgs, printer: &Printer) -> anyhow::Result<()> {
+    let deleted = avaprep::stages::extract::delete_extracted_downloads(&global.data_dir)
+        .map_err(|error| anyhow::anyhow!("deleting the extracted videos: {error}"))?;
+    if !deleted.is_empty() {
+        printer.result(&format!(
+            "deleted {} downloaded videos whose frames an earlier run made: {}",
+            deleted.len(),
+            avaprep::progress::first_named(&deleted, 10)
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -208,8 +208,9 @@ fn recorded(state: &Path) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// `--delete-videos-after-extract`: each video goes once its frames are in, and neither fetch
-/// nor extract wants it back on the next run.
+/// `--delete-videos-after-extract` asked of frames an earlier extraction made deletes their
+/// videos (it once deleted nothing, as no video was extracted), and neither fetch nor extract
+/// wants them back on the next run.
 #[test]
 fn deleted_videos_stay_deleted_and_their_frames_stay_complete() {
     let root = mirror();
@@ -224,17 +225,29 @@ fn deleted_videos_stay_deleted_and_their_frames_stay_complete() {
             .output()
             .unwrap()
     };
-    let extract = || {
+    let extract_keeping = |flags: &[&str]| {
         avaprep(data.path())
             .args(["extract", "--fps", "5", "--height", "240"])
-            .arg("--delete-videos-after-extract")
+            .args(flags)
             .output()
             .unwrap()
     };
+    let extract = || extract_keeping(&["--delete-videos-after-extract"]);
     assert!(fetch().status.success());
+    let kept = extract_keeping(&[]);
+    assert!(kept.status.success(), "{}", stderr(&kept));
+    assert!(!walk_files(&data.path().join("videos")).is_empty());
     let output = extract();
     assert!(output.status.success(), "{}", stderr(&output));
     let videos = planned_videos(data.path());
+    assert!(
+        stdout(&output).contains(&format!(
+            "deleted {} downloaded videos whose frames an earlier run made",
+            videos.len()
+        )),
+        "{}",
+        stdout(&output)
+    );
     assert!(!videos.is_empty());
     for video in &videos {
         assert_complete(data.path(), video, 5.0);
@@ -256,6 +269,7 @@ fn deleted_videos_stay_deleted_and_their_frames_stay_complete() {
     let again = extract();
     assert!(again.status.success(), "{}", stderr(&again));
     assert!(stdout(&again).contains("up to date"), "{}", stdout(&again));
+    assert!(!stdout(&again).contains("deleted"), "{}", stdout(&again));
 }
 
 fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {

@@ -406,6 +406,46 @@ impl ExtractStage {
     }
 }
 
+/// After an extraction that left every video of the plan done: deletes the downloads whose
+/// frames an earlier run made (this run's own were deleted as each was made), so
+/// `delete_videos_after_extract` asked of data extracted before still frees their disk. Returns
+/// the videos deleted; videos on disk are never deleted.
+pub fn delete_extracted_downloads(data_dir: &Path) -> Result<Vec<String>, ItemError> {
+    let layout = DataLayout::new(data_dir);
+    let plan = load_plan(data_dir)?;
+    if plan.videos_on_disk.is_some() {
+        return Ok(Vec::new());
+    }
+    let extracted = match crate::pipeline::StateStore::new(data_dir, None)
+        .peek(StageId::Extract.name())
+        .map_err(ItemError::input)?
+    {
+        crate::pipeline::state::Peeked::Valid(state) => state.items,
+        _ => return Ok(Vec::new()),
+    };
+    let mut deleted = Vec::new();
+    for video in plan
+        .videos
+        .iter()
+        .filter(|video| extracted.contains_key(video.id.as_str()))
+    {
+        let item = video.id.as_str();
+        let input = layout
+            .videos(&video.folder)
+            .join(video.file_name.to_string());
+        if !input.is_file() || !layout.frame_index(&video.id).is_file() {
+            continue;
+        }
+        super::fetch_videos::mark_deleted(&layout, item)
+            .and_then(|()| std::fs::remove_file(&input))
+            .map_err(|error| {
+                ItemError::output(format!("video {item}: {}: {error}", input.display()))
+            })?;
+        deleted.push(item.to_string());
+    }
+    Ok(deleted)
+}
+
 fn load_plan(data_dir: &Path) -> Result<VideoPlan, ItemError> {
     VideoPlan::load(&DataLayout::new(data_dir).video_plan()).map_err(ItemError::input)
 }
