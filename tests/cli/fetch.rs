@@ -286,13 +286,44 @@ fn a_missing_video_is_reported_recorded_and_the_rest_finish() {
 /// about 30 s at the throttled rate).
 #[test]
 fn the_first_ctrl_c_stops_a_download_in_progress_and_keeps_its_partial_file() {
+    stops_a_download_in_progress_keeping_its_partial_file(libc::SIGINT);
+}
+
+/// So does the SIGTERM a batch scheduler sends at a job's time limit (Slurm, then SIGKILL after a
+/// grace period): it once ended the process at once, without the run's summary.
+#[test]
+fn a_sigterm_stops_a_download_as_ctrl_c_does() {
+    stops_a_download_in_progress_keeping_its_partial_file(libc::SIGTERM);
+}
+
+/// A fetch started under `nohup` (SIGHUP ignored) goes on when its terminal closes.
+#[test]
+fn a_hangup_under_nohup_does_not_stop_a_download() {
+    let root = mirror();
+    let mut slow = SlowFetch::start_as(root, 30, Stdio::piped(), Hangup::Ignored);
+    slow.wait_for_part(slow.size / 20);
+    // SAFETY: a signal to the child this test started and has not yet waited for.
+    assert_eq!(
+        unsafe { libc::kill(slow.child.id() as i32, libc::SIGHUP) },
+        0
+    );
+    std::thread::sleep(Duration::from_millis(1500));
+    let still_running = slow.child.try_wait().unwrap().is_none();
+    slow.child.kill().unwrap();
+    slow.child.wait().unwrap();
+    let mut errors = String::new();
+    std::io::Read::read_to_string(&mut slow.child.stderr.take().unwrap(), &mut errors).unwrap();
+    assert!(still_running && !errors.contains("interrupted"), "{errors}");
+}
+
+fn stops_a_download_in_progress_keeping_its_partial_file(signal: libc::c_int) {
     let root = mirror();
     let mut slow = SlowFetch::start(root, 30, Stdio::piped());
     let size = slow.size;
     slow.wait_for_part(size / 20);
     let (data, child, part) = (&slow.data, &mut slow.child, &slow.part);
     // SAFETY: a signal to the child this test started and has not yet waited for.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
     let interrupted = Instant::now();
     let status = loop {
         if let Some(status) = child.try_wait().unwrap() {
@@ -677,21 +708,42 @@ struct SlowFetch {
     _server: avaprep_testbed::serve::ServerHandle,
 }
 
+/// How the fetch is started as to SIGHUP: as from a terminal, or under `nohup`.
+#[derive(PartialEq)]
+enum Hangup {
+    Handled,
+    Ignored,
+}
+
 impl SlowFetch {
     fn start(root: &Path, per_second: u64, stderr: Stdio) -> Self {
+        Self::start_as(root, per_second, stderr, Hangup::Handled)
+    }
+
+    fn start_as(root: &Path, per_second: u64, stderr: Stdio, hangup: Hangup) -> Self {
         let (url, source) = largest_video(root);
         let size = fs::metadata(&source).unwrap().len();
         let server = start(root, vec![rule(&url, Fault::Slow(size / per_second), None)]);
         let data = tempfile::tempdir().unwrap();
-        let child = avaprep(data.path())
+        let mut command = avaprep(data.path());
+        command
             .arg("fetch")
             .arg("--dataset")
             .arg(root.join("manifest.toml"))
             .args(["--base-url", &server.url(), "--split", "train,val,test"])
             .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .unwrap();
+            .stderr(stderr);
+        if hangup == Hangup::Ignored {
+            use std::os::unix::process::CommandExt;
+            // SAFETY: between fork and exec, only a signal's disposition is set (as `nohup` does).
+            unsafe {
+                command.pre_exec(|| {
+                    libc::signal(libc::SIGHUP, libc::SIG_IGN);
+                    Ok(())
+                });
+            }
+        }
+        let child = command.spawn().unwrap();
         let part = avaprep::fetch::download::part_path(&fetched(data.path(), &url));
         SlowFetch {
             data,

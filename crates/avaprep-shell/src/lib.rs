@@ -120,9 +120,11 @@ pub fn command_line() -> String {
 pub static CANCEL: AtomicBool = AtomicBool::new(false);
 
 /// Logging at the level of `-v`/`-q`, and the Ctrl-C handler: the first asks the work to stop at
-/// a clean point, a second one ends the process.
+/// a clean point, a second one ends the process. SIGTERM (a scheduler's time limit) and SIGHUP
+/// (a closed terminal) are taken as Ctrl-C, except a SIGHUP that `nohup` had the process ignore.
 pub fn start(global: &GlobalArgs) {
     init_logging(global.verbosity());
+    let hangup_ignored = ignored(libc::SIGHUP);
     let _ = ctrlc::set_handler(|| {
         if CANCEL.swap(true, Ordering::SeqCst) {
             // At once, running no exit handlers: libtorch's, run while its threads still work,
@@ -134,6 +136,20 @@ pub fn start(global: &GlobalArgs) {
             "interrupted: stopping at the next clean point, what is done kept (Ctrl-C again to stop at once)"
         );
     });
+    if hangup_ignored {
+        // SAFETY: sets the disposition of one signal back to what the process was started with.
+        unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
+    }
+}
+
+/// Whether the process was started ignoring `signal` (as `nohup` starts it ignoring SIGHUP).
+fn ignored(signal: libc::c_int) -> bool {
+    // SAFETY: a null new action only reads the current one into `current`.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
+    }
 }
 
 /// The exit code of a command's result; an error is printed once, on stderr.
