@@ -3,6 +3,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
+use anyhow::Context;
 use clap::Args;
 
 use avaprep::annotations::plan::Selection;
@@ -85,6 +86,10 @@ pub struct FetchArgs {
     /// again (and the annotation files extracted from the archive are re-hashed too).
     #[arg(long)]
     pub verify: bool,
+    /// Ask again for the videos an earlier fetch found missing (the server had none): they are
+    /// otherwise left out of every later run.
+    #[arg(long)]
+    pub retry_missing: bool,
 }
 
 pub fn run(
@@ -122,6 +127,19 @@ pub fn run(
         .map_err(UsageError)?;
     if args.verify {
         forget_damaged_downloads(global, printer)?;
+    }
+    if args.retry_missing {
+        let layout = avaprep::layout::DataLayout::new(&global.data_dir);
+        let asked = avaprep::stages::fetch_videos::ask_again_for_missing(&layout)
+            .with_context(|| format!("{}", layout.missing_videos().display()))?;
+        printer.note(&format!(
+            "asking again for {} videos found missing before{}",
+            asked.len(),
+            match asked.is_empty() {
+                true => String::new(),
+                false => format!(": {}", avaprep::progress::first_named(&asked, 10)),
+            }
+        ));
     }
     let how = RunHow {
         shard: None,

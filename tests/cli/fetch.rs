@@ -276,9 +276,39 @@ fn a_missing_video_is_reported_recorded_and_the_rest_finish() {
             "{url} should have finished"
         );
     }
-    // The missing set is recorded: the next run does not fail again on it.
+    // The missing set is recorded: the next run does not fail again on it, nor asks for it,
+    // and names the command that does.
+    server.reset_stats();
     let again = fetch(data.path(), root, &server, &[]);
     assert!(again.status.success(), "{}", stderr(&again));
+    assert!(server.stats().path(missing_url).is_none());
+    assert!(
+        stdout(&again)
+            .contains("1 missing (`avaprep fetch --retry-missing` asks for the missing again)"),
+        "{}",
+        stdout(&again)
+    );
+    // Once the server has it, a retry downloads it, and only it; the video is missing no more.
+    let mended = start(root, Vec::new());
+    let retried = fetch(data.path(), root, &mended, &["--retry-missing"]);
+    assert!(retried.status.success(), "{}", stderr(&retried));
+    assert!(
+        stderr(&retried).contains(&format!(
+            "asking again for 1 videos found missing before: {missing_id}"
+        )),
+        "{}",
+        stderr(&retried)
+    );
+    assert!(fetched(data.path(), missing_url).exists());
+    for (url, _) in &videos[1..] {
+        assert!(mended.stats().path(url).is_none(), "{url} asked again");
+    }
+    assert!(!data.path().join("work/missing").join(&missing_id).exists());
+    assert!(
+        !stdout(&retried).contains("missing again"),
+        "{}",
+        stdout(&retried)
+    );
 }
 
 /// The first Ctrl-C stops a download in progress within seconds, its partial file kept, and the

@@ -208,21 +208,32 @@ impl Stage for FetchVideosStage {
         // once said "4 downloaded".
         if report.completed == 0 && report.failures.is_empty() {
             return Ok(vec![format!(
-                "nothing to download: {} videos downloaded before, {} missing",
-                report.already_done, report.missing
+                "nothing to download: {} videos downloaded before, {} missing{}",
+                report.already_done,
+                report.missing,
+                retry_hint(report.missing)
             )]);
         }
         // How each video came, this run's and earlier runs' alike: say which are this run's.
         Ok(vec![format!(
-            "{} videos, {} of them fetched by this run; over all runs {} downloaded, {} resumed, {} already on disk and verified; {} missing, {} failed",
+            "{} videos, {} of them fetched by this run; over all runs {} downloaded, {} resumed, {} already on disk and verified; {} missing, {} failed{}",
             report.planned,
             report.completed,
             counts.downloaded,
             counts.resumed,
             counts.verified,
             report.missing,
-            report.failures.len()
+            report.failures.len(),
+            retry_hint(report.missing)
         )])
+    }
+}
+
+/// How to ask for missing downloads again, said after their count.
+fn retry_hint(missing: usize) -> &'static str {
+    match missing {
+        0 => "",
+        _ => " (`avaprep fetch --retry-missing` asks for the missing again)",
     }
 }
 
@@ -396,6 +407,24 @@ pub fn ask_again(layout: &DataLayout, video: &str) -> std::io::Result<()> {
         format!("{count}\n").as_bytes(),
     )?;
     fsutil::remove_if_present(&layout.deleted_videos().join(video))
+}
+
+/// Asks again for every video a download found missing (the server answered 404): each is
+/// otherwise left out for good, and a mirror may have it later. Returns those asked for.
+pub fn ask_again_for_missing(layout: &DataLayout) -> std::io::Result<Vec<String>> {
+    let mut asked = Vec::new();
+    let entries = match std::fs::read_dir(layout.missing_videos()) {
+        Ok(entries) => entries,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(asked),
+        Err(error) => return Err(error),
+    };
+    for entry in entries {
+        let video = entry?.file_name().to_string_lossy().into_owned();
+        ask_again(layout, &video)?;
+        asked.push(video);
+    }
+    asked.sort();
+    Ok(asked)
 }
 
 fn times_asked_again(layout: &DataLayout, video: &str) -> u64 {
