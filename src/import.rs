@@ -178,6 +178,11 @@ fn summary_text(summary: &ImportSummary, pipeline: &DatasetPipeline) -> String {
             "at seconds that are no keyframe, left out",
         ),
         (
+            summary.detections_repeated,
+            ["detector row", "detector rows"],
+            "repeating another (the same box, second, label and score), counted once",
+        ),
+        (
             summary.exclusions_off_keyframes,
             ["exclusion", "exclusions"],
             "at seconds that are no keyframe, left out",

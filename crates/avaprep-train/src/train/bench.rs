@@ -311,7 +311,7 @@ fn dump_first_steps(
 ) -> Result<(), TrainError> {
     std::fs::create_dir_all(folder).map_err(|error| TrainError::io(folder, error))?;
     let net = &stepper.net;
-    write_weights(folder, "weights.safetensors", &net.vs, &net.config)?;
+    write_weights(folder, "weights.safetensors", &net.vs, &net.config, None)?;
     // The first step's logits, before its update: the PyTorch side compares its own with these.
     let logits =
         tch::no_grad(|| net.forward(batches[0], true, stepper.autocast)).to_device(Device::Cpu);

@@ -30,6 +30,23 @@ pub use avaprep::trainer_protocol::run_files::CHECKPOINT as STATE_FILE;
 /// that `scripts/export_checkpoint.py` can rebuild it in PySlowFast's or pytorchvideo's terms.
 pub const MODEL_METADATA_KEY: &str = "avaprep.model";
 
+/// The header key under which a weights file records the action of each output, in order (the
+/// label map it was trained on, as `[[id, name], ...]`): weights are not used on a dataset whose
+/// outputs, of the same count, mean other actions.
+pub const ACTIONS_METADATA_KEY: &str = "avaprep.actions";
+
+/// The action (id, name) of each output of a network, in order.
+pub type OutputActions = Vec<(u16, String)>;
+
+/// The outputs' actions of a network trained on `labels` (the full label map, in its order).
+pub fn output_actions(labels: &avaprep::annotations::LabelMap) -> OutputActions {
+    labels
+        .labels()
+        .iter()
+        .map(|label| (label.id.0, label.name.clone()))
+        .collect()
+}
+
 /// Where training stands. Together with the config this is everything a resumed run needs: the
 /// data order, augmentation and dropout are functions of (seed, epoch, step).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -113,16 +130,40 @@ pub fn write_tensors(
     result
 }
 
-/// Writes the network's variables to `run_dir/name`, recording its config in the header.
+/// Writes the network's variables to `run_dir/name`, recording its config and, where known, its
+/// outputs' actions in the header.
 pub fn write_weights(
     run_dir: &Path,
     name: &str,
     vs: &nn::VarStore,
     model: &SlowFastConfig,
+    actions: Option<&OutputActions>,
 ) -> Result<(), TrainError> {
     let config = serde_json::to_string(model).expect("a SlowFastConfig serializes");
-    let metadata = HashMap::from([(MODEL_METADATA_KEY.to_string(), config)]);
+    let mut metadata = HashMap::from([(MODEL_METADATA_KEY.to_string(), config)]);
+    if let Some(actions) = actions {
+        let actions = serde_json::to_string(actions).expect("actions serialize");
+        metadata.insert(ACTIONS_METADATA_KEY.to_string(), actions);
+    }
     write_tensors(run_dir, name, &model_tensors(vs), Some(metadata))
+}
+
+/// The outputs' actions the weights file at `path` records; `None` for weights that record none
+/// (converted ones, or written before they were recorded).
+pub fn actions_of(path: &Path) -> Result<Option<OutputActions>, TrainError> {
+    let metadata = check_safetensors(path)
+        .map_err(|problem| TrainError::Checkpoint(format!("{}: {problem}", path.display())))?;
+    metadata
+        .get(ACTIONS_METADATA_KEY)
+        .map(|text| {
+            serde_json::from_str(text).map_err(|e| {
+                TrainError::Checkpoint(format!(
+                    "{}: the actions its header records ({ACTIONS_METADATA_KEY}): {e}",
+                    path.display()
+                ))
+            })
+        })
+        .transpose()
 }
 
 /// A CPU tensor's bytes as safetensors writes them.
@@ -346,11 +387,12 @@ pub fn save(
     state: &mut TrainState,
     vs: &nn::VarStore,
     model: &SlowFastConfig,
+    actions: &OutputActions,
     optimizer: &Sgd,
 ) -> Result<(), TrainError> {
     let model_file = format!("model-s{}.safetensors", state.step);
     let optimizer_file = format!("optimizer-s{}.safetensors", state.step);
-    write_weights(run_dir, &model_file, vs, model)?;
+    write_weights(run_dir, &model_file, vs, model, Some(actions))?;
     let momentum: Vec<(String, Tensor)> = optimizer
         .state()
         .into_iter()
@@ -421,7 +463,15 @@ mod tests {
         sgd.apply_gradients(None, None, 0.1);
         let mut state = TrainState::new(EarlyStopping::new(3, 0.0), None);
         state.step = 1;
-        save(dir.path(), &mut state, &vs, &SlowFastConfig::tiny(2), &sgd).unwrap();
+        save(
+            dir.path(),
+            &mut state,
+            &vs,
+            &SlowFastConfig::tiny(2),
+            &Vec::new(),
+            &sgd,
+        )
+        .unwrap();
 
         // A later save that died after writing its tensors but before committing, plus a
         // temporary file from a write interrupted half-way.
@@ -453,7 +503,15 @@ mod tests {
 
         // The next commit removes the uncommitted tensors.
         state.step = 4;
-        save(dir.path(), &mut state, &vs, &SlowFastConfig::tiny(2), &sgd).unwrap();
+        save(
+            dir.path(),
+            &mut state,
+            &vs,
+            &SlowFastConfig::tiny(2),
+            &Vec::new(),
+            &sgd,
+        )
+        .unwrap();
         assert!(!dir.path().join("model-s2.safetensors").exists());
         assert!(!dir.path().join("model-s1.safetensors").exists());
         assert!(dir.path().join("model-s4.safetensors").exists());

@@ -168,6 +168,7 @@ pub fn predict(
         check_classes(weights, network, data.classes.len())?;
         config.clip_frames = network.num_frames;
     }
+    check_actions(weights, &data.classes.full)?;
     let config = &config;
     let SplitClips {
         clips, annotations, ..
@@ -199,6 +200,32 @@ pub fn predict(
         rows: detections.len(),
         report,
     })
+}
+
+/// Weights that record their outputs' actions score this dataset's only where they are the same:
+/// the same count of other actions would name every score wrong.
+fn check_actions(
+    weights: &Path,
+    labels: &avaprep::annotations::LabelMap,
+) -> Result<(), TrainError> {
+    let here = super::checkpoint::output_actions(labels);
+    match super::checkpoint::actions_of(weights)? {
+        Some(trained) if trained != here => Err(TrainError::Checkpoint(format!(
+            "{}: trained on the actions {}, but this dataset's label map has {}: its scores would be named as other actions; predict with weights trained on this dataset, or train from these with `avaprep train --init`",
+            weights.display(),
+            named_actions(&trained),
+            named_actions(&here)
+        ))),
+        _ => Ok(()),
+    }
+}
+
+fn named_actions(actions: &super::checkpoint::OutputActions) -> String {
+    let named: Vec<String> = actions
+        .iter()
+        .map(|(id, name)| format!("{id} {name}"))
+        .collect();
+    named.join(", ")
 }
 
 /// Weights of another class count score another label map: named before anything is read.

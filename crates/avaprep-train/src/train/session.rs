@@ -411,6 +411,7 @@ impl Session<'_> {
             &mut self.state,
             &net.vs,
             &net.config,
+            &checkpoint::output_actions(&self.data.classes.full),
             &self.sgd,
         )
     }
@@ -458,7 +459,14 @@ impl Session<'_> {
             .update(map.unwrap_or(f64::NAN), epoch);
         if verdict == Verdict::Improved {
             let name = format!("best-s{}.safetensors", self.state.step);
-            checkpoint::write_weights(self.run_dir, &name, &self.net.vs, &self.net.config)?;
+            let actions = checkpoint::output_actions(&self.data.classes.full);
+            checkpoint::write_weights(
+                self.run_dir,
+                &name,
+                &self.net.vs,
+                &self.net.config,
+                Some(&actions),
+            )?;
             self.state.files.best_file = Some(name);
         }
         let ap = report.classes.iter().map(|c| (c.id.0, c.ap)).collect();

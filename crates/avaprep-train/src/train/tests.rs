@@ -615,6 +615,43 @@ fn mixed_precision_needs_cuda_and_auto_is_fp32_on_the_cpu() {
     assert_eq!((device, precision), (tch::Device::Cpu, Precision::Fp32));
 }
 
+/// Weights record the action of each output: predicting on a dataset whose label map has as
+/// many actions, named otherwise, is refused naming both (its scores would be named wrong), and
+/// on the dataset they were trained on it goes on.
+#[test]
+fn weights_of_other_actions_of_the_same_count_are_refused_by_name() {
+    let _rng = crate::train::torch_rng_lock();
+    let config = quick();
+    let dir = tempfile::tempdir().unwrap();
+    let classes = Dataset::open(data()).unwrap().classes;
+    let net = super::net::Net::new(&config, classes.len(), tch::Device::Cpu);
+    let mut renamed = checkpoint::output_actions(&classes.full);
+    renamed[0].1 = "juggle".into();
+    let write = |name: &str, actions: &checkpoint::OutputActions| {
+        checkpoint::write_weights(dir.path(), name, &net.vs, &net.config, Some(actions)).unwrap();
+        dir.path().join(name)
+    };
+    let cancel = AtomicBool::new(false);
+    let out = dir.path().join("val.csv");
+    let same = write(
+        "same.safetensors",
+        &checkpoint::output_actions(&classes.full),
+    );
+    assert!(predict(&config, data(), &same, "val", &out, &cancel).is_ok());
+
+    let other = write("other.safetensors", &renamed);
+    let error = predict(&config, data(), &other, "val", &out, &cancel)
+        .unwrap_err()
+        .to_string();
+    let first = &classes.full.labels()[0];
+    let (id, name) = (first.id.0, &first.name);
+    assert!(
+        error.contains(&format!("trained on the actions {id} juggle"))
+            && error.contains(&format!("this dataset's label map has {id} {name}")),
+        "{error}"
+    );
+}
+
 /// `predict --out` names a file the user chose: a link is written through to its target, a
 /// character device or FIFO in place, never replaced by a regular file.
 #[test]
@@ -626,7 +663,7 @@ fn predictions_are_written_through_links_devices_and_fifos() {
     let classes = Dataset::open(data()).unwrap().classes.len();
     let net = super::net::Net::new(&config, classes, tch::Device::Cpu);
     let weights = "initial.safetensors";
-    checkpoint::write_weights(dir.path(), weights, &net.vs, &net.config).unwrap();
+    checkpoint::write_weights(dir.path(), weights, &net.vs, &net.config, None).unwrap();
     let weights = dir.path().join(weights);
     let cancel = AtomicBool::new(false);
     let run = |out: &Path| predict(&config, data(), &weights, "val", out, &cancel).unwrap();

@@ -1,7 +1,6 @@
 //! Readers for the comma-separated box files: ground truth, person-detector
 //! boxes, detections (submission format) and excluded timestamps.
 
-use std::collections::HashMap;
 use std::path::Path;
 
 use super::error::{AnnotationError, LineError};
@@ -76,41 +75,6 @@ pub fn parse_predicted_boxes(
     parse_lines(bytes, file, "predicted boxes", Rows::Required, |_, line| {
         predicted_box_row(line, options)
     })
-}
-
-/// [`read_predicted_boxes`] refusing a row that repeats an earlier one: a detector writes each
-/// box once, so a repeat is a file joined twice, and validate refuses the lists made from it.
-pub fn read_unique_predicted_boxes(
-    path: &Path,
-    options: &ReadOptions<'_>,
-) -> Result<Vec<PredictedBox>, AnnotationError> {
-    parse_unique_predicted_boxes(&read_file(path)?, &display_name(path), options)
-}
-
-fn parse_unique_predicted_boxes(
-    bytes: &[u8],
-    file: &str,
-    options: &ReadOptions<'_>,
-) -> Result<Vec<PredictedBox>, AnnotationError> {
-    let mut first_lines: HashMap<Vec<u8>, usize> = HashMap::new();
-    parse_lines(
-        bytes,
-        file,
-        "predicted boxes",
-        Rows::Required,
-        |line_no, line| {
-            let row = line.trim_ascii().to_vec();
-            if let Some(&first_line) = first_lines.get(&row) {
-                return Err(LineError::Duplicate {
-                    what: "row",
-                    text: String::from_utf8_lossy(&row).into_owned(),
-                    first_line,
-                });
-            }
-            first_lines.insert(row, line_no);
-            predicted_box_row(line, options)
-        },
-    )
 }
 
 fn predicted_box_row(line: &[u8], options: &ReadOptions<'_>) -> Result<PredictedBox, LineError> {
@@ -384,21 +348,6 @@ mod tests {
             gt_err(&format!("\u{feff}{GOOD}")),
             "data/gt.csv:1: the file starts with a UTF-8 byte order mark"
         );
-    }
-
-    #[test]
-    fn a_repeated_detector_row_is_refused_naming_both_lines() {
-        let box_a = "vid,0907,0.1,0.2,0.3,0.4,,0.9";
-        let box_b = "vid,0908,0.1,0.2,0.3,0.4,,0.9";
-        let joined = format!("{box_a}\n{box_b}\n{box_a} \r\n");
-        let e = parse_unique_predicted_boxes(joined.as_bytes(), "d.csv", &ReadOptions::AVA);
-        assert_eq!(
-            e.unwrap_err().to_string(),
-            format!("d.csv:3: duplicate row \"{box_a}\" (first on line 1)")
-        );
-        let distinct = format!("{box_a}\n{box_b}\n");
-        let rows = parse_unique_predicted_boxes(distinct.as_bytes(), "d.csv", &ReadOptions::AVA);
-        assert_eq!(rows.unwrap().len(), 2);
     }
 
     #[test]

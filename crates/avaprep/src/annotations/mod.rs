@@ -30,7 +30,6 @@ mod video;
 pub use csv::{
     parse_detections, parse_excluded_timestamps, parse_ground_truth, parse_predicted_boxes,
     read_detections, read_excluded_timestamps, read_ground_truth, read_predicted_boxes,
-    read_unique_predicted_boxes,
 };
 pub use error::{AnnotationError, LineError};
 pub use labels::{Label, LabelKind, LabelMap, LabelMapError, parse_label_map, read_label_map};

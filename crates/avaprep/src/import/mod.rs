@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 
 use crate::annotations::{
     DETECTION_SCORE_THRESHOLD, KeyframeRange, LabelMap, PredictedBox, ReadOptions, VideoExtension,
-    VideoFileName, VideoId, read_unique_predicted_boxes,
+    VideoFileName, VideoId, read_predicted_boxes,
 };
 use crate::bad_setting::BadSetting;
 pub use export::{ActionSource, Browser, ExportError};
@@ -139,6 +139,9 @@ pub struct ImportSummary {
     pub box_counts_by_video: BTreeMap<String, SampleCounts>,
     /// Detector boxes and exclusions at seconds outside the dataset's keyframes, left out.
     pub detections_off_keyframes: u64,
+    /// Detector rows that repeat another as written (the same box, second, label and score):
+    /// counted once, as PySlowFast reads a box, and as validate asks of the files.
+    pub detections_repeated: u64,
     pub exclusions_off_keyframes: u64,
     /// Videos the detections name that are not imported (their boxes left out), and imported
     /// videos with no detector box at any keyframe (no proposal there: nobody is scored).
@@ -920,7 +923,7 @@ fn on_browser_timeline(video: &ExportedVideo) -> bool {
 /// A person detector's boxes on the videos' own seconds (AVA's detection CSV, any second).
 fn read_own_clock_detections(path: &Path) -> Result<Vec<PredictedBox>, ImportError> {
     let every_second = KeyframeRange::new(0, u32::MAX).expect("a range");
-    read_unique_predicted_boxes(path, &ReadOptions::new(every_second, None::<&LabelMap>)).map_err(
+    read_predicted_boxes(path, &ReadOptions::new(every_second, None::<&LabelMap>)).map_err(
         |source| ImportError::Table {
             source,
             format: "detections are AVA's detection CSV on the videos' own seconds",

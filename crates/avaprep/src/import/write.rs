@@ -582,6 +582,8 @@ fn proposals(
         Some(path) => {
             let known: BTreeSet<VideoId> = videos.iter().map(|video| video.file).collect();
             let mut others = BTreeSet::new();
+            // A file joined twice, or boxes the same to the written digits, repeat a row.
+            let mut written_rows = std::collections::HashSet::new();
             for row in rows {
                 if !known.contains(&row.key.video) {
                     // A test video left out is named with why, not as another video.
@@ -623,7 +625,7 @@ fn proposals(
                         });
                     }
                 };
-                by_video.entry(video.id).or_default().push(format!(
+                let written = format!(
                     "{},{second:04},{:.3},{:.3},{:.3},{:.3},{label},{:.6}\n",
                     video.id,
                     b.x1(),
@@ -631,7 +633,12 @@ fn proposals(
                     b.x2(),
                     b.y2(),
                     row.score
-                ));
+                );
+                if written_rows.insert(written.clone()) {
+                    by_video.entry(video.id).or_default().push(written);
+                } else {
+                    summary.detections_repeated += 1;
+                }
             }
             summary.detections_of_other_videos = others.into_iter().collect();
             summary.videos_without_detections = videos

@@ -220,6 +220,9 @@ impl<Id: StageName> Runner<'_, Id> {
                 StageStatus::Running => StageCondition::Interrupted,
                 StageStatus::Blocked => StageCondition::Stale,
             };
+            if line.condition == StageCondition::Done {
+                line.detail = missing_detail(&state, &plan);
+            }
         }
         Ok(line)
     }
@@ -272,4 +275,18 @@ fn running_detail<Id: StageName>(line: &StageStatusLine<Id>, running: &[&Holder]
 fn same_items(recorded: &[String], plan: &[String]) -> bool {
     let recorded: BTreeSet<&String> = recorded.iter().collect();
     recorded.len() == plan.len() && plan.iter().all(|item| recorded.contains(item))
+}
+
+/// A done stage's items that are missing (a video the server or the folder lacks): counted as
+/// done, as every stage after drops them, but named, as `run` names them.
+fn missing_detail(state: &StageState, plan: &[String]) -> Option<String> {
+    let missing: Vec<&String> = plan
+        .iter()
+        .filter_map(|item| state.missing.get(item))
+        .collect();
+    let reason = missing.first()?;
+    Some(match missing.len() {
+        1 => format!("1 missing: {reason}"),
+        n => format!("{n} missing, first: {reason}"),
+    })
 }

@@ -300,7 +300,8 @@ fn exported_weights_come_back_and_give_avaprep_outputs() {
     let mut vs = nn::VarStore::new(Device::Cpu);
     let model = SlowFast::new(&vs.root(), &config);
     vs.load(dir.join("weights.safetensors")).unwrap();
-    crate::train::checkpoint::write_weights(dir, "avaprep.safetensors", &vs, &config).unwrap();
+    crate::train::checkpoint::write_weights(dir, "avaprep.safetensors", &vs, &config, None)
+        .unwrap();
     let weights = dir.join("avaprep.safetensors");
     let ours = tch::no_grad(|| {
         model
