@@ -284,7 +284,7 @@ fn a_missing_video_is_reported_recorded_and_the_rest_finish() {
     assert!(server.stats().path(missing_url).is_none());
     assert!(
         stdout(&again)
-            .contains("1 missing (`avaprep fetch --retry-missing` asks for the missing again)"),
+            .contains("1 missing (`--retry-missing` on the fetch that made the data directory asks for them again)"),
         "{}",
         stdout(&again)
     );

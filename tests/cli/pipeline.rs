@@ -258,16 +258,20 @@ fn a_failed_validation_stops_the_run_before_training() {
 }
 
 /// Trainer processes whose command line names this data directory.
-fn trainers_of(data: &Path) -> Vec<String> {
+/// The trainers running on `data`: their process ids and command lines.
+fn trainers_of(data: &Path) -> Vec<(i32, String)> {
     let needle = data.to_string_lossy().into_owned();
     let mut found = Vec::new();
     for entry in fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<i32>() else {
+            continue;
+        };
         let Ok(cmdline) = fs::read(entry.path().join("cmdline")) else {
             continue;
         };
         let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
         if cmdline.contains("avaprep-train") && cmdline.contains(&needle) {
-            found.push(cmdline);
+            found.push((pid, cmdline));
         }
     }
     found
@@ -339,6 +343,18 @@ fn first_checkpoint(data: &Path, run: &mut std::process::Child) -> PathBuf {
 /// trained out its whole schedule.
 #[test]
 fn a_ctrl_c_to_the_run_alone_stops_its_training() {
+    stops_its_training_at_a_clean_point(libc::SIGINT);
+}
+
+/// A scheduler's time limit (Slurm's SIGTERM, to every process of the job): the trainer does not
+/// take its own SIGTERM, which with the SIGINT the run passes on would end it at once, and stops
+/// at the run's, as at a Ctrl-C.
+#[test]
+fn a_sigterm_to_the_run_and_its_trainer_stops_the_training_as_ctrl_c_does() {
+    stops_its_training_at_a_clean_point(libc::SIGTERM);
+}
+
+fn stops_its_training_at_a_clean_point(signal: libc::c_int) {
     const EPOCHS: u32 = 6;
     let server = serve::start(ServeConfig::new(mirror())).unwrap();
     let data = tempfile::tempdir().unwrap();
@@ -348,8 +364,21 @@ fn a_ctrl_c_to_the_run_alone_stops_its_training() {
         .spawn()
         .unwrap();
     let checkpoint = first_checkpoint(data.path(), &mut child);
+    if signal == libc::SIGTERM {
+        let trainers = trainers_of(data.path());
+        for (pid, _) in &trainers {
+            // SAFETY: a signal to a trainer of this test's run.
+            assert_eq!(unsafe { libc::kill(*pid, libc::SIGTERM) }, 0);
+        }
+        std::thread::sleep(Duration::from_millis(1000));
+        assert_eq!(
+            trainers_of(data.path()),
+            trainers,
+            "a trainer took its SIGTERM"
+        );
+    }
     // SAFETY: a signal to the child this test started and has not yet waited for.
-    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGINT) }, 0);
+    assert_eq!(unsafe { libc::kill(child.id() as i32, signal) }, 0);
     let mut errors = String::new();
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut errors).unwrap();
     assert_eq!(child.wait().unwrap().code(), Some(1), "{errors}");

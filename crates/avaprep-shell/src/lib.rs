@@ -1,6 +1,7 @@
 //! The command-line frame both executables share: the global flags, logging, Ctrl-C, and the
 //! mapping from a command's result to the exit code (0 ok, 1 failure, 2 usage error).
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,10 +122,14 @@ pub static CANCEL: AtomicBool = AtomicBool::new(false);
 
 /// Logging at the level of `-v`/`-q`, and the Ctrl-C handler: the first asks the work to stop at
 /// a clean point, a second one ends the process. SIGTERM (a scheduler's time limit) and SIGHUP
-/// (a closed terminal) are taken as Ctrl-C, except a SIGHUP that `nohup` had the process ignore.
+/// (a closed terminal) are taken as Ctrl-C, unless the process was started ignoring them
+/// (`nohup`; a trainer, which stops at its parent's one SIGINT).
 pub fn start(global: &GlobalArgs) {
     init_logging(global.verbosity());
-    let hangup_ignored = ignored(libc::SIGHUP);
+    let ignored_at_start: Vec<libc::c_int> = [libc::SIGTERM, libc::SIGHUP]
+        .into_iter()
+        .filter(|&signal| ignored(signal))
+        .collect();
     let _ = ctrlc::set_handler(|| {
         if CANCEL.swap(true, Ordering::SeqCst) {
             // At once, running no exit handlers: libtorch's, run while its threads still work,
@@ -132,13 +137,16 @@ pub fn start(global: &GlobalArgs) {
             // SAFETY: _exit only ends the process.
             unsafe { libc::_exit(130) };
         }
-        eprintln!(
+        // Not eprintln: after a hangup stderr may be a closed terminal, and a panic here would
+        // leave later signals unheard.
+        let _ = writeln!(
+            std::io::stderr(),
             "interrupted: stopping at the next clean point, what is done kept (Ctrl-C again to stop at once)"
         );
     });
-    if hangup_ignored {
+    for signal in ignored_at_start {
         // SAFETY: sets the disposition of one signal back to what the process was started with.
-        unsafe { libc::signal(libc::SIGHUP, libc::SIG_IGN) };
+        unsafe { libc::signal(signal, libc::SIG_IGN) };
     }
 }
 

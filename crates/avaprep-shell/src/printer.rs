@@ -106,7 +106,10 @@ impl Printer {
             Some(bars) => {
                 let _ = bars.println(text);
             }
-            None => eprintln!("{text}"),
+            None => {
+                // A closed terminal (after a hangup) must not panic the work.
+                let _ = writeln!(std::io::stderr(), "{text}");
+            }
         }
     }
 

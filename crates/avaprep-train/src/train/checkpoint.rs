@@ -148,24 +148,6 @@ pub fn write_weights(
     write_tensors(run_dir, name, &model_tensors(vs), Some(metadata))
 }
 
-/// The outputs' actions the weights file at `path` records; `None` for weights that record none
-/// (converted ones, or written before they were recorded).
-pub fn actions_of(path: &Path) -> Result<Option<OutputActions>, TrainError> {
-    let metadata = check_safetensors(path)
-        .map_err(|problem| TrainError::Checkpoint(format!("{}: {problem}", path.display())))?;
-    metadata
-        .get(ACTIONS_METADATA_KEY)
-        .map(|text| {
-            serde_json::from_str(text).map_err(|e| {
-                TrainError::Checkpoint(format!(
-                    "{}: the actions its header records ({ACTIONS_METADATA_KEY}): {e}",
-                    path.display()
-                ))
-            })
-        })
-        .transpose()
-}
-
 /// A CPU tensor's bytes as safetensors writes them.
 struct TensorBytes {
     dtype: Dtype,
@@ -295,24 +277,30 @@ pub fn check_safetensors(path: &Path) -> Result<HashMap<String, String>, String>
 /// The network the weights file at `path` records in its header, read before any data (a file
 /// that is no safetensors is named here).
 pub fn network_of(path: &Path) -> Result<Option<SlowFastConfig>, TrainError> {
-    let metadata = check_safetensors(path)
-        .map_err(|problem| TrainError::Checkpoint(format!("{}: {problem}", path.display())))?;
-    recorded_network(path, &metadata)
+    recorded(path, MODEL_METADATA_KEY, "the network")
 }
 
-/// The network a weights file records in its header metadata (what [`write_weights`] writes,
-/// as [`check_safetensors`] returns it); `None` for weights that record none (converted ones,
-/// or written before headers).
-fn recorded_network(
+/// The outputs' actions the weights file at `path` records in its header.
+pub fn actions_of(path: &Path) -> Result<Option<OutputActions>, TrainError> {
+    recorded(path, ACTIONS_METADATA_KEY, "the actions")
+}
+
+/// What the weights file at `path` records under `key` in its header metadata (what
+/// [`write_weights`] writes); `None` for weights that record none (converted ones, or written
+/// before it was recorded).
+fn recorded<T: serde::de::DeserializeOwned>(
     path: &Path,
-    metadata: &HashMap<String, String>,
-) -> Result<Option<SlowFastConfig>, TrainError> {
+    key: &str,
+    what: &str,
+) -> Result<Option<T>, TrainError> {
+    let metadata = check_safetensors(path)
+        .map_err(|problem| TrainError::Checkpoint(format!("{}: {problem}", path.display())))?;
     metadata
-        .get(MODEL_METADATA_KEY)
+        .get(key)
         .map(|text| {
             serde_json::from_str(text).map_err(|e| {
                 TrainError::Checkpoint(format!(
-                    "{}: the network its header records ({MODEL_METADATA_KEY}): {e}",
+                    "{}: {what} its header records ({key}): {e}",
                     path.display()
                 ))
             })

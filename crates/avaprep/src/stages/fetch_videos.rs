@@ -233,7 +233,7 @@ impl Stage for FetchVideosStage {
 fn retry_hint(missing: usize) -> &'static str {
     match missing {
         0 => "",
-        _ => " (`avaprep fetch --retry-missing` asks for the missing again)",
+        _ => " (`--retry-missing` on the fetch that made the data directory asks for them again)",
     }
 }
 
@@ -409,21 +409,20 @@ pub fn ask_again(layout: &DataLayout, video: &str) -> std::io::Result<()> {
     fsutil::remove_if_present(&layout.deleted_videos().join(video))
 }
 
-/// Asks again for every video a download found missing (the server answered 404): each is
-/// otherwise left out for good, and a mirror may have it later. Returns those asked for.
+/// Asks again for every video of the plan a download found missing (the server answered 404):
+/// each is otherwise left out for good, and a mirror may have it later. Returns those asked for.
 pub fn ask_again_for_missing(layout: &DataLayout) -> std::io::Result<Vec<String>> {
-    let mut asked = Vec::new();
-    let entries = match std::fs::read_dir(layout.missing_videos()) {
-        Ok(entries) => entries,
-        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(asked),
-        Err(error) => return Err(error),
+    let Ok(plan) = VideoPlan::load(&layout.video_plan()) else {
+        return Ok(Vec::new());
     };
-    for entry in entries {
-        let video = entry?.file_name().to_string_lossy().into_owned();
-        ask_again(layout, &video)?;
-        asked.push(video);
+    let mut asked = Vec::new();
+    for video in &plan.videos {
+        let video = video.id.as_str();
+        if layout.missing_videos().join(video).is_file() {
+            ask_again(layout, video)?;
+            asked.push(video.to_string());
+        }
     }
-    asked.sort();
     Ok(asked)
 }
 

@@ -457,11 +457,16 @@ pub fn run_trainer<T: serde::de::DeserializeOwned>(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    // SAFETY: prctl and setpgid are async-signal-safe; nothing else runs between fork and exec.
+    // SAFETY: prctl, setpgid and signal are async-signal-safe; nothing else runs between fork
+    // and exec.
     unsafe {
         command.pre_exec(|| {
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
             libc::setpgid(0, 0);
+            // A scheduler's SIGTERM reaches the whole job: the trainer stops at the one SIGINT
+            // this process passes on, which would otherwise be its second and end it at once.
+            libc::signal(libc::SIGTERM, libc::SIG_IGN);
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
             Ok(())
         });
     }
