@@ -92,6 +92,22 @@ pub struct FetchArgs {
     pub retry_missing: bool,
 }
 
+/// `--retry-missing`: the plan's videos an earlier run found missing are asked for again.
+pub fn ask_again_for_missing(global: &GlobalArgs, printer: &Printer) -> anyhow::Result<()> {
+    let layout = avaprep::layout::DataLayout::new(&global.data_dir);
+    let asked = avaprep::stages::fetch_videos::ask_again_for_missing(&layout)
+        .with_context(|| format!("{}", layout.missing_videos().display()))?;
+    printer.note(&format!(
+        "asking again for {} videos found missing before{}",
+        asked.len(),
+        match asked.is_empty() {
+            true => String::new(),
+            false => format!(": {}", avaprep::progress::first_named(&asked, 10)),
+        }
+    ));
+    Ok(())
+}
+
 pub fn run(
     global: &GlobalArgs,
     args: &FetchArgs,
@@ -129,17 +145,7 @@ pub fn run(
         forget_damaged_downloads(global, printer)?;
     }
     if args.retry_missing {
-        let layout = avaprep::layout::DataLayout::new(&global.data_dir);
-        let asked = avaprep::stages::fetch_videos::ask_again_for_missing(&layout)
-            .with_context(|| format!("{}", layout.missing_videos().display()))?;
-        printer.note(&format!(
-            "asking again for {} videos found missing before{}",
-            asked.len(),
-            match asked.is_empty() {
-                true => String::new(),
-                false => format!(": {}", avaprep::progress::first_named(&asked, 10)),
-            }
-        ));
+        ask_again_for_missing(global, printer)?;
     }
     let how = RunHow {
         shard: None,

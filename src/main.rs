@@ -89,12 +89,12 @@ enum Command {
 fn main() -> ExitCode {
     // clap exits with 2 on a usage error and 0 for --help / --version.
     let cli = Cli::parse();
+    let printer = cli.global.printer();
     if let Command::Train(_) | Command::Predict(_) = &cli.command {
         // The trainer parses its own arguments, prints and exits as this process would.
-        return avaprep_shell::finish(trainer::exec_trainer());
+        return avaprep_shell::finish(trainer::exec_trainer(), &printer);
     }
     avaprep_shell::start(&cli.global);
-    let printer = cli.global.printer();
     #[cfg(feature = "extract")]
     quiet_libav(cli.global.verbosity());
     let cancel = &avaprep_shell::CANCEL;
@@ -118,7 +118,7 @@ fn main() -> ExitCode {
         Command::Run(args) => pipeline::run(global, args, &printer, cancel),
         Command::Status(args) => pipeline::status(global, args, &printer),
     };
-    avaprep_shell::finish(result)
+    avaprep_shell::finish(result, &printer)
 }
 
 /// libav prints to stderr on its own; its messages are noise unless asked for, because every

@@ -42,6 +42,11 @@ pub struct RunArgs {
     /// Stop after this stage (for example `validate`: the data only, no training).
     #[arg(long, value_name = "STAGE", value_parser = parse_stage)]
     pub until: Option<StageId>,
+
+    /// Ask again for the videos an earlier run found missing (the server had none): they are
+    /// otherwise left out of every later run.
+    #[arg(long)]
+    pub retry_missing: bool,
 }
 
 fn parse_stage(name: &str) -> Result<StageId, String> {
@@ -126,6 +131,9 @@ pub fn run(
         built
             .refuse_another_held(&global.data_dir)
             .map_err(UsageError)?;
+    }
+    if args.retry_missing {
+        crate::fetch::ask_again_for_missing(global, printer)?;
     }
     if let Some(import) = import {
         if args.shard.is_some() && !imported_manifest(&global.data_dir).is_file() {

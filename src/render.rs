@@ -186,10 +186,14 @@ pub fn finish_unless(
     failure: Option<String>,
 ) -> ExitStatus {
     let succeeded = report.succeeded() && failure.is_none();
-    if let Some(failure) = failure {
-        printer.note(&format!("error: {failure}"));
+    // Errors show under -q and --json too.
+    if let Some(failure) = &failure {
+        eprintln!("error: {failure}");
     }
-    printer.record("summary", &serde_json::json!({ "succeeded": succeeded }));
+    printer.record(
+        "summary",
+        &serde_json::json!({ "succeeded": succeeded, "error": failure }),
+    );
     match succeeded {
         true => ExitStatus::Success,
         false => ExitStatus::Failure,
@@ -260,6 +264,10 @@ fn print_run_report(
         });
         for detail in summary {
             printer.result(&format!("{:<18} {detail}", ""));
+        }
+        let layout = avaprep::layout::DataLayout::new(data_dir);
+        if let Some(hint) = avaprep::stages::fetch_videos::retry_missing_hint(&layout, stage) {
+            printer.result(&format!("{:<18} {hint}", ""));
         }
     }
 }

@@ -9,7 +9,8 @@ use avaprep::annotations::KeyframeRange;
 use avaprep::pipeline::lock::{DataDirLock, LockError, LockMode};
 use avaprep::validate::{
     CheckStatus, ValidateError, ValidateOptions, ValidateRequest, ValidationReport,
-    junit::to_junit, validate,
+    junit::{setup_error_junit, to_junit},
+    validate,
 };
 
 use avaprep_shell::{ExitStatus, GlobalArgs, Printer, UsageError};
@@ -64,24 +65,13 @@ pub fn run(
     printer: &Printer,
     cancel: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
-    if let Some(config) = args.config.as_ref().filter(|config| !config.exists()) {
-        return Err(UsageError(format!("--config {}: no such file", config.display())).into());
-    }
-    let request =
-        ValidateRequest::from_options(&global.data_dir, &options(args)).map_err(reported)?;
-    // A config may name any folders (a copy's may still name the original's): say which.
-    printer.note(&format!(
-        "checking the frames in {}, the lists {} in {}, the annotations in {}",
-        request.frame_dir.display(),
-        request.list_names().join(", "),
-        request.frame_list_dir.display(),
-        request.annotation_dir.display()
-    ));
-    let keeper = match options(args).checks_the_data_dir_as_made() {
-        true => keeper(global, printer),
-        false => None,
+    let (report, keeper) = match checked(global, args, printer, cancel) {
+        Ok(checked) => checked,
+        Err(error) => {
+            write_setup_error(args, &error);
+            return Err(error);
+        }
     };
-    let report = validate(&request, printer, cancel).map_err(reported)?;
     if keeper.is_some() {
         let layout = avaprep::layout::DataLayout::new(&global.data_dir);
         avaprep::stages::validate::keep_findings(&layout, &report).with_context(|| {
@@ -102,6 +92,53 @@ pub fn run(
     } else {
         ExitStatus::Failure
     })
+}
+
+/// The checks' report, and the data directory's lock where the findings are to be kept.
+fn checked(
+    global: &GlobalArgs,
+    args: &ValidateArgs,
+    printer: &Printer,
+    cancel: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<(ValidationReport, Option<DataDirLock>)> {
+    if let Some(config) = args.config.as_ref().filter(|config| !config.exists()) {
+        return Err(UsageError(format!("--config {}: no such file", config.display())).into());
+    }
+    let request =
+        ValidateRequest::from_options(&global.data_dir, &options(args)).map_err(reported)?;
+    // A config may name any folders (a copy's may still name the original's): say which.
+    printer.note(&format!(
+        "checking the frames in {}, the lists {} in {}, the annotations in {}",
+        request.frame_dir.display(),
+        request.list_names().join(", "),
+        request.frame_list_dir.display(),
+        request.annotation_dir.display()
+    ));
+    let keeper = match options(args).checks_the_data_dir_as_made() {
+        true => keeper(global, printer),
+        false => None,
+    };
+    let report = validate(&request, printer, cancel).map_err(reported)?;
+    Ok((report, keeper))
+}
+
+/// `--junit`'s file for an error that stopped the checks (no lists yet, a config that cannot be
+/// read): one test case in error saying why, so the CI system shows it where it shows the
+/// checks. An interruption writes nothing, as it says.
+fn write_setup_error(args: &ValidateArgs, error: &anyhow::Error) {
+    let Some(path) = &args.junit else {
+        return;
+    };
+    if matches!(
+        error.downcast_ref::<ValidateError>(),
+        Some(ValidateError::Interrupted)
+    ) {
+        return;
+    }
+    let xml = setup_error_junit(&avaprep_shell::error_text(error));
+    if let Err(written) = avaprep::fsutil::write_output(path, xml.as_bytes()) {
+        eprintln!("warning: {} not written: {written}", path.display());
+    }
 }
 
 /// The data directory's lock, held while the findings are kept as its validation (training

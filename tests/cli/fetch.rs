@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use avaprep_testbed::serve::{self, Fault, FaultPlan, FaultRule, ServeConfig, ServerHandle};
 
-use crate::support::{avaprep, mirror, stderr, stdout};
+use crate::support::{avaprep, first_named, mirror, run_named, stderr, stdout};
 
 fn start(root: &Path, rules: Vec<FaultRule>) -> ServerHandle {
     let mut config = ServeConfig::new(root);
@@ -282,15 +282,21 @@ fn a_missing_video_is_reported_recorded_and_the_rest_finish() {
     let again = fetch(data.path(), root, &server, &[]);
     assert!(again.status.success(), "{}", stderr(&again));
     assert!(server.stats().path(missing_url).is_none());
+    let hint = stdout(&again)
+        .lines()
+        .find(|line| line.contains("ask for the 1 missing again"))
+        .unwrap_or_else(|| panic!("no hint to ask again: {}", stdout(&again)))
+        .to_string();
+    // The fetch that made the data directory, word for word, asking again.
+    let named = first_named(&hint);
     assert!(
-        stdout(&again)
-            .contains("1 missing (`--retry-missing` on the fetch that made the data directory asks for them again)"),
-        "{}",
-        stdout(&again)
+        named.contains(" fetch --dataset ") && named.ends_with(" --retry-missing"),
+        "{hint}"
     );
-    // Once the server has it, a retry downloads it, and only it; the video is missing no more.
+    // Once the server has it, the named command downloads it, and only it; the video is missing
+    // no more. (The mended server is the same mirror at another port.)
     let mended = start(root, Vec::new());
-    let retried = fetch(data.path(), root, &mended, &["--retry-missing"]);
+    let retried = run_named(&named.replace(&server.url(), &mended.url()));
     assert!(retried.status.success(), "{}", stderr(&retried));
     assert!(
         stderr(&retried).contains(&format!(

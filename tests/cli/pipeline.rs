@@ -8,11 +8,13 @@ use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::{Duration, Instant};
 
-use avaprep_testbed::serve::{self, ServeConfig, ServerHandle};
+use avaprep_testbed::serve::{self, Fault, FaultPlan, FaultRule, ServeConfig, ServerHandle};
 
 use crate::extract::planned_videos;
 use crate::nothing_lost::completed;
-use crate::support::{demo_run, mirror, rewrite_keeping_time, stderr, stdout};
+use crate::support::{
+    demo_run, first_named, mirror, rewrite_keeping_time, run_named, stderr, stdout,
+};
 
 const STAGES: [&str; 8] = [
     "fetch-annotations",
@@ -255,6 +257,67 @@ fn a_failed_validation_stops_the_run_before_training() {
     assert_eq!(train["blocked_by"][0]["stage"], "validate", "{train}");
     assert!(!data.path().join("runs").exists(), "training started");
     assert!(!data.path().join("work/train.json").exists());
+}
+
+/// A video the server did not have is left out of later runs, and the run's summary names the
+/// run that asks for it again, as far as the downloads (the data directory was made by a run
+/// only as far as parse): pasted once the mirror has it, that run downloads it alone.
+#[test]
+fn a_video_missing_from_a_run_is_asked_for_again_by_the_run_it_names() {
+    let data = tempfile::tempdir().unwrap();
+    let making_server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let parsed = run(data.path(), &making_server, 1, &["--until", "parse"]);
+    assert!(parsed.status.success(), "{}", stderr(&parsed));
+    let missing = planned_videos(data.path())[0].clone();
+    let (url, _) = crate::fetch::mirror_videos(mirror())
+        .into_iter()
+        .find(|(_, path)| path.file_stem().unwrap().to_string_lossy() == missing)
+        .unwrap();
+    let mut faulty = ServeConfig::new(mirror());
+    faulty.faults = FaultPlan {
+        rules: vec![FaultRule {
+            path: url.clone(),
+            fault: Fault::NotFound,
+            first: None,
+        }],
+    };
+    let server = serve::start(faulty).unwrap();
+    let until_downloads = ["--until", "fetch-videos"];
+    let first = command_for_people(data.path(), &server, 1, &until_downloads)
+        .output()
+        .unwrap();
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    let again = command_for_people(data.path(), &server, 1, &until_downloads)
+        .output()
+        .unwrap();
+    assert!(again.status.success(), "{}", stderr(&again));
+    let hint = stdout(&again)
+        .lines()
+        .find(|line| line.contains("ask for the 1 missing again"))
+        .unwrap_or_else(|| panic!("no hint to ask again: {}", stdout(&again)))
+        .to_string();
+    let named = first_named(&hint);
+    assert!(
+        named.contains(" run pipelines/demo.toml ")
+            && named.ends_with(" --until fetch-videos --retry-missing"),
+        "{hint}"
+    );
+    // The run that made the data directory named its mirror: here it comes back mended at
+    // another port.
+    let mended = serve::start(ServeConfig::new(mirror())).unwrap();
+    let retried = run_named(&named.replace(&making_server.url(), &mended.url()));
+    assert!(retried.status.success(), "{}", stderr(&retried));
+    assert!(
+        mended.stats().path(&url).is_some(),
+        "not asked again: {named}\n{}\n{}",
+        stdout(&retried),
+        stderr(&retried)
+    );
+    let others = crate::fetch::mirror_videos(mirror());
+    for (other, _) in others.iter().filter(|(other, _)| *other != url) {
+        assert!(mended.stats().path(other).is_none(), "{other} asked again");
+    }
+    assert!(!data.path().join("work/missing").join(&missing).exists());
 }
 
 /// Trainer processes whose command line names this data directory.

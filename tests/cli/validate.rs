@@ -280,6 +280,48 @@ fn junit_cases(xml: &[u8]) -> usize {
         .count()
 }
 
+/// A data directory with no lists yet: the checks cannot start, and the reason reaches a
+/// script through its JSON and a CI system through its JUnit file (one test case in error),
+/// not only a terminal's stderr.
+#[test]
+fn an_unprepared_data_directory_is_reported_in_the_json_and_the_junit_file() {
+    let data = tempfile::tempdir().unwrap();
+    let junit = data.path().join("results.xml");
+    let output = avaprep(data.path())
+        .args(["--json", "validate", "--junit"])
+        .arg(&junit)
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let records: Vec<serde_json::Value> = stdout(&output)
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("a JSON record"))
+        .collect();
+    assert_eq!(records.len(), 1, "{records:?}");
+    assert_eq!(records[0]["type"], "error");
+    assert_eq!(records[0]["exit_code"], 1);
+    let message = records[0]["message"].as_str().unwrap();
+    assert!(message.contains("no frame lists yet"), "{message}");
+    assert!(stderr(&output).contains(message), "{}", stderr(&output));
+    let text = fs::read_to_string(&junit).unwrap();
+    let xml = roxmltree::Document::parse(&text).expect("JUnit XML parses");
+    let cases: Vec<_> = xml
+        .descendants()
+        .filter(|node| node.has_tag_name("testcase"))
+        .collect();
+    assert_eq!(cases.len(), 1, "{text}");
+    let error = cases[0]
+        .children()
+        .find(|child| child.has_tag_name("error"))
+        .unwrap_or_else(|| panic!("no error in {text}"));
+    assert_eq!(error.attribute("message"), Some(message));
+    let suite = xml
+        .descendants()
+        .find(|node| node.has_tag_name("testsuite"))
+        .unwrap();
+    assert_eq!(suite.attribute("errors"), Some("1"));
+}
+
 /// `--junit PATH` writes where PATH points: through a link into a results folder (the link
 /// stays), into a FIFO a CI step reads and a character device in place (never replaced by a
 /// regular file); a directory is a usage error before any work.

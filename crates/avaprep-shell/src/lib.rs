@@ -160,8 +160,10 @@ fn ignored(signal: libc::c_int) -> bool {
     }
 }
 
-/// The exit code of a command's result; an error is printed once, on stderr.
-pub fn finish(result: anyhow::Result<ExitStatus>) -> ExitCode {
+/// The exit code of a command's result; an error is printed once, on stderr, and with `--json`
+/// as an `error` record on stdout too: a script reading the records learns why there are no
+/// others.
+pub fn finish(result: anyhow::Result<ExitStatus>, printer: &Printer) -> ExitCode {
     match result {
         Ok(ExitStatus::Success) => ExitCode::SUCCESS,
         Ok(ExitStatus::Failure) => ExitCode::from(1),
@@ -174,18 +176,22 @@ pub fn finish(result: anyhow::Result<ExitStatus>) -> ExitCode {
                 .next()
                 .unwrap_or(&message);
             eprintln!("error: {message}");
-            if error.downcast_ref::<UsageError>().is_some() {
-                ExitCode::from(2)
-            } else {
-                ExitCode::from(1)
-            }
+            let exit_code: u8 = match error.downcast_ref::<UsageError>() {
+                Some(_) => 2,
+                None => 1,
+            };
+            printer.record(
+                "error",
+                &serde_json::json!({ "message": message, "exit_code": exit_code }),
+            );
+            ExitCode::from(exit_code)
         }
     }
 }
 
 /// The error and its causes, each cause once: most of our errors already say their cause in
 /// their own message (`{path}: {source}`), which `{:#}` would repeat.
-fn error_text(error: &anyhow::Error) -> String {
+pub fn error_text(error: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in error.chain() {
         let part = cause.to_string();

@@ -55,7 +55,7 @@ fn main() -> ExitCode {
             bench::run(&cli.global, command, &printer).map(|()| ExitStatus::Success)
         }
     };
-    avaprep_shell::finish(result)
+    avaprep_shell::finish(result, &printer)
 }
 
 #[cfg(test)]

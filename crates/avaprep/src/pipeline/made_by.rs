@@ -31,7 +31,7 @@ pub fn keep_making_command(
     folder: &Path,
 ) -> std::io::Result<()> {
     let record = MakingCommand {
-        words: without(arguments, &["--shard", "--data-dir"]),
+        words: without_passing_flags(without(arguments, &["--shard", "--data-dir"])),
         folder: folder.to_path_buf(),
     };
     let json = serde_json::to_vec_pretty(&record).expect("a command serialises");
@@ -106,6 +106,23 @@ fn without(words: &[String], flags: &[&str]) -> Vec<String> {
     kept
 }
 
+/// `words` less the flags of how the output is shown (`--json`, `-q`, `-v`) and of a one-time
+/// request (`--retry-missing`): a hint is read by a person, whom a pasted `--json` would answer
+/// in JSON Lines, and `-q` with nothing; a hint that asks again adds its own.
+fn without_passing_flags(words: Vec<String>) -> Vec<String> {
+    let passing_flag = |word: &str| {
+        matches!(word, "--json" | "--quiet" | "--verbose" | "--retry-missing")
+            || (word.len() > 1
+                && word.starts_with('-')
+                && !word.starts_with("--")
+                && word[1..].chars().all(|letter| matches!(letter, 'q' | 'v')))
+    };
+    words
+        .into_iter()
+        .filter(|word| !passing_flag(word))
+        .collect()
+}
+
 fn kept(data_dir: &Path) -> Option<MakingCommand> {
     let bytes = fsutil::read_regular(&record_path(data_dir), FileKind::Config).ok()?;
     serde_json::from_slice(&bytes).ok()
@@ -138,19 +155,19 @@ fn spoken(data_dir: &Path, record: &MakingCommand) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// The command comes back as it was typed, less a shard's flag, with the data directory as
-    /// it is now named (it may have moved), and from the folder it ran in.
+    /// The command comes back as it was typed, less a shard's flag, the output's and a retry's, with the
+    /// data directory as it is now named (it may have moved), and from the folder it ran in.
     #[test]
     fn the_making_command_is_kept_without_its_shard() {
         let data = tempfile::tempdir().unwrap();
         let folder = tempfile::tempdir().unwrap();
         let words = |text: &str| -> Vec<String> { text.split(' ').map(String::from).collect() };
-        let mut arguments = words("--data-dir elsewhere --json run");
+        let mut arguments = words("--data-dir elsewhere --json -qv run");
         arguments.push("my pipeline.toml".into());
         arguments.extend(words("--shard 2/4 --set extract.height=240"));
         keep_making_command(data.path(), &arguments, folder.path()).unwrap();
         let typed = format!(
-            "cd {} && avaprep --data-dir {} --json run 'my pipeline.toml' --set 'extract.height=240'",
+            "cd {} && avaprep --data-dir {} run 'my pipeline.toml' --set 'extract.height=240'",
             folder.path().display(),
             data.path().display()
         );
@@ -167,7 +184,8 @@ mod tests {
             format!("{typed} --until fetch-videos")
         );
 
-        let arguments = words("--data-dir=work --shard=1/2 fetch --dataset own/dataset.toml");
+        let arguments =
+            words("--data-dir=work --shard=1/2 fetch --dataset own/dataset.toml --retry-missing");
         let here = std::env::current_dir().unwrap();
         keep_making_command(data.path(), &arguments, &here).unwrap();
         assert_eq!(

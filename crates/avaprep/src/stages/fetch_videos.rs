@@ -208,15 +208,13 @@ impl Stage for FetchVideosStage {
         // once said "4 downloaded".
         if report.completed == 0 && report.failures.is_empty() {
             return Ok(vec![format!(
-                "nothing to download: {} videos downloaded before, {} missing{}",
-                report.already_done,
-                report.missing,
-                retry_hint(report.missing)
+                "nothing to download: {} videos downloaded before, {} missing",
+                report.already_done, report.missing,
             )]);
         }
         // How each video came, this run's and earlier runs' alike: say which are this run's.
         Ok(vec![format!(
-            "{} videos, {} of them fetched by this run; over all runs {} downloaded, {} resumed, {} already on disk and verified; {} missing, {} failed{}",
+            "{} videos, {} of them fetched by this run; over all runs {} downloaded, {} resumed, {} already on disk and verified; {} missing, {} failed",
             report.planned,
             report.completed,
             counts.downloaded,
@@ -224,17 +222,27 @@ impl Stage for FetchVideosStage {
             counts.verified,
             report.missing,
             report.failures.len(),
-            retry_hint(report.missing)
         )])
     }
 }
 
-/// How to ask for missing downloads again, said after their count.
-fn retry_hint(missing: usize) -> &'static str {
-    match missing {
-        0 => "",
-        _ => " (`--retry-missing` on the fetch that made the data directory asks for them again)",
+/// How to ask again for the downloads a server once found missing (each is otherwise left out
+/// of every later run): the command that made the data directory, with `--retry-missing`. None
+/// where nothing is missing, or the videos are read from a folder (a file put there is found
+/// by the next run).
+pub fn retry_missing_hint(layout: &DataLayout, report: &StageReport<StageId>) -> Option<String> {
+    if report.stage != StageId::FetchVideos || report.missing == 0 {
+        return None;
     }
+    let plan = VideoPlan::load(&layout.video_plan()).ok()?;
+    if plan.videos_on_disk.is_some() {
+        return None;
+    }
+    Some(format!(
+        "ask for the {} missing again (a mirror may have them now): `{}`",
+        report.missing,
+        super::retry_missing_command(layout.root())
+    ))
 }
 
 /// A video that cannot be used now (gone, renamed, unopenable) leaves every table the lists

@@ -356,6 +356,12 @@ pub fn download_command(data_dir: &Path) -> String {
         .unwrap_or_else(|| format!("{} fetch", crate::progress::avaprep_in(data_dir)))
 }
 
+/// The command that asks again for the videos a download found missing: [`download_command`]
+/// with `--retry-missing`.
+pub fn retry_missing_command(data_dir: &Path) -> String {
+    format!("{} --retry-missing", download_command(data_dir))
+}
+
 /// Whether shards of a sharded run have done some of the stage's work.
 fn sharded(data_dir: &Path, stage: StageId) -> bool {
     !StateStore::new(data_dir, None)

@@ -60,3 +60,23 @@ pub fn to_junit(report: &ValidationReport) -> String {
     xml.push_str("  </testsuite>\n</testsuites>\n");
     xml
 }
+
+/// An error that stopped the checks before any ran (no lists yet, a config that cannot be read),
+/// as one test case in error: a CI system shows why, where it looks for the checks.
+pub fn setup_error_junit(message: &str) -> String {
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    xml.push_str(
+        "<testsuites name=\"avaprep validate\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">\n",
+    );
+    xml.push_str(
+        "  <testsuite name=\"avaprep validate\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">\n",
+    );
+    writeln!(
+        xml,
+        "    <testcase classname=\"avaprep.validate\" name=\"setup\"><error type=\"setup\" message=\"{}\"/></testcase>",
+        escape(message)
+    )
+    .expect("a string");
+    xml.push_str("  </testsuite>\n</testsuites>\n");
+    xml
+}
