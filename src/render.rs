@@ -190,6 +190,13 @@ pub fn finish_unless(
     if let Some(failure) = &failure {
         eprintln!("error: {failure}");
     }
+    let failures = report.stages.iter().flat_map(|stage| &stage.failures);
+    if failures
+        .map(|failure| failure.message.as_str())
+        .any(avaprep_shell::says_disk_full)
+    {
+        eprintln!("{}", avaprep_shell::DISK_FULL_HINT);
+    }
     printer.record(
         "summary",
         &serde_json::json!({ "succeeded": succeeded, "error": failure }),

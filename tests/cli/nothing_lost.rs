@@ -486,3 +486,92 @@ fn verify_finds_a_flipped_bit_and_redoes_only_its_video() {
     );
     assert_ne!(fs::read(&frame).unwrap(), bytes, "the frame was made again");
 }
+
+/// A disk that fills: a fetch and an extraction fail naming the file and saying what to do (a
+/// hint, once), leave no half-made frames taking the space, and once there is room the same
+/// commands finish, resuming the partial downloads and keeping the videos done. The data
+/// directory is a small tmpfs mounted in a namespace of the test's own (`unshare`), grown
+/// between the steps.
+#[test]
+fn a_full_disk_is_said_and_the_same_commands_finish_once_there_is_room() {
+    let probe = std::process::Command::new("unshare")
+        .args(["-Urm", "true"])
+        .output();
+    if !probe.is_ok_and(|output| output.status.success()) {
+        eprintln!("SKIPPED: this system lets no test mount a small disk (`unshare -Urm` failed)");
+        return;
+    }
+    let root = mirror();
+    let videos: u64 = crate::fetch::mirror_videos(root)
+        .iter()
+        .map(|(_, path)| fs::metadata(path).unwrap().len())
+        .sum();
+    let server = serve::start(ServeConfig::new(root)).unwrap();
+    let disk = tempfile::tempdir().unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let script = r#"
+set -u
+mount -t tmpfs -o "size=$SMALL" tmpfs "$DISK" || exit 90
+step() { name=$1; shift; "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"; echo $? >"$OUT/$name.rc"; }
+fetch() { "$AVAPREP" --data-dir "$DISK/data" fetch --dataset "$MANIFEST" --base-url "$URL" --split train,val,test; }
+step fetch-full fetch
+mount -o remount,"size=$MID" "$DISK"
+step fetch-again fetch
+step extract-full "$AVAPREP" --data-dir "$DISK/data" extract
+ls -a "$DISK/data/frames" >"$OUT/frames-after-full"
+mount -o remount,"size=$BIG" "$DISK"
+step extract-again "$AVAPREP" --data-dir "$DISK/data" extract
+cp -a "$DISK/data" "$OUT/data"
+"#;
+    let ran = std::process::Command::new("unshare")
+        .args(["-Urm", "bash", "-c", script])
+        .env("AVAPREP", env!("CARGO_BIN_EXE_avaprep"))
+        .env("DISK", disk.path())
+        .env("OUT", out.path())
+        .env("MANIFEST", root.join("manifest.toml"))
+        .env("URL", server.url())
+        .env("SMALL", (videos / 2).to_string())
+        .env("MID", (videos + (1 << 20)).to_string())
+        .env("BIG", (4 * videos + (64 << 20)).to_string())
+        .output()
+        .unwrap();
+    assert!(ran.status.success(), "{}", stderr(&ran));
+    let read = |name: &str| fs::read_to_string(out.path().join(name)).unwrap();
+    let code = |step: &str| read(&format!("{step}.rc")).trim().to_string();
+    let hint = "hint: the disk is full: free space on it";
+    for step in ["fetch-full", "extract-full"] {
+        let errors = read(&format!("{step}.err"));
+        assert_eq!(code(step), "1", "{step}: {errors}");
+        assert!(
+            errors.contains("No space left on device"),
+            "{step}: {errors}"
+        );
+        assert_eq!(errors.matches(hint).count(), 1, "{step}: {errors}");
+        // The stage stops beginning items once its state cannot be saved: said once.
+        assert!(
+            errors.matches("beginning no more items").count() <= 1,
+            "{step}: {errors}"
+        );
+    }
+    assert_eq!(code("fetch-again"), "0", "{}", read("fetch-again.err"));
+    // What the full disk had taken was kept: a download it cut short resumed.
+    let again = read("fetch-again.out");
+    let resumed: u32 = again
+        .split(" resumed")
+        .next()
+        .and_then(|before| before.rsplit(' ').next())
+        .and_then(|count| count.parse().ok())
+        .unwrap_or_else(|| panic!("no resumed count: {again}"));
+    assert!(resumed >= 1, "{again}");
+    let partial: Vec<String> = read("frames-after-full")
+        .lines()
+        .filter(|name| name.ends_with(".partial"))
+        .map(String::from)
+        .collect();
+    assert!(partial.is_empty(), "half-made frames left: {partial:?}");
+    assert_eq!(code("extract-again"), "0", "{}", read("extract-again.err"));
+    let data = out.path().join("data");
+    for video in planned_videos(&data) {
+        crate::extract::assert_complete(&data, &video, FPS.parse().unwrap());
+    }
+}

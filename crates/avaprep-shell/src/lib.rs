@@ -175,6 +175,10 @@ pub fn finish(result: anyhow::Result<ExitStatus>, printer: &Printer) -> ExitCode
                 .split("\nException raised from")
                 .next()
                 .unwrap_or(&message);
+            let message = match disk_full(&error) {
+                true => format!("{message}\n{DISK_FULL_HINT}"),
+                false => message.to_string(),
+            };
             eprintln!("error: {message}");
             let exit_code: u8 = match error.downcast_ref::<UsageError>() {
                 Some(_) => 2,
@@ -221,6 +225,29 @@ fn init_logging(verbosity: Verbosity) {
         .without_time()
         .with_target(false)
         .init();
+}
+
+/// What to do when a disk filled: the work's own messages name only the file that could not be
+/// written.
+pub const DISK_FULL_HINT: &str = "hint: the disk is full: free space on it (`df -h` shows each disk's free space), or move the data directory to a larger disk and name it with --data-dir; then run the same command again: what was done is kept";
+
+fn disk_full(error: &anyhow::Error) -> bool {
+    error.chain().any(|cause| {
+        cause.downcast_ref::<std::io::Error>().is_some_and(|io| {
+            matches!(
+                io.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            )
+        })
+    })
+}
+
+/// Whether a failure's text says a disk, or the user's quota on it, is full: the failures of a
+/// run's items reach its summary as text, the system's own words included.
+pub fn says_disk_full(text: &str) -> bool {
+    [libc::ENOSPC, libc::EDQUOT]
+        .into_iter()
+        .any(|code| text.contains(&std::io::Error::from_raw_os_error(code).to_string()))
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {

@@ -385,7 +385,7 @@ impl ExtractStage {
         // end where the file does.
         let end = video.extractable(plan.segment)[1];
         let segment = [plan.segment[0] - start, end - start];
-        let mut extraction = extract_video(
+        let made = extract_video(
             input,
             video.id.as_str(),
             &frames,
@@ -394,15 +394,23 @@ impl ExtractStage {
             &staging,
             &progress,
         )
-        .map_err(|error| fail(&error))?;
-        extraction.index = extraction
-            .index
-            .into_iter()
-            .map(|row| row.starting_at(start))
-            .collect();
-        crate::fsutil::replace_dir(&staging, &final_dir).map_err(|error| fail(&error))?;
-        write_index(&index, &extraction.index).map_err(|error| fail(&error))?;
-        Ok(extraction.stats)
+        .map_err(|error| fail(&error))
+        .and_then(|mut extraction| {
+            extraction.index = extraction
+                .index
+                .into_iter()
+                .map(|row| row.starting_at(start))
+                .collect();
+            crate::fsutil::replace_dir(&staging, &final_dir).map_err(|error| fail(&error))?;
+            write_index(&index, &extraction.index).map_err(|error| fail(&error))?;
+            Ok(extraction.stats)
+        });
+        // A failed or stopped extraction's frames are no set, and the next run starts the
+        // video afresh: they go now, not left filling a disk that may be what failed.
+        if made.is_err() {
+            let _ = crate::fsutil::remove_if_present(&staging);
+        }
+        made
     }
 }
 

@@ -109,7 +109,7 @@ impl<Id: StageName> Runner<'_, Id> {
         forward: Vec<Downstream>,
     ) {
         for handoff in receiver.iter() {
-            if self.context.cancelled() {
+            if self.context.cancelled() || prepared.unsaved.load(Ordering::Relaxed) {
                 break;
             }
             let next = match handoff {
@@ -276,9 +276,14 @@ impl<Id: StageName> Runner<'_, Id> {
         self.save(prepared, &state);
     }
 
+    /// Saves the stage's state as an item ends. Where it cannot be saved (a full disk, a
+    /// folder made read-only), the stage begins no more items: their work would not be
+    /// recorded. The stage's last save, in [`Self::finish`], reports the error.
     fn save(&self, prepared: &Prepared<Id>, state: &StageState) {
-        if let Err(error) = self.store_for(prepared.stage.id()).save(state) {
-            tracing::error!("{error}");
+        if let Err(error) = self.store_for(prepared.stage.id()).save(state)
+            && !prepared.unsaved.swap(true, Ordering::Relaxed)
+        {
+            tracing::error!("{error}: beginning no more items of the stage");
         }
     }
 
@@ -319,10 +324,14 @@ impl<Id: StageName> Runner<'_, Id> {
                 .plan
                 .iter()
                 .filter(|item| !current.contains(*item) && !failed.contains(*item));
+            let why = match prepared.unsaved.load(Ordering::Relaxed) {
+                true => "not started: the stage's state could not be saved",
+                false => "not started: an earlier stage did not complete it",
+            };
             failures.extend(waiting.map(|item| ItemFailure {
                 item: item.clone(),
                 kind: FailureKind::Blocked,
-                message: "not started: an earlier stage did not complete it".to_string(),
+                message: why.to_string(),
             }));
         }
         if !prepared.up_to_date {

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -40,6 +40,9 @@ pub(crate) struct Prepared<'s, Id: StageName> {
     /// Items this run has begun or found missing upstream.
     pub(crate) begun: AtomicUsize,
     pub(crate) newly_missing: Mutex<Vec<ItemFailure>>,
+    /// Set when the state could not be saved (a full disk): no item is begun after it, as what
+    /// it made could not be recorded.
+    pub(crate) unsaved: AtomicBool,
 }
 
 /// "3 items changed since they were made: ... ; redoing them", naming a few.
@@ -227,6 +230,7 @@ impl<Id: StageName> Runner<'_, Id> {
             made: Mutex::new(BTreeSet::new()),
             begun: AtomicUsize::new(0),
             newly_missing: Mutex::new(Vec::new()),
+            unsaved: AtomicBool::new(false),
         };
         match self.shard {
             None => self.merge_shards(&mut state, &prepared.keys, group)?,
