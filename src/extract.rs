@@ -134,8 +134,9 @@ pub fn run(
     Ok(finish(&report, printer))
 }
 
-/// The downloads of videos an earlier run extracted, which this run found done.
-fn delete_earlier_downloads(global: &GlobalArgs, printer: &Printer) -> anyhow::Result<()> {
+/// After a run whose extraction is done, with `delete_videos_after_extract`: the downloads of
+/// videos an earlier run extracted, which this run found done (its own went as each was made).
+pub fn delete_earlier_downloads(global: &GlobalArgs, printer: &Printer) -> anyhow::Result<()> {
     let deleted = avaprep::stages::extract::delete_extracted_downloads(&global.data_dir)
         .map_err(|error| anyhow::anyhow!("deleting the extracted videos: {error}"))?;
     if !deleted.is_empty() {

@@ -115,7 +115,15 @@ pub fn run(
     printer: &Printer,
     cancel: &AtomicBool,
 ) -> anyhow::Result<ExitStatus> {
+    if args.retry_missing && args.shard.is_some() {
+        return Err(UsageError(
+            "--retry-missing asks again for the missing videos of every shard, which the other shards may be at: ask on the run without --shard".to_string(),
+        )
+        .into());
+    }
     let spec = load_spec(&args.pipeline, &args.overrides)?;
+    #[cfg(feature = "extract")]
+    let deletes_downloads = deletes_videos_after_extract(&spec);
     let scrutiny = Scrutiny::verify(args.verify);
     let import = import_stage(&spec)?;
     refuse_until_import_without_one(import.is_some(), args.until)?;
@@ -187,10 +195,34 @@ pub fn run(
         making: MakingCommand::Keep,
     };
     let report = run_stages(global, &lock, built.as_refs(), how, printer, cancel)?;
+    #[cfg(feature = "extract")]
+    if deletes_downloads && args.shard.is_none() && extraction_done(&report) {
+        crate::extract::delete_earlier_downloads(global, printer)?;
+    }
     if report.succeeded() {
         print_closings(global, &built, &report, printer);
     }
     Ok(finish_unless(&report, printer, left_out))
+}
+
+/// `[extract] delete_videos_after_extract`, set in the file or by `--set`: also asked of the
+/// videos an earlier run extracted, once the extraction is done.
+#[cfg(feature = "extract")]
+fn deletes_videos_after_extract(spec: &PipelineSpec) -> bool {
+    spec.stage_params::<avaprep::stages::extract::ExtractParams>(StageId::Extract.name())
+        .is_ok_and(|params| params.delete_videos_after_extract)
+}
+
+/// Whether the run left every video of the plan extracted.
+#[cfg(feature = "extract")]
+fn extraction_done(report: &RunReport<StageId>) -> bool {
+    report.stages.iter().any(|stage| {
+        stage.stage == StageId::Extract
+            && matches!(
+                stage.outcome,
+                StageOutcome::Completed | StageOutcome::UpToDate
+            )
+    })
 }
 
 /// Videos this run's import left out (unreadable, or not in the folder), as a failure: the rest

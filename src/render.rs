@@ -195,7 +195,7 @@ pub fn finish_unless(
         .map(|failure| failure.message.as_str())
         .any(avaprep_shell::says_disk_full)
     {
-        eprintln!("{}", avaprep_shell::DISK_FULL_HINT);
+        eprintln!("hint: {}", avaprep_shell::DISK_FULL_HINT);
     }
     printer.record(
         "summary",

@@ -272,7 +272,7 @@ fn deleted_videos_stay_deleted_and_their_frames_stay_complete() {
     assert!(!stdout(&again).contains("deleted"), "{}", stdout(&again));
 }
 
-fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
+pub(crate) fn walk_files(dir: &Path) -> Vec<std::path::PathBuf> {
     let Ok(entries) = fs::read_dir(dir) else {
         return Vec::new();
     };

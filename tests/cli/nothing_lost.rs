@@ -490,15 +490,19 @@ fn verify_finds_a_flipped_bit_and_redoes_only_its_video() {
 /// A disk that fills: a fetch and an extraction fail naming the file and saying what to do (a
 /// hint, once), leave no half-made frames taking the space, and once there is room the same
 /// commands finish, resuming the partial downloads and keeping the videos done. The data
-/// directory is a small tmpfs mounted in a namespace of the test's own (`unshare`), grown
+/// directory is a small tmpfs mounted in a namespace of the test's own (`unshare`), resized
 /// between the steps.
 #[test]
 fn a_full_disk_is_said_and_the_same_commands_finish_once_there_is_room() {
+    let probe_disk = tempfile::tempdir().unwrap();
     let probe = std::process::Command::new("unshare")
-        .args(["-Urm", "true"])
+        .args(["-Urm", "mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs"])
+        .arg(probe_disk.path())
         .output();
     if !probe.is_ok_and(|output| output.status.success()) {
-        eprintln!("SKIPPED: this system lets no test mount a small disk (`unshare -Urm` failed)");
+        eprintln!(
+            "SKIPPED: this system lets no test mount a small disk (`unshare -Urm mount -t tmpfs` failed)"
+        );
         return;
     }
     let root = mirror();
@@ -515,8 +519,11 @@ mount -t tmpfs -o "size=$SMALL" tmpfs "$DISK" || exit 90
 step() { name=$1; shift; "$@" >"$OUT/$name.out" 2>"$OUT/$name.err"; echo $? >"$OUT/$name.rc"; }
 fetch() { "$AVAPREP" --data-dir "$DISK/data" fetch --dataset "$MANIFEST" --base-url "$URL" --split train,val,test; }
 step fetch-full fetch
-mount -o remount,"size=$MID" "$DISK"
+mount -o remount,"size=$BIG" "$DISK"
 step fetch-again fetch
+# Room for the state files and a few frames, not for every frame.
+used=$(df --output=used -B1 "$DISK" | tail -1)
+mount -o remount,"size=$((used + ROOM))" "$DISK"
 step extract-full "$AVAPREP" --data-dir "$DISK/data" extract
 ls -a "$DISK/data/frames" >"$OUT/frames-after-full"
 mount -o remount,"size=$BIG" "$DISK"
@@ -531,14 +538,14 @@ cp -a "$DISK/data" "$OUT/data"
         .env("MANIFEST", root.join("manifest.toml"))
         .env("URL", server.url())
         .env("SMALL", (videos / 2).to_string())
-        .env("MID", (videos + (1 << 20)).to_string())
+        .env("ROOM", (1 << 20).to_string())
         .env("BIG", (4 * videos + (64 << 20)).to_string())
         .output()
         .unwrap();
     assert!(ran.status.success(), "{}", stderr(&ran));
     let read = |name: &str| fs::read_to_string(out.path().join(name)).unwrap();
     let code = |step: &str| read(&format!("{step}.rc")).trim().to_string();
-    let hint = "hint: the disk is full: free space on it";
+    let hint = "hint: the disk (or your quota on it) is full: free space on it";
     for step in ["fetch-full", "extract-full"] {
         let errors = read(&format!("{step}.err"));
         assert_eq!(code(step), "1", "{step}: {errors}");
@@ -563,7 +570,9 @@ cp -a "$DISK/data" "$OUT/data"
         .and_then(|count| count.parse().ok())
         .unwrap_or_else(|| panic!("no resumed count: {again}"));
     assert!(resumed >= 1, "{again}");
-    let partial: Vec<String> = read("frames-after-full")
+    let listing = read("frames-after-full");
+    assert!(listing.lines().any(|name| name == "."), "no frames folder");
+    let partial: Vec<String> = listing
         .lines()
         .filter(|name| name.ends_with(".partial"))
         .map(String::from)
@@ -574,4 +583,37 @@ cp -a "$DISK/data" "$OUT/data"
     for video in planned_videos(&data) {
         crate::extract::assert_complete(&data, &video, FPS.parse().unwrap());
     }
+}
+
+/// `[extract] delete_videos_after_extract` set in a pipeline whose videos were extracted before
+/// it was: the run deletes their downloads (as `extract --delete-videos-after-extract` does),
+/// keeps the frames whole and downloads none of them again.
+#[test]
+fn a_pipeline_asked_later_to_delete_extracted_videos_deletes_them() {
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let data = tempfile::tempdir().unwrap();
+    let kept = run_pipeline(data.path(), &server);
+    assert!(kept.status.success(), "{}", stderr(&kept));
+    let videos = data.path().join("videos");
+    assert!(!crate::extract::walk_files(&videos).is_empty());
+    let deleting = ["--set", "extract.delete_videos_after_extract=true"];
+    let deleted = run_pipeline_with(data.path(), &server, &deleting);
+    assert!(deleted.status.success(), "{}", stderr(&deleted));
+    let left = crate::extract::walk_files(&videos);
+    assert!(left.is_empty(), "videos left: {left:?}");
+    for video in planned_videos(data.path()) {
+        assert_complete(data.path(), &video, FPS.parse().unwrap());
+    }
+    server.reset_stats();
+    let again = run_pipeline_with(data.path(), &server, &deleting);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_eq!(completed(&again, "extract"), 0, "{}", stdout(&again));
+    let requested: u64 = server
+        .stats()
+        .paths
+        .iter()
+        .filter(|(path, _)| path.contains("/trainval/") || path.contains("/test/"))
+        .map(|(_, stats)| stats.requests)
+        .sum();
+    assert_eq!(requested, 0, "a deleted video was downloaded again");
 }

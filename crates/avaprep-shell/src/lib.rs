@@ -175,18 +175,18 @@ pub fn finish(result: anyhow::Result<ExitStatus>, printer: &Printer) -> ExitCode
                 .split("\nException raised from")
                 .next()
                 .unwrap_or(&message);
-            let message = match disk_full(&error) {
-                true => format!("{message}\n{DISK_FULL_HINT}"),
-                false => message.to_string(),
-            };
             eprintln!("error: {message}");
+            let hint = (disk_full(&error) || says_disk_full(message)).then_some(DISK_FULL_HINT);
+            if let Some(hint) = hint {
+                eprintln!("hint: {hint}");
+            }
             let exit_code: u8 = match error.downcast_ref::<UsageError>() {
                 Some(_) => 2,
                 None => 1,
             };
             printer.record(
                 "error",
-                &serde_json::json!({ "message": message, "exit_code": exit_code }),
+                &serde_json::json!({ "message": message, "hint": hint, "exit_code": exit_code }),
             );
             ExitCode::from(exit_code)
         }
@@ -229,7 +229,7 @@ fn init_logging(verbosity: Verbosity) {
 
 /// What to do when a disk filled: the work's own messages name only the file that could not be
 /// written.
-pub const DISK_FULL_HINT: &str = "hint: the disk is full: free space on it (`df -h` shows each disk's free space), or move the data directory to a larger disk and name it with --data-dir; then run the same command again: what was done is kept";
+pub const DISK_FULL_HINT: &str = "the disk (or your quota on it) is full: free space on it (`df -h` shows each disk's free space), or move the data directory to a larger disk and name it with --data-dir; then run the same command again: what was done is kept";
 
 fn disk_full(error: &anyhow::Error) -> bool {
     error.chain().any(|cause| {
@@ -243,11 +243,14 @@ fn disk_full(error: &anyhow::Error) -> bool {
 }
 
 /// Whether a failure's text says a disk, or the user's quota on it, is full: the failures of a
-/// run's items reach its summary as text, the system's own words included.
+/// run's items reach its summary as text, in the system's own words (as Rust, libav and a
+/// trainer's libtorch say them: the text of `strerror`).
 pub fn says_disk_full(text: &str) -> bool {
-    [libc::ENOSPC, libc::EDQUOT]
-        .into_iter()
-        .any(|code| text.contains(&std::io::Error::from_raw_os_error(code).to_string()))
+    [libc::ENOSPC, libc::EDQUOT].into_iter().any(|code| {
+        let words = std::io::Error::from_raw_os_error(code).to_string();
+        let words = words.split(" (os error").next().unwrap_or(&words);
+        text.contains(words)
+    })
 }
 
 fn is_broken_pipe(error: &anyhow::Error) -> bool {
@@ -286,6 +289,28 @@ mod tests {
     fn verbosity(args: &[&str]) -> Verbosity {
         let argv = std::iter::once("avaprep").chain(args.iter().copied());
         Flags::parse_from(argv).global.verbosity()
+    }
+
+    /// In Rust's words (with the code), libav's and libtorch's (without), a full disk or quota
+    /// is recognised; other failures to write are not.
+    #[test]
+    fn a_full_disk_is_recognised_in_each_writer_s_words() {
+        let full = [
+            "frames/.a.partial/a_000461.jpg: No space left on device (os error 28)",
+            "video a: writing a packet: No space left on device",
+            "runs/x/checkpoint.pt: Disk quota exceeded",
+        ];
+        for text in full {
+            assert!(says_disk_full(text), "{text}");
+        }
+        let other = [
+            "state.json: Permission denied (os error 13)",
+            "video a: no a.mkv in /videos",
+            "the space left on the device is unknown",
+        ];
+        for text in other {
+            assert!(!says_disk_full(text), "{text}");
+        }
     }
 
     #[test]

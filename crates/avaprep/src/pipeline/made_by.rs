@@ -106,20 +106,27 @@ fn without(words: &[String], flags: &[&str]) -> Vec<String> {
     kept
 }
 
-/// `words` less the flags of how the output is shown (`--json`, `-q`, `-v`) and of a one-time
-/// request (`--retry-missing`): a hint is read by a person, whom a pasted `--json` would answer
-/// in JSON Lines, and `-q` with nothing; a hint that asks again adds its own.
+/// `words` less the flags of how the output is shown (`--json`, `-q`, `-v`) and of one-time
+/// requests (`--retry-missing`, `--verify`), up to a `--`: a hint is read by a person, whom a
+/// pasted `--json` would answer in JSON Lines and `-q` with nothing, and a hint that asks again
+/// adds its own.
 fn without_passing_flags(words: Vec<String>) -> Vec<String> {
     let passing_flag = |word: &str| {
-        matches!(word, "--json" | "--quiet" | "--verbose" | "--retry-missing")
-            || (word.len() > 1
-                && word.starts_with('-')
-                && !word.starts_with("--")
-                && word[1..].chars().all(|letter| matches!(letter, 'q' | 'v')))
+        matches!(
+            word,
+            "--json" | "--quiet" | "--verbose" | "--retry-missing" | "--verify"
+        ) || (word.len() > 1
+            && word.starts_with('-')
+            && !word.starts_with("--")
+            && word[1..].chars().all(|letter| matches!(letter, 'q' | 'v')))
     };
+    let mut flags_end = false;
     words
         .into_iter()
-        .filter(|word| !passing_flag(word))
+        .filter(|word| {
+            flags_end |= word == "--";
+            flags_end || !passing_flag(word)
+        })
         .collect()
 }
 
@@ -162,7 +169,7 @@ mod tests {
         let data = tempfile::tempdir().unwrap();
         let folder = tempfile::tempdir().unwrap();
         let words = |text: &str| -> Vec<String> { text.split(' ').map(String::from).collect() };
-        let mut arguments = words("--data-dir elsewhere --json -qv run");
+        let mut arguments = words("--data-dir elsewhere --json -qv run --verify");
         arguments.push("my pipeline.toml".into());
         arguments.extend(words("--shard 2/4 --set extract.height=240"));
         keep_making_command(data.path(), &arguments, folder.path()).unwrap();
@@ -196,5 +203,10 @@ mod tests {
             )
         );
         assert_eq!(making_run_until(data.path(), "extract"), None);
+        // After `--` a word is an argument, whatever it looks like.
+        assert_eq!(
+            without_passing_flags(words("-v keyframes --json -- -q")),
+            words("keyframes -- -q")
+        );
     }
 }

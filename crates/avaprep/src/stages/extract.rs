@@ -407,8 +407,10 @@ impl ExtractStage {
         });
         // A failed or stopped extraction's frames are no set, and the next run starts the
         // video afresh: they go now, not left filling a disk that may be what failed.
-        if made.is_err() {
-            let _ = crate::fsutil::remove_if_present(&staging);
+        if made.is_err()
+            && let Err(error) = crate::fsutil::remove_if_present(&staging)
+        {
+            tracing::debug!("{}: not removed: {error}", staging.display());
         }
         made
     }

@@ -71,9 +71,11 @@ pub fn setup_error_junit(message: &str) -> String {
     xml.push_str(
         "  <testsuite name=\"avaprep validate\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">\n",
     );
+    // In the body too: an attribute's line breaks are read as spaces.
     writeln!(
         xml,
-        "    <testcase classname=\"avaprep.validate\" name=\"setup\"><error type=\"setup\" message=\"{}\"/></testcase>",
+        "    <testcase classname=\"avaprep.validate\" name=\"setup\"><error type=\"setup\" message=\"{}\">{}</error></testcase>",
+        escape(message),
         escape(message)
     )
     .expect("a string");

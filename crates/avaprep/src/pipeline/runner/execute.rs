@@ -109,7 +109,7 @@ impl<Id: StageName> Runner<'_, Id> {
         forward: Vec<Downstream>,
     ) {
         for handoff in receiver.iter() {
-            if self.context.cancelled() || prepared.unsaved.load(Ordering::Relaxed) {
+            if self.context.cancelled() || prepared.unsaved().is_some() {
                 break;
             }
             let next = match handoff {
@@ -280,10 +280,12 @@ impl<Id: StageName> Runner<'_, Id> {
     /// folder made read-only), the stage begins no more items: their work would not be
     /// recorded. The stage's last save, in [`Self::finish`], reports the error.
     fn save(&self, prepared: &Prepared<Id>, state: &StageState) {
-        if let Err(error) = self.store_for(prepared.stage.id()).save(state)
-            && !prepared.unsaved.swap(true, Ordering::Relaxed)
-        {
-            tracing::error!("{error}: beginning no more items of the stage");
+        if let Err(error) = self.store_for(prepared.stage.id()).save(state) {
+            let mut unsaved = prepared.unsaved.lock().expect("unsaved lock");
+            if unsaved.is_none() {
+                tracing::error!("{error}: beginning no more items of the stage");
+                *unsaved = Some(error.to_string());
+            }
         }
     }
 
@@ -324,14 +326,17 @@ impl<Id: StageName> Runner<'_, Id> {
                 .plan
                 .iter()
                 .filter(|item| !current.contains(*item) && !failed.contains(*item));
-            let why = match prepared.unsaved.load(Ordering::Relaxed) {
-                true => "not started: the stage's state could not be saved",
-                false => "not started: an earlier stage did not complete it",
+            // The save's error, with the system's words: a full disk is said as one.
+            let why = match prepared.unsaved() {
+                Some(error) => {
+                    format!("not started: the stage's state could not be saved: {error}")
+                }
+                None => "not started: an earlier stage did not complete it".to_string(),
             };
             failures.extend(waiting.map(|item| ItemFailure {
                 item: item.clone(),
                 kind: FailureKind::Blocked,
-                message: why.to_string(),
+                message: why.clone(),
             }));
         }
         if !prepared.up_to_date {

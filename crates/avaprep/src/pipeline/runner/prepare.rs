@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize};
+use std::sync::atomic::AtomicUsize;
 use std::time::Instant;
 
 use rayon::prelude::*;
@@ -40,9 +40,16 @@ pub(crate) struct Prepared<'s, Id: StageName> {
     /// Items this run has begun or found missing upstream.
     pub(crate) begun: AtomicUsize,
     pub(crate) newly_missing: Mutex<Vec<ItemFailure>>,
-    /// Set when the state could not be saved (a full disk): no item is begun after it, as what
-    /// it made could not be recorded.
-    pub(crate) unsaved: AtomicBool,
+    /// Why the state could not be saved (a full disk), the first time: no item is begun after
+    /// it, as what it made could not be recorded.
+    pub(crate) unsaved: Mutex<Option<String>>,
+}
+
+impl<Id: StageName> Prepared<'_, Id> {
+    /// Why the stage's state could not be saved, once it could not.
+    pub(crate) fn unsaved(&self) -> Option<String> {
+        self.unsaved.lock().expect("unsaved lock").clone()
+    }
 }
 
 /// "3 items changed since they were made: ... ; redoing them", naming a few.
@@ -230,7 +237,7 @@ impl<Id: StageName> Runner<'_, Id> {
             made: Mutex::new(BTreeSet::new()),
             begun: AtomicUsize::new(0),
             newly_missing: Mutex::new(Vec::new()),
-            unsaved: AtomicBool::new(false),
+            unsaved: Mutex::new(None),
         };
         match self.shard {
             None => self.merge_shards(&mut state, &prepared.keys, group)?,
