@@ -57,6 +57,29 @@ fn fetched(data: &Path, url_path: &str) -> PathBuf {
         .join(url_path.trim_start_matches("/ava-dataset/"))
 }
 
+/// The line of a summary that names the command asking again for the one missing video, and
+/// that command.
+pub(crate) fn retry_named(output: &Output) -> (String, String) {
+    let hint = stdout(output)
+        .lines()
+        .find(|line| line.contains("ask for the 1 missing again"))
+        .unwrap_or_else(|| panic!("no hint to ask again: {}", stdout(output)))
+        .to_string();
+    let named = first_named(&hint).to_string();
+    (hint, named)
+}
+
+/// How many times the server was asked for a video (not an annotation file).
+pub(crate) fn video_requests(server: &ServerHandle) -> u64 {
+    server
+        .stats()
+        .paths
+        .iter()
+        .filter(|(path, _)| path.contains("/trainval/") || path.contains("/test/"))
+        .map(|(_, stats)| stats.requests)
+        .sum()
+}
+
 fn largest_video(root: &Path) -> (String, PathBuf) {
     mirror_videos(root)
         .into_iter()
@@ -282,13 +305,8 @@ fn a_missing_video_is_reported_recorded_and_the_rest_finish() {
     let again = fetch(data.path(), root, &server, &[]);
     assert!(again.status.success(), "{}", stderr(&again));
     assert!(server.stats().path(missing_url).is_none());
-    let hint = stdout(&again)
-        .lines()
-        .find(|line| line.contains("ask for the 1 missing again"))
-        .unwrap_or_else(|| panic!("no hint to ask again: {}", stdout(&again)))
-        .to_string();
     // The fetch that made the data directory, word for word, asking again.
-    let named = first_named(&hint);
+    let (hint, named) = retry_named(&again);
     assert!(
         named.contains(" fetch --dataset ") && named.ends_with(" --retry-missing"),
         "{hint}"

@@ -12,9 +12,7 @@ use avaprep_testbed::serve::{self, Fault, FaultPlan, FaultRule, ServeConfig, Ser
 
 use crate::extract::planned_videos;
 use crate::nothing_lost::completed;
-use crate::support::{
-    demo_run, first_named, mirror, rewrite_keeping_time, run_named, stderr, stdout,
-};
+use crate::support::{demo_run, mirror, rewrite_keeping_time, run_named, stderr, stdout};
 
 const STAGES: [&str; 8] = [
     "fetch-annotations",
@@ -291,12 +289,7 @@ fn a_video_missing_from_a_run_is_asked_for_again_by_the_run_it_names() {
         .output()
         .unwrap();
     assert!(again.status.success(), "{}", stderr(&again));
-    let hint = stdout(&again)
-        .lines()
-        .find(|line| line.contains("ask for the 1 missing again"))
-        .unwrap_or_else(|| panic!("no hint to ask again: {}", stdout(&again)))
-        .to_string();
-    let named = first_named(&hint);
+    let (hint, named) = crate::fetch::retry_named(&again);
     assert!(
         named.contains(" run pipelines/demo.toml ")
             && named.ends_with(" --until fetch-videos --retry-missing"),
