@@ -176,7 +176,8 @@ pub fn finish(result: anyhow::Result<ExitStatus>, printer: &Printer) -> ExitCode
                 .next()
                 .unwrap_or(&message);
             eprintln!("error: {message}");
-            let hint = (disk_full(&error) || says_disk_full(message)).then_some(DISK_FULL_HINT);
+            // The message holds each cause's words, an io::Error's among them.
+            let hint = says_disk_full(message).then_some(DISK_FULL_HINT);
             if let Some(hint) = hint {
                 eprintln!("hint: {hint}");
             }
@@ -230,17 +231,6 @@ fn init_logging(verbosity: Verbosity) {
 /// What to do when a disk filled: the work's own messages name only the file that could not be
 /// written.
 pub const DISK_FULL_HINT: &str = "the disk (or your quota on it) is full: free space on it (`df -h` shows each disk's free space), or move the data directory to a larger disk and name it with --data-dir; then run the same command again: what was done is kept";
-
-fn disk_full(error: &anyhow::Error) -> bool {
-    error.chain().any(|cause| {
-        cause.downcast_ref::<std::io::Error>().is_some_and(|io| {
-            matches!(
-                io.kind(),
-                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-            )
-        })
-    })
-}
 
 /// Whether a failure's text says a disk, or the user's quota on it, is full: the failures of a
 /// run's items reach its summary as text, in the system's own words (as Rust, libav and a

@@ -162,8 +162,9 @@ fn spoken(data_dir: &Path, record: &MakingCommand) -> Option<String> {
 mod tests {
     use super::*;
 
-    /// The command comes back as it was typed, less a shard's flag, the output's and a retry's, with the
-    /// data directory as it is now named (it may have moved), and from the folder it ran in.
+    /// The command comes back as it was typed, less a shard's flag, the output's and one-time
+    /// requests', with the data directory as it is now named (it may have moved), and from the
+    /// folder it ran in.
     #[test]
     fn the_making_command_is_kept_without_its_shard() {
         let data = tempfile::tempdir().unwrap();

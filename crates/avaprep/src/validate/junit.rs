@@ -13,19 +13,13 @@ pub fn to_junit(report: &ValidationReport) -> String {
         .iter()
         .filter(|check| check.status() == CheckStatus::Skipped)
         .count();
-    let tests = report.checks.len();
-    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let time = report.seconds;
-    writeln!(
-        xml,
-        "<testsuites name=\"avaprep validate\" tests=\"{tests}\" failures=\"{failures}\" skipped=\"{skipped}\" time=\"{time:.3}\">"
-    )
-    .expect("a string");
-    writeln!(
-        xml,
-        "  <testsuite name=\"avaprep validate\" tests=\"{tests}\" failures=\"{failures}\" errors=\"0\" skipped=\"{skipped}\" time=\"{time:.3}\">"
-    )
-    .expect("a string");
+    let counts = Counts {
+        tests: report.checks.len(),
+        failures,
+        errors: 0,
+        skipped,
+    };
+    let mut xml = opening(&counts, report.seconds);
     for check in &report.checks {
         let name = check.id.name();
         write!(
@@ -64,13 +58,13 @@ pub fn to_junit(report: &ValidationReport) -> String {
 /// An error that stopped the checks before any ran (no lists yet, a config that cannot be read),
 /// as one test case in error: a CI system shows why, where it looks for the checks.
 pub fn setup_error_junit(message: &str) -> String {
-    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    xml.push_str(
-        "<testsuites name=\"avaprep validate\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">\n",
-    );
-    xml.push_str(
-        "  <testsuite name=\"avaprep validate\" tests=\"1\" failures=\"0\" errors=\"1\" skipped=\"0\" time=\"0.000\">\n",
-    );
+    let counts = Counts {
+        tests: 1,
+        failures: 0,
+        errors: 1,
+        skipped: 0,
+    };
+    let mut xml = opening(&counts, 0.0);
     // In the body too: an attribute's line breaks are read as spaces.
     writeln!(
         xml,
@@ -80,5 +74,29 @@ pub fn setup_error_junit(message: &str) -> String {
     )
     .expect("a string");
     xml.push_str("  </testsuite>\n</testsuites>\n");
+    xml
+}
+
+struct Counts {
+    tests: usize,
+    failures: usize,
+    errors: usize,
+    skipped: usize,
+}
+
+/// The XML declaration and the opening tags of the suites and of the one suite.
+fn opening(counts: &Counts, seconds: f64) -> String {
+    let Counts {
+        tests,
+        failures,
+        errors,
+        skipped,
+    } = counts;
+    let mut xml = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    let totals = format!(
+        "tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\" skipped=\"{skipped}\" time=\"{seconds:.3}\""
+    );
+    writeln!(xml, "<testsuites name=\"avaprep validate\" {totals}>").expect("a string");
+    writeln!(xml, "  <testsuite name=\"avaprep validate\" {totals}>").expect("a string");
     xml
 }
