@@ -87,8 +87,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // clap exits with 2 on a usage error and 0 for --help / --version.
-    let cli = Cli::parse();
+    let cli: Cli = avaprep_shell::parse();
     let printer = cli.global.printer();
     if let Command::Train(_) | Command::Predict(_) = &cli.command {
         // The trainer parses its own arguments, prints and exits as this process would.

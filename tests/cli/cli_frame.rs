@@ -54,6 +54,25 @@ fn usage_error_exits_2() {
         "{}",
         stderr(&output)
     );
+    // A script asking for JSON gets the usage error as a record too, whoever finds it: clap
+    // (an unknown flag, here the trainer's) or the command.
+    for words in [
+        &["--json", "fetch", "--bogus"][..],
+        &["--json", "train", "--bogus"],
+        &["--json", "run", "x.toml", "--shard", "5/4"],
+    ] {
+        let output = avaprep(dir.path()).args(words).output().unwrap();
+        assert_eq!(output.status.code(), Some(2), "{words:?}");
+        let record: serde_json::Value = serde_json::from_str(stdout(&output).trim())
+            .unwrap_or_else(|_| panic!("{words:?}: one JSON record, not {}", stdout(&output)));
+        assert_eq!(record["type"], "error", "{record}");
+        assert_eq!(record["exit_code"], 2, "{record}");
+        let message = record["message"].as_str().unwrap();
+        assert!(
+            message.contains("--bogus") || message.contains("not a shard"),
+            "{message}"
+        );
+    }
 }
 
 /// A data directory whose path is not UTF-8 cannot be written into PySlowFast's and mmaction2's

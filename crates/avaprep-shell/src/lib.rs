@@ -160,6 +160,39 @@ fn ignored(signal: libc::c_int) -> bool {
     }
 }
 
+/// The command line, parsed; clap reports a usage error and exits 2 (0 for `--help` and
+/// `--version`). With `--json` a usage error is also an `error` record on stdout, as every other
+/// error is: a script reading the records learns why there are none.
+pub fn parse<C: clap::Parser>() -> C {
+    C::try_parse().unwrap_or_else(|error| {
+        if error.use_stderr() && asks_for_json(std::env::args_os().skip(1)) {
+            let message = usage_error_text(&error.to_string());
+            Printer::new(Verbosity::Quiet, true).record(
+                "error",
+                &serde_json::json!({ "message": message, "hint": null, "exit_code": 2 }),
+            );
+        }
+        error.exit()
+    })
+}
+
+/// Whether `--json` is among the words before `--` (after it, words are a value or the
+/// trainer's).
+fn asks_for_json(words: impl Iterator<Item = std::ffi::OsString>) -> bool {
+    words
+        .take_while(|word| word != "--")
+        .any(|word| word == "--json")
+}
+
+/// clap's message without its `error: ` label, its usage lines and its `--help` pointer.
+fn usage_error_text(rendered: &str) -> String {
+    let first_paragraph = rendered.split("\n\n").next().unwrap_or(rendered);
+    first_paragraph
+        .trim()
+        .trim_start_matches("error: ")
+        .to_string()
+}
+
 /// The exit code of a command's result; an error is printed once, on stderr, and with `--json`
 /// as an `error` record on stdout too: a script reading the records learns why there are no
 /// others.
@@ -279,6 +312,28 @@ mod tests {
     fn verbosity(args: &[&str]) -> Verbosity {
         let argv = std::iter::once("avaprep").chain(args.iter().copied());
         Flags::parse_from(argv).global.verbosity()
+    }
+
+    /// A usage error's record holds clap's one-line reason, not its usage lines; `--json`
+    /// after `--` is the trainer's word, not ours.
+    #[test]
+    fn a_usage_error_is_said_in_one_line_and_json_is_asked_before_the_separator() {
+        let error = Flags::try_parse_from(["avaprep", "--json", "--bogus"]).unwrap_err();
+        assert!(error.use_stderr());
+        let text = usage_error_text(&error.to_string());
+        assert!(text.contains("'--bogus'"), "{text}");
+        assert!(
+            !text.starts_with("error:") && !text.contains("Usage:"),
+            "{text}"
+        );
+        let words = |line: &str| {
+            line.split(' ')
+                .map(std::ffi::OsString::from)
+                .collect::<Vec<_>>()
+        };
+        assert!(asks_for_json(words("train --json --epochs 2").into_iter()));
+        assert!(!asks_for_json(words("train -- --json").into_iter()));
+        assert!(!asks_for_json(words("train --jsonl").into_iter()));
     }
 
     /// In Rust's words (with the code), libav's and libtorch's (without), a full disk or quota

@@ -41,8 +41,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    // clap exits with 2 on a usage error and 0 for --help / --version.
-    let cli = Cli::parse();
+    let cli: Cli = avaprep_shell::parse();
     avaprep_shell::start(&cli.global);
     let printer = cli.global.printer();
     let result = match &cli.command {
