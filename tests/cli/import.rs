@@ -667,6 +667,25 @@ fn an_import_clips_boxes_lists_missing_videos_and_names_bad_exports() {
         .unwrap();
     assert_eq!(unknown.status.code(), Some(2), "{}", stderr(&unknown));
     assert!(stderr(&unknown).contains("CVAT"), "{}", stderr(&unknown));
+    // An attribute the export does not have is the flag's mistake, not the file's (exit 2),
+    // and the error lists those it has.
+    let misspelt = avaprep(out.path())
+        .arg("import")
+        .arg(&clipped_path)
+        .arg("--videos")
+        .arg(videos())
+        .arg("--out")
+        .arg(by_label.path())
+        .args(["--action-from", "attribute:moveleft"])
+        .output()
+        .unwrap();
+    assert_eq!(misspelt.status.code(), Some(2), "{}", stderr(&misspelt));
+    assert!(
+        stderr(&misspelt).contains("no attribute is named \"moveleft\"")
+            && stderr(&misspelt).contains("move left"),
+        "{}",
+        stderr(&misspelt)
+    );
 }
 
 /// The own-videos pipeline on an imported dataset (videos read where they are), with the

@@ -223,4 +223,20 @@ pub enum ExportError {
     /// `origin` says where; `message` what is wrong and what was expected there.
     #[error("{origin}: {message}")]
     Malformed { origin: Origin, message: String },
+    /// The export is sound, but the action setting (`--action-from`) names what it lacks, or
+    /// could mean several of its attributes: the setting is the user's to change (exit 2).
+    #[error("{origin}: {message}")]
+    ActionSetting { origin: Origin, message: String },
+}
+
+impl ExportError {
+    /// This error, said of the action setting rather than of the file.
+    pub(super) fn of_the_action_setting(self) -> Self {
+        match self {
+            ExportError::Malformed { origin, message } => {
+                ExportError::ActionSetting { origin, message }
+            }
+            other => other,
+        }
+    }
 }

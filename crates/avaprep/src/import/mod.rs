@@ -110,7 +110,12 @@ pub enum ImportError {
 impl ImportError {
     /// A value the user gave that no import could honour (exit 2).
     pub fn is_usage(&self) -> bool {
-        matches!(self, ImportError::Usage(_) | ImportError::Setting(_))
+        matches!(
+            self,
+            ImportError::Usage(_)
+                | ImportError::Setting(_)
+                | ImportError::Export(ExportError::ActionSetting { .. })
+        )
     }
 }
 

@@ -156,13 +156,14 @@ impl<'a, 'input> Xml<'a, 'input> {
                 names.into_iter().collect::<Vec<_>>().join(", ")
             )
         };
-        Err(self.error(
+        let error = self.error(
             root,
             format!(
                 "no attribute is named \"{wanted}\" ({known}); expected the attribute that \
                  names the action"
             ),
-        ))
+        );
+        Err(error.of_the_action_setting())
     }
 
     /// `Rect::Pixels` from a `<box>`'s corners, as written.

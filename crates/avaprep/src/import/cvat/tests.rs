@@ -446,8 +446,13 @@ fn an_attribute_the_export_lacks_is_an_error_listing_those_it_has() {
         &testdata("cvat_video.xml"),
         &ActionSource::Attribute("Action".into()),
     )
-    .unwrap_err()
-    .to_string();
+    .unwrap_err();
+    // The file is sound: the setting is the user's to change (exit 2).
+    assert!(
+        matches!(error, ExportError::ActionSetting { .. }),
+        "{error:?}"
+    );
+    let error = error.to_string();
     assert!(
         error.contains("no attribute is named \"Action\" (it has action, talk, wave)"),
         "{error}"

@@ -319,40 +319,36 @@ impl<'a> Project<'a> {
                 .filter(|attribute| attribute.kind == CHECKBOX)
                 .collect(),
         };
-        match (actions, chosen.len()) {
-            (ActionSource::Checkboxes, 1..) | (_, 1) => Ok(chosen),
-            (ActionSource::Label, 0) => Err(self.error(
-                "\"attribute\"".into(),
-                "the project has no attribute to read actions from; expected one (a checkbox, \
-                 radio or select of the actions)"
-                    .into(),
-            )),
-            (ActionSource::Label, _) => Err(self.error(
-                "\"attribute\"".into(),
-                format!(
-                    "several attributes could name the actions ({}); choose the one that does \
-                     with the attribute option",
-                    names(&chosen)
-                ),
-            )),
-            (ActionSource::Attribute(name), 0) => Err(self.error(
-                "\"attribute\"".into(),
-                format!(
-                    "no attribute is named \"{name}\"; expected one of {}",
-                    names(&self.attributes.iter().collect::<Vec<_>>())
-                ),
-            )),
-            (ActionSource::Attribute(name), _) => Err(self.error(
-                "\"attribute\"".into(),
-                format!("several attributes are named \"{name}\"; expected one"),
-            )),
-            (ActionSource::Checkboxes, _) => Err(self.error(
-                "\"attribute\"".into(),
-                "the project has no checkbox attribute (type 2); expected one whose ticked \
-                 options are the actions"
-                    .into(),
-            )),
-        }
+        let message = match (actions, chosen.len()) {
+            (ActionSource::Checkboxes, 1..) | (_, 1) => return Ok(chosen),
+            (ActionSource::Label, 0) => {
+                return Err(self.error(
+                    "\"attribute\"".into(),
+                    "the project has no attribute to read actions from; expected one (a \
+                     checkbox, radio or select of the actions)"
+                        .into(),
+                ));
+            }
+            (ActionSource::Label, _) => format!(
+                "several attributes could name the actions ({}); choose the one that does \
+                 with the attribute option",
+                names(&chosen)
+            ),
+            (ActionSource::Attribute(name), 0) => format!(
+                "no attribute is named \"{name}\"; expected one of {}",
+                names(&self.attributes.iter().collect::<Vec<_>>())
+            ),
+            (ActionSource::Attribute(name), _) => {
+                format!("several attributes are named \"{name}\"; expected one")
+            }
+            (ActionSource::Checkboxes, _) => "the project has no checkbox attribute (type 2); \
+                 expected one whose ticked options are the actions"
+                .into(),
+        };
+        // The project is sound; the action setting asks for what it does not have.
+        Err(self
+            .error("\"attribute\"".into(), message)
+            .of_the_action_setting())
     }
 
     fn person_attributes(&self) -> Vec<&Attribute<'a>> {

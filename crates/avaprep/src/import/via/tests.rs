@@ -153,7 +153,13 @@ fn label_with_two_attributes_names_them_and_asks_for_one() {
 
 #[test]
 fn an_attribute_the_project_lacks_is_an_error_listing_those_it_has() {
-    let message = error_of(&project(""), &ActionSource::Attribute("verb".into()));
+    let error = read_text(&project(""), &ActionSource::Attribute("verb".into())).unwrap_err();
+    // The project is sound: the setting is the user's to change (exit 2).
+    assert!(
+        matches!(error, ExportError::ActionSetting { .. }),
+        "{error:?}"
+    );
+    let message = error.to_string();
     assert!(
         message.contains("no attribute is named \"verb\"; expected one of \"action\", \"person\""),
         "{message}"
