@@ -669,6 +669,52 @@ fn verify_rehashes_and_downloads_a_damaged_file_again() {
     assert_eq!(fs::read(&copy).unwrap(), fs::read(&source).unwrap());
 }
 
+/// A video downloaded whole whose record cannot be written (as on a disk that filled at that
+/// moment) is not taken as done, nor downloaded again: the next fetch, once the record can be
+/// written, resumes it at its end and receives no byte of it.
+#[test]
+fn a_download_whose_record_cannot_be_written_is_finished_without_sending_it_again() {
+    let root = mirror();
+    let server = start(root, Vec::new());
+    let data = tempfile::tempdir().unwrap();
+    // The videos' records cannot be made: a file stands where their folder goes.
+    let records = data.path().join(".avaprep/downloads/videos");
+    fs::create_dir_all(records.parent().unwrap()).unwrap();
+    fs::write(&records, b"in the way").unwrap();
+    let first = fetch(data.path(), root, &server, &[]);
+    assert_eq!(first.status.code(), Some(1), "{}", stderr(&first));
+    let videos = mirror_videos(root);
+    for (url, source) in &videos {
+        let copy = fetched(data.path(), url);
+        assert!(
+            !copy.exists(),
+            "{} is under its name unrecorded",
+            copy.display()
+        );
+        let part = copy.with_file_name(format!(
+            "{}.part",
+            copy.file_name().unwrap().to_string_lossy()
+        ));
+        assert_eq!(fs::read(&part).unwrap(), fs::read(source).unwrap(), "{url}");
+    }
+    let sent = server.stats().total_body_bytes;
+    fs::remove_file(&records).unwrap();
+    let again = fetch(data.path(), root, &server, &[]);
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert_same_files(data.path(), root);
+    // Each video is asked for from its end: the server's short 416 answers, no video's bytes.
+    let sent_again = server.stats().total_body_bytes - sent;
+    assert!(
+        sent_again < 100 * videos.len() as u64,
+        "{sent_again} bytes sent again"
+    );
+    assert!(
+        stdout(&again).contains(&format!("{} resumed", videos.len())),
+        "{}",
+        stdout(&again)
+    );
+}
+
 /// `command` run with `folder` replaced by an empty tmpfs of `bytes`, in a private mount
 /// namespace: nothing on the host changes and no privileges are needed. `None` where this
 /// system forbids user namespaces.

@@ -167,8 +167,9 @@ pub fn fetch_file(
     let mut last_error = None;
     for url in urls {
         match downloader.fetch(url, destination, expected, progress) {
-            Ok(done) => {
-                record(layout, destination, &done)?;
+            Ok(completed) => {
+                record(layout, destination, &completed.downloaded)?;
+                let done = completed.put_in_place()?;
                 return Ok(if done.resumed_from > 0 {
                     HowFetched::Resumed
                 } else {

@@ -43,6 +43,30 @@ pub struct Downloaded {
     pub resumed_from: u64,
 }
 
+/// A download complete and verified, still under its `.part` name with its validator beside
+/// it. It takes its final name only from [`Completed::put_in_place`], which the caller calls once
+/// it has recorded the download: a file under its final name always has its record, and a
+/// record that could not be written (a full disk) leaves a whole `.part` that the next fetch
+/// resumes at its end, sending nothing again.
+#[derive(Debug)]
+#[must_use = "a completed download is under its final name only once put in place"]
+pub struct Completed {
+    pub downloaded: Downloaded,
+    part: PathBuf,
+    destination: PathBuf,
+}
+
+impl Completed {
+    /// Renames the `.part` file to its destination and drops its validator.
+    pub fn put_in_place(self) -> Result<Downloaded, DownloadError> {
+        let destination = &self.destination;
+        fs::rename(&self.part, destination).map_err(|source| io_error(destination, source))?;
+        fsutil::sync_parent(destination).map_err(|source| io_error(destination, source))?;
+        let _ = fs::remove_file(meta_path(&self.part));
+        Ok(self.downloaded)
+    }
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum DownloadError {
     #[error("{url}: not found on the server (HTTP {status})")]
@@ -195,14 +219,15 @@ impl<'c> Downloader<'c> {
         })
     }
 
-    /// Downloads `url` to `destination`, resuming a `.part` file left by an earlier attempt.
+    /// Downloads `url` for `destination`, resuming a `.part` file left by an earlier attempt;
+    /// the caller puts the completed file in place.
     pub fn fetch(
         &self,
         url: &str,
         destination: &Path,
         expected: &Expected,
         progress: &dyn Progress,
-    ) -> Result<Downloaded, DownloadError> {
+    ) -> Result<Completed, DownloadError> {
         // Responses and connections are created and dropped inside this downloader's runtime.
         let _context = self.runtime.enter();
         if let Some(parent) = destination.parent() {
@@ -223,10 +248,14 @@ impl<'c> Downloader<'c> {
             };
             match self.attempt(url, &part, offset, expected, &mut progress_in_attempt) {
                 Ok(()) => {
-                    let mut done = finish(url, &part, destination, expected, &mut hash)?;
-                    done.transferred = transferred;
-                    done.resumed_from = resumed_from.unwrap_or(0);
-                    return Ok(done);
+                    let mut downloaded = finish(url, &part, expected, &mut hash)?;
+                    downloaded.transferred = transferred;
+                    downloaded.resumed_from = resumed_from.unwrap_or(0);
+                    return Ok(Completed {
+                        downloaded,
+                        part,
+                        destination: destination.to_path_buf(),
+                    });
                 }
                 Err(AttemptError::Fatal(error)) => return Err(error),
                 Err(AttemptError::Interrupted) => return Err(self.interrupted(url)),
@@ -648,11 +677,10 @@ struct Transfer<'a> {
     progress: &'a dyn Progress,
 }
 
-/// Checks the complete partial file and gives it its final name.
+/// Checks the complete partial file: its size and hash against what was expected.
 fn finish(
     url: &str,
     part: &Path,
-    destination: &Path,
     expected: &Expected,
     hash: &mut PartHash,
 ) -> Result<Downloaded, DownloadError> {
@@ -685,15 +713,11 @@ fn finish(
             actual: sha256,
         });
     }
-    let meta = read_meta(part);
-    fs::rename(part, destination).map_err(|source| io_error(destination, source))?;
-    fsutil::sync_parent(destination).map_err(|source| io_error(destination, source))?;
-    let _ = fs::remove_file(meta_path(part));
     Ok(Downloaded {
         url: url.to_string(),
         size,
         sha256,
-        etag: meta.etag,
+        etag: read_meta(part).etag,
         transferred: 0,
         resumed_from: 0,
     })
