@@ -210,21 +210,40 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
     );
 
     let data = tempfile::tempdir().unwrap();
+    let on_disk = [
+        format!("fetch.videos=\"{}\"", clips.path().display()),
+        format!("fetch.video_start={START}"),
+        format!(
+            "fetch.annotations=\"{}\"",
+            fetched.path().join("annotations").display()
+        ),
+    ];
     let run = |extra: &[&str]| {
         demo_run(data.path())
             .args(["--until", "validate"])
-            .arg("--set")
-            .arg(format!("fetch.videos=\"{}\"", clips.path().display()))
-            .arg("--set")
-            .arg(format!("fetch.video_start={START}"))
-            .arg("--set")
-            .arg(format!(
-                "fetch.annotations=\"{}\"",
-                fetched.path().join("annotations").display()
-            ))
+            .args(on_disk.iter().flat_map(|set| ["--set", set]))
             .args(extra)
             .output()
             .unwrap()
+    };
+    // Each stage's condition as `status` says it, for the same pipeline.
+    let status_conditions = || -> BTreeMap<String, String> {
+        let dataset = format!("dataset=\"{}\"", mirror().join("manifest.toml").display());
+        let output = avaprep(data.path())
+            .args(["--json", "status", "pipelines/demo.toml", "--set", &dataset])
+            .args(["--set", "extract.height=240"])
+            .args(on_disk.iter().flat_map(|set| ["--set", set]))
+            .output()
+            .unwrap();
+        assert!(output.status.success(), "{}", stderr(&output));
+        stdout(&output)
+            .lines()
+            .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
+            .filter_map(|line| {
+                let condition = line["condition"].as_str()?.to_string();
+                Some((line["stage"].as_str()?.to_string(), condition))
+            })
+            .collect()
     };
     let first = run(&[]);
     // The videos not in the folder are newly missing: reported, and the run says so (exit 1).
@@ -307,6 +326,31 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
     assert!(
         message.contains(&once) && message.contains("replace it with a whole copy"),
         "{message}"
+    );
+    // The lists that drop it say why, in the stage's words (they said "not extracted, or its
+    // extraction did not finish", as of a stopped run).
+    let dropped = fs::read_to_string(data.path().join("slowfast/dropped_videos.txt")).unwrap();
+    let line = dropped
+        .lines()
+        .find(|line| line.starts_with(&format!("{broken}:")))
+        .unwrap_or_else(|| panic!("{broken} not dropped: {dropped}"));
+    assert!(
+        line.contains("fetch-videos failed: ") && line.contains("libav cannot open it"),
+        "{line}"
+    );
+    // `status` says what the run did: the lists and validation past the failed videos are
+    // done (they were "stale, after fetch-videos", which the next run found up to date).
+    let after_run = status_conditions();
+    let conditions = &after_run;
+    assert_eq!(conditions["fetch-videos"], "failed", "{conditions:?}");
+    assert_eq!(conditions["lists"], "done", "{conditions:?}");
+    assert_eq!(conditions["validate"], "done", "{conditions:?}");
+    let again = run(&[]);
+    assert_eq!(crate::nothing_lost::completed(&again, "lists"), 0);
+    assert_eq!(
+        status_conditions(),
+        after_run,
+        "a run that redid nothing changed the status"
     );
 }
 

@@ -123,6 +123,12 @@ impl DataLayout {
         self.root.join("work").join("missing")
     }
 
+    /// Why `stage` last failed each video it has not made since (a marker each, its error), for
+    /// the lists and the report to say why a video has no frames.
+    pub fn failed_videos(&self, stage: &str) -> PathBuf {
+        self.root.join("work").join("failed").join(stage)
+    }
+
     /// Videos `delete_videos_after_extract` deleted once their frames were made (a marker each).
     pub fn deleted_videos(&self) -> PathBuf {
         self.root.join("work").join("deleted")

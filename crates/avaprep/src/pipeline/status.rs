@@ -8,7 +8,7 @@ use super::PipelineError;
 use super::fingerprint::stage_key;
 use super::lock::{Holder, holders_now};
 use super::runner::{Runner, adopt_item, assess, merge_shard_states, topological_order};
-use super::stage::{AnyStage, StageName, serialize_name};
+use super::stage::{AnyStage, FailureKind, StageName, serialize_name};
 use super::state::{Peeked, STATE_FORMAT, ShardState, StageState, StageStatus};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -126,13 +126,19 @@ impl<Id: StageName> Runner<'_, Id> {
             );
             return Ok(line);
         }
+        // A stage that failed and will fail the same way changes nothing downstream: what
+        // comes after is assessed on its own, as the next run goes on past the failed items.
         let waiting: Vec<&str> = stage
             .depends_on()
             .iter()
             .filter(|&&dependency| {
-                earlier
-                    .iter()
-                    .any(|line| line.stage == dependency && line.condition != StageCondition::Done)
+                earlier.iter().any(|line| {
+                    line.stage == dependency
+                        && !matches!(
+                            line.condition,
+                            StageCondition::Done | StageCondition::Failed
+                        )
+                })
             })
             .map(|dependency| dependency.name())
             .collect();
@@ -176,6 +182,20 @@ impl<Id: StageName> Runner<'_, Id> {
             state.items.remove(item);
         }
         let (done, redo) = assess::<Id>(&keys, &[], &state, &plan);
+        // An item an earlier stage failed is not started by the next run either.
+        let upstream_failed = earlier.iter().any(|line| {
+            stage.depends_on().contains(&line.stage) && line.condition == StageCondition::Failed
+        });
+        let blocked = |item: &String| {
+            state
+                .failures
+                .iter()
+                .any(|failure| &failure.item == item && failure.kind == FailureKind::Blocked)
+        };
+        let redo: Vec<String> = redo
+            .into_iter()
+            .filter(|item| !(upstream_failed && blocked(item)))
+            .collect();
         line.items_planned = plan.len();
         line.items_done = done;
         if let Some((item, change)) = changed.first() {

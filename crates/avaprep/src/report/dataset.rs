@@ -302,8 +302,7 @@ fn class_counts(
         .collect()
 }
 
-/// Planned videos without frames, with the reason: the fetch stage's marker for a video the
-/// server or folder does not have, else an extraction that did not complete.
+/// Planned videos without frames, with the reason (`stages::no_frames_reason`).
 fn dropped(
     layout: &DataLayout,
     plan: &VideoPlan,
@@ -313,12 +312,7 @@ fn dropped(
         .iter()
         .filter(|video| !indexes.contains_key(&video.id))
         .map(|video| {
-            let marker = layout.missing_videos().join(video.id.as_str());
-            let reason = std::fs::read_to_string(&marker).unwrap_or_else(|_| {
-                "no frames: its extraction has not completed (`avaprep status PIPELINE` or the \
-                 extract command's output says why)"
-                    .to_string()
-            });
+            let reason = crate::stages::no_frames_reason(layout, video.id.as_str());
             Dropped {
                 video: video.id.to_string(),
                 split: video.split.clone(),

@@ -162,6 +162,46 @@ impl ExtractStage {
             Ranges::Segment => segment_range(video.extractable(plan.segment)),
         }
     }
+
+    /// Extracts one video's frames into place; deletes the download where asked.
+    fn extract_video(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
+        let layout = DataLayout::new(context.data_dir);
+        let plan = load_plan(context.data_dir)?;
+        let video = plan
+            .video(item)
+            .ok_or_else(|| ItemError::input(format!("video {item}: not in the video plan")))?;
+        let input = match &plan.videos_on_disk {
+            // The file name is a checked `<id>.<ext>`, so the path stays in the folder.
+            Some(on_disk) => on_disk.folder.join(video.file_name.to_string()),
+            None => layout
+                .videos(&video.folder)
+                .join(video.file_name.to_string()),
+        };
+        if !input.exists() {
+            let hint = match plan.videos_on_disk {
+                Some(_) => "put it back, or run `avaprep run` again to drop it".to_string(),
+                None => Self::ask_for_the_download(&layout, video, &input)?,
+            };
+            return Err(ItemError::input(format!(
+                "video {item}: {} is not there ({hint})",
+                input.display()
+            )));
+        }
+        let stats = self.extract_into_place(context, &layout, &plan, video, &input)?;
+        // The user's own videos are never deleted.
+        if self.params.delete_videos_after_extract && plan.videos_on_disk.is_none() {
+            super::fetch_videos::mark_deleted(&layout, item)
+                .and_then(|()| std::fs::remove_file(&input))
+                .map_err(|error| {
+                    ItemError::output(format!("video {item}: {}: {error}", input.display()))
+                })?;
+        }
+        let frames = layout.relative(&layout.video_frames(&video.id));
+        let index = layout.relative(&layout.frame_index(&video.id));
+        record(&stats)
+            .with_files(context.data_dir, &[&frames, &index], &[])
+            .map_err(|error| ItemError::output(format!("video {item}: {error}")))
+    }
 }
 
 /// A pre-cut clip whose time 0 is dataset second `start` has no frame before it: a range that
@@ -243,42 +283,10 @@ impl Stage for ExtractStage {
     }
 
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
+        let outcome = self.extract_video(context, item);
         let layout = DataLayout::new(context.data_dir);
-        let plan = load_plan(context.data_dir)?;
-        let video = plan
-            .video(item)
-            .ok_or_else(|| ItemError::input(format!("video {item}: not in the video plan")))?;
-        let input = match &plan.videos_on_disk {
-            // The file name is a checked `<id>.<ext>`, so the path stays in the folder.
-            Some(on_disk) => on_disk.folder.join(video.file_name.to_string()),
-            None => layout
-                .videos(&video.folder)
-                .join(video.file_name.to_string()),
-        };
-        if !input.exists() {
-            let hint = match plan.videos_on_disk {
-                Some(_) => "put it back, or run `avaprep run` again to drop it".to_string(),
-                None => Self::ask_for_the_download(&layout, video, &input)?,
-            };
-            return Err(ItemError::input(format!(
-                "video {item}: {} is not there ({hint})",
-                input.display()
-            )));
-        }
-        let stats = self.extract_into_place(context, &layout, &plan, video, &input)?;
-        // The user's own videos are never deleted.
-        if self.params.delete_videos_after_extract && plan.videos_on_disk.is_none() {
-            super::fetch_videos::mark_deleted(&layout, item)
-                .and_then(|()| std::fs::remove_file(&input))
-                .map_err(|error| {
-                    ItemError::output(format!("video {item}: {}: {error}", input.display()))
-                })?;
-        }
-        let frames = layout.relative(&layout.video_frames(&video.id));
-        let index = layout.relative(&layout.frame_index(&video.id));
-        record(&stats)
-            .with_files(context.data_dir, &[&frames, &index], &[])
-            .map_err(|error| ItemError::output(format!("video {item}: {error}")))
+        super::note_video_outcome(&layout, self.id(), item, &outcome, context.cancelled());
+        outcome
     }
 
     /// How much smaller the result is than every source frame of the segment at native

@@ -82,6 +82,54 @@ impl FetchVideosStage {
             .join(video.file_name.to_string());
         Ok((url, path))
     }
+
+    /// Downloads one video (or finds it in the folder of videos on disk) and checks it opens.
+    fn fetch_video(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
+        let layout = DataLayout::new(context.data_dir);
+        let plan = VideoPlan::load(&layout.video_plan()).map_err(ItemError::input)?;
+        if let Some(on_disk) = &plan.videos_on_disk {
+            return find_on_disk(&layout, &plan, on_disk, item);
+        }
+        let (url, path) = self.video_url_and_path(&layout, &plan, item)?;
+        let downloader =
+            Downloader::new(self.params.policy(), context.cancel).map_err(ItemError::input)?;
+        let marker = layout.missing_videos().join(item);
+        let progress = |done: u64, total: Option<u64>| {
+            let total = total.unwrap_or(0);
+            context
+                .reporter
+                .item_progress(self.id().name(), item, done, total, Unit::Bytes);
+        };
+        let fetched = fetch_file(
+            &downloader,
+            &layout,
+            &[url],
+            &path,
+            &Expected::default(),
+            &progress,
+        );
+        let how = match fetched {
+            Err(error) if error.is_not_found() => {
+                let message = format!("video {item}: {error}");
+                fsutil::write_atomic(&marker, message.as_bytes()).map_err(ItemError::output)?;
+                return Err(ItemError::missing(message));
+            }
+            other => {
+                other.map_err(|error| ItemError::download(format!("video {item}: {error}")))?
+            }
+        };
+        let _ = std::fs::remove_file(&marker);
+        let _ = std::fs::remove_file(layout.deleted_videos().join(item));
+        #[cfg(feature = "extract")]
+        probe_video(&layout, &plan, item, &path)?;
+        let size = std::fs::metadata(&path).map_or(0, |meta| meta.len());
+        Ok(ItemRecord {
+            files: 1,
+            bytes: size,
+            ..ItemRecord::default()
+        }
+        .with_counts(&DownloadCounts::of(how)))
+    }
 }
 
 impl Stage for FetchVideosStage {
@@ -144,50 +192,10 @@ impl Stage for FetchVideosStage {
     }
 
     fn run_item(&self, context: &StageContext, item: &str) -> Result<ItemRecord, ItemError> {
+        let outcome = self.fetch_video(context, item);
         let layout = DataLayout::new(context.data_dir);
-        let plan = VideoPlan::load(&layout.video_plan()).map_err(ItemError::input)?;
-        if let Some(on_disk) = &plan.videos_on_disk {
-            return find_on_disk(&layout, &plan, on_disk, item);
-        }
-        let (url, path) = self.video_url_and_path(&layout, &plan, item)?;
-        let downloader =
-            Downloader::new(self.params.policy(), context.cancel).map_err(ItemError::input)?;
-        let marker = layout.missing_videos().join(item);
-        let progress = |done: u64, total: Option<u64>| {
-            let total = total.unwrap_or(0);
-            context
-                .reporter
-                .item_progress(self.id().name(), item, done, total, Unit::Bytes);
-        };
-        let fetched = fetch_file(
-            &downloader,
-            &layout,
-            &[url],
-            &path,
-            &Expected::default(),
-            &progress,
-        );
-        let how = match fetched {
-            Err(error) if error.is_not_found() => {
-                let message = format!("video {item}: {error}");
-                fsutil::write_atomic(&marker, message.as_bytes()).map_err(ItemError::output)?;
-                return Err(ItemError::missing(message));
-            }
-            other => {
-                other.map_err(|error| ItemError::download(format!("video {item}: {error}")))?
-            }
-        };
-        let _ = std::fs::remove_file(&marker);
-        let _ = std::fs::remove_file(layout.deleted_videos().join(item));
-        #[cfg(feature = "extract")]
-        probe_video(&layout, &plan, item, &path)?;
-        let size = std::fs::metadata(&path).map_or(0, |meta| meta.len());
-        Ok(ItemRecord {
-            files: 1,
-            bytes: size,
-            ..ItemRecord::default()
-        }
-        .with_counts(&DownloadCounts::of(how)))
+        super::note_video_outcome(&layout, self.id(), item, &outcome, context.cancelled());
+        outcome
     }
 
     fn summary(&self, report: &StageReport<StageId>) -> Result<Vec<String>, CountsMismatch> {

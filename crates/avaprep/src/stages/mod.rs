@@ -350,6 +350,49 @@ fn made_from_disk(data_dir: &Path) -> Option<MadeFrom> {
 
 /// The command that downloads this data directory's videos as it was made: the kept `fetch`,
 /// or the kept pipeline's run until its downloads; else `fetch` at its defaults.
+/// Keeps why `stage` failed `video` (its error, in `work/failed/<stage>/<video>`) until the stage
+/// makes it: the lists and the report say it where they drop the video. A stop by Ctrl-C is no
+/// failure of the video.
+pub fn note_video_outcome(
+    layout: &DataLayout,
+    stage: StageId,
+    video: &str,
+    outcome: &Result<crate::pipeline::ItemRecord, crate::pipeline::ItemError>,
+    cancelled: bool,
+) {
+    let marker = layout.failed_videos(stage.name()).join(video);
+    let kept = match outcome {
+        Ok(_) => match std::fs::remove_file(&marker) {
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            other => other,
+        },
+        Err(_) if cancelled => Ok(()),
+        Err(error) => crate::fsutil::write_atomic(&marker, error.message.as_bytes()),
+    };
+    if let Err(error) = kept {
+        tracing::warn!("{}: {error}", marker.display());
+    }
+}
+
+/// Why a planned video has no frames: the server or folder does not have it, or the stage that
+/// last failed it said why, or it is not extracted yet.
+pub fn no_frames_reason(layout: &DataLayout, video: &str) -> String {
+    let read = |path: PathBuf| std::fs::read_to_string(path).ok();
+    if let Some(reason) = read(layout.missing_videos().join(video)) {
+        return format!("missing: {}", reason.trim());
+    }
+    for stage in [StageId::FetchVideos, StageId::Extract] {
+        if let Some(reason) = read(layout.failed_videos(stage.name()).join(video)) {
+            let reason = reason.trim();
+            let reason = reason
+                .strip_prefix(&format!("video {video}: "))
+                .unwrap_or(reason);
+            return format!("{} failed: {reason}", stage.name());
+        }
+    }
+    "no frames: not extracted yet, or its extraction was stopped".to_string()
+}
+
 pub fn download_command(data_dir: &Path) -> String {
     made_by::making_run_until(data_dir, StageId::FetchVideos.name())
         .or_else(|| made_by::making_command(data_dir))
@@ -759,6 +802,35 @@ pub fn verify_downloads(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A failed video's reason is its stage's error until the stage makes it; a stop by Ctrl-C
+    /// leaves the reason as it was.
+    #[test]
+    fn a_video_without_frames_is_said_failed_in_its_stage_s_words_until_made() {
+        use crate::pipeline::{ItemError, ItemRecord};
+        let data = tempfile::tempdir().unwrap();
+        let layout = DataLayout::new(data.path());
+        let video = "-G0kWU7ulls";
+        let generic = no_frames_reason(&layout, video);
+        assert!(generic.contains("not extracted yet"), "{generic}");
+        let failed: Result<ItemRecord, ItemError> = Err(ItemError::input(format!(
+            "video {video}: the video ends at 20.9 s"
+        )));
+        note_video_outcome(&layout, StageId::Extract, video, &failed, false);
+        let said = no_frames_reason(&layout, video);
+        assert_eq!(said, "extract failed: the video ends at 20.9 s");
+        let stopped: Result<ItemRecord, ItemError> = Err(ItemError::input("interrupted"));
+        note_video_outcome(&layout, StageId::Extract, video, &stopped, true);
+        assert_eq!(no_frames_reason(&layout, video), said);
+        note_video_outcome(
+            &layout,
+            StageId::Extract,
+            video,
+            &Ok(ItemRecord::default()),
+            false,
+        );
+        assert_eq!(no_frames_reason(&layout, video), generic);
+    }
 
     #[test]
     fn stage_names_are_unique_and_tables_cover_every_stage() {

@@ -420,11 +420,7 @@ fn no_frames_at_all(layout: &DataLayout, plan: &VideoPlan) -> Option<String> {
 }
 
 fn missing_reason(layout: &DataLayout, video: &PlannedVideo) -> String {
-    let missing = layout.missing_videos().join(video.id.as_str());
-    match std::fs::read_to_string(&missing) {
-        Ok(reason) => format!("missing: {}", reason.trim()),
-        Err(_) => "no frames: not extracted, or its extraction did not finish".to_string(),
-    }
+    crate::stages::no_frames_reason(layout, video.id.as_str())
 }
 
 /// Rows `0 .. segment * list_fps` of one video, row `p` pointing at the frame nearest
