@@ -131,6 +131,24 @@ pub fn open_own_file(path: &Path) -> io::Result<File> {
     }
 }
 
+/// Reads a file of avaprep's own, never through a link (`O_NOFOLLOW`): a state or record
+/// planted as a link would have us trust what it points at.
+pub fn read_own_file(path: &Path) -> io::Result<Vec<u8>> {
+    let opened = OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path);
+    let mut file = match opened {
+        Err(error) if error.raw_os_error() == Some(libc::ELOOP) => {
+            return Err(not_followed("a symbolic link"));
+        }
+        other => other?,
+    };
+    let mut bytes = Vec::new();
+    file.read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 fn not_followed(what: &str) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidInput,

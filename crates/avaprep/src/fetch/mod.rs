@@ -199,7 +199,8 @@ fn is_recorded(layout: &DataLayout, destination: &Path, expected: &Expected) -> 
 }
 
 pub fn read_record(layout: &DataLayout, destination: &Path) -> Option<DownloadRecord> {
-    let bytes = std::fs::read(layout.download_record(destination)).ok()?;
+    // A record planted as a link is no record: the file is downloaded and recorded again.
+    let bytes = fsutil::read_own_file(&layout.download_record(destination)).ok()?;
     serde_json::from_slice(&bytes).ok()
 }
 

@@ -413,7 +413,7 @@ impl StateStore {
     /// Reads a state file without setting a corrupt one aside.
     pub fn peek(&self, stage: &str) -> Result<Peeked, StateError> {
         let path = self.path(stage);
-        match fs::read(&path) {
+        match fsutil::read_own_file(&path) {
             Ok(bytes) => Ok(match parse(&bytes, stage) {
                 Ok(state) => Peeked::Valid(Box::new(state)),
                 Err(reason) => Peeked::Corrupt(reason),
@@ -470,7 +470,7 @@ impl StateStore {
             .filter_map(|path| {
                 let shard = shard_of(&path, stage)?;
                 let written = fs::metadata(&path).and_then(|meta| meta.modified()).ok()?;
-                let state = parse(&fs::read(&path).ok()?, stage).ok()?;
+                let state = parse(&fsutil::read_own_file(&path).ok()?, stage).ok()?;
                 Some(ShardState {
                     written,
                     state,
@@ -554,7 +554,7 @@ fn save_at(path: &Path, state: &StageState) -> Result<(), StateError> {
 }
 
 fn load_file(path: &Path, stage: &str) -> Result<Loaded, StateError> {
-    let bytes = match fs::read(path) {
+    let bytes = match fsutil::read_own_file(path) {
         Ok(bytes) => bytes,
         Err(error) if error.kind() == io::ErrorKind::NotFound => return Ok(Loaded::Missing),
         Err(source) => {
@@ -677,6 +677,35 @@ mod tests {
             Loaded::Valid(state) => assert_eq!(state, sample()),
             _ => panic!("expected a valid state"),
         }
+    }
+
+    /// A state file planted as a link (to a valid state made elsewhere) is an error naming it,
+    /// to `run` and to `status` alike: it was trusted as the stage's record.
+    #[test]
+    fn a_state_file_that_is_a_link_is_refused_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = StateStore::new(dir.path(), None);
+        store.save(&sample()).unwrap();
+        let path = store.path("extract");
+        let elsewhere = dir.path().join("elsewhere.json");
+        fs::rename(&path, &elsewhere).unwrap();
+        std::os::unix::fs::symlink(&elsewhere, &path).unwrap();
+        for error in [
+            store.load("extract").map(|_| ()).unwrap_err(),
+            store.peek("extract").map(|_| ()).unwrap_err(),
+        ] {
+            let text = error.to_string();
+            assert!(
+                text.contains(&path.display().to_string()) && text.contains("never follows a link"),
+                "{text}"
+            );
+        }
+        assert!(
+            fs::symlink_metadata(&path)
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
     }
 
     #[test]
