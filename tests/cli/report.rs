@@ -548,6 +548,67 @@ fn a_cancelled_report_writes_no_page() {
     assert!(!out.path().join("page/index.html").exists());
 }
 
+/// A frame rewritten in place after the validation (same name, its folder's time unchanged)
+/// marks the page's validation out of date, naming the frame: the page said "Every check
+/// passed" of a frame the checks never saw.
+#[test]
+fn a_frame_rewritten_after_validation_marks_the_validation_out_of_date() {
+    let copy = tempfile::tempdir().unwrap();
+    let data = &copy.path().join("data");
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(reported())
+        .arg(data)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    let out = copy.path().join("page");
+    let page = |name: &str| {
+        let report = avaprep(data)
+            .args(["report", "--out"])
+            .arg(out.join(name))
+            .output()
+            .unwrap();
+        assert!(report.status.success(), "{}", stderr(&report));
+        std::fs::read_to_string(out.join(name).join("index.html")).unwrap()
+    };
+    assert!(!page("before").contains("Out of date"));
+    let video = std::fs::read_dir(data.join("frames"))
+        .unwrap()
+        .flatten()
+        .find(|entry| {
+            entry.path().is_dir() && !entry.file_name().to_string_lossy().starts_with('.')
+        })
+        .unwrap()
+        .path();
+    let frame = std::fs::read_dir(&video)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .find(|path| path.extension().is_some_and(|ext| ext == "jpg"))
+        .unwrap();
+    let folder_time = std::fs::metadata(&video).unwrap().modified().unwrap();
+    let bytes = std::fs::read(&frame).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(&frame)
+        .and_then(|mut file| std::io::Write::write_all(&mut file, &bytes[..bytes.len() / 2]))
+        .unwrap();
+    assert_eq!(
+        std::fs::metadata(&video).unwrap().modified().unwrap(),
+        folder_time
+    );
+    let after = page("after");
+    let named = frame.strip_prefix(data).unwrap().display().to_string();
+    assert!(
+        after.contains(&format!(
+            "Out of date: {named} changed after this validation"
+        )),
+        "no out-of-date note naming {named}"
+    );
+}
+
 /// The weights a run wrote record their network: `predict` builds it from them, without being
 /// told the preset that trained them. Before, it built the default preset's R50 and failed with
 /// `no tensor s2.pathway0_res2...`. Its other settings (crop, clip, thresholds) are the run's

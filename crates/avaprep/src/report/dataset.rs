@@ -124,9 +124,9 @@ impl DatasetStats {
     }
 }
 
-/// The first of the lists, annotations, frame indexes and frame folders (a frame deleted or
-/// added changes its folder's time) written after the kept validation, as a path in the data
-/// directory.
+/// The first of the lists, annotations, frame indexes, frame folders (a frame deleted or
+/// added changes its folder's time) and frames (one rewritten in place changes only its own)
+/// written after the kept validation, as a path in the data directory.
 fn changed_since_validation(layout: &DataLayout, plan: &VideoPlan) -> Option<String> {
     let modified = |path: &Path| {
         std::fs::metadata(path)
@@ -148,10 +148,15 @@ fn changed_since_validation(layout: &DataLayout, plan: &VideoPlan) -> Option<Str
         written.push(layout.frame_index(&video.id));
         written.push(layout.video_frames(&video.id));
     }
-    written
+    let frames = plan
+        .videos
         .iter()
+        .flat_map(|video| listed(layout.video_frames(&video.id)));
+    written
+        .into_iter()
+        .chain(frames)
         .find(|path| modified(path).is_some_and(|time| time > validated))
-        .map(|path| layout.relative(path))
+        .map(|path| layout.relative(&path))
 }
 
 /// The frames PySlowFast's extraction writes of a video: every frame at 30 fps of the segment,
