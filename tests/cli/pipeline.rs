@@ -313,6 +313,38 @@ fn a_video_missing_from_a_run_is_asked_for_again_by_the_run_it_names() {
     assert!(!data.path().join("work/missing").join(&missing).exists());
 }
 
+/// A pipeline's data directory its run left before the frames (here by `--until`, as by a
+/// Ctrl-C): `lists` and `validate` name the pipeline's run as far as they need, which works
+/// (they named `extract` and `lists`, which refuse where the pipeline's stages did not finish).
+#[test]
+fn lists_and_validate_before_the_frames_name_the_pipeline_run_that_makes_them() {
+    let data = tempfile::tempdir().unwrap();
+    let server = serve::start(ServeConfig::new(mirror())).unwrap();
+    let parsed = run(data.path(), &server, 1, &["--until", "parse"]);
+    assert!(parsed.status.success(), "{}", stderr(&parsed));
+    let avaprep = |command: &str| {
+        crate::support::avaprep(data.path())
+            .arg(command)
+            .output()
+            .unwrap()
+    };
+    for (command, stage) in [("lists", "extract"), ("validate", "lists")] {
+        let refused = avaprep(command);
+        assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+        let named = crate::support::first_named(&stderr(&refused)).to_string();
+        assert!(
+            named.contains(" run pipelines/demo.toml ")
+                && named.ends_with(&format!(" --until {stage}")),
+            "{command}: {}",
+            stderr(&refused)
+        );
+        let made = run_named(&named);
+        assert!(made.status.success(), "{named}: {}", stderr(&made));
+    }
+    let validated = avaprep("validate");
+    assert!(validated.status.success(), "{}", stderr(&validated));
+}
+
 /// Trainer processes whose command line names this data directory.
 /// The trainers running on `data`: their process ids and command lines.
 fn trainers_of(data: &Path) -> Vec<(i32, String)> {

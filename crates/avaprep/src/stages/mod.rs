@@ -412,6 +412,14 @@ fn sharded(data_dir: &Path, stage: StageId) -> bool {
         .is_empty()
 }
 
+/// The command that makes `stage` where it is not made yet: the pipeline run that made the data
+/// directory, until `stage` (the stage's own command refuses where the pipeline's earlier stages
+/// did not finish, or a shard has not run), else [`remake_command`].
+pub fn make_command(data_dir: &Path, stage: StageId) -> String {
+    made_by::making_run_until(data_dir, stage.name())
+        .unwrap_or_else(|| remake_command(data_dir, stage))
+}
+
 /// The command that makes `stage` again as it was last made: `extract` and `lists` with the
 /// flags whose recorded values are not their defaults (without them it would make every video
 /// again at the defaults, or drop the loader views), the others as they are.

@@ -348,7 +348,7 @@ impl ValidateRequest {
         if !config_path.exists() {
             return Err(ValidateError::NotPrepared {
                 path: config_path,
-                lists: crate::stages::remake_command(data_dir, crate::stages::StageId::Lists),
+                lists: crate::stages::make_command(data_dir, crate::stages::StageId::Lists),
             });
         }
         let config = PySlowFastYaml::load(&config_path)?;

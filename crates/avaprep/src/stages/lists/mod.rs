@@ -415,7 +415,7 @@ fn no_frames_at_all(layout: &DataLayout, plan: &VideoPlan) -> Option<String> {
         plan.videos.len(),
         first.id,
         missing_reason(layout, first),
-        crate::stages::remake_command(layout.root(), StageId::Extract)
+        crate::stages::make_command(layout.root(), StageId::Extract)
     ))
 }
 
