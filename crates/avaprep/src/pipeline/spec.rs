@@ -29,7 +29,12 @@ pub struct PipelineSpec {
     pub video_list: Option<PathBuf>,
     /// Each stage's table, checked by the stage that reads it.
     pub stage_tables: toml::Table,
+    /// The `--set KEY=VALUE`s applied over the file, named where a value they set is refused.
+    pub overrides: Vec<String>,
 }
+
+/// The top-level keys (everything else is a stage's table).
+const TOP_LEVEL_KEYS: [&str; 4] = ["dataset", "splits", "videos_per_split", "video_list"];
 
 /// Unknown top-level keys land in `stage_tables` and are refused there by name.
 #[derive(Debug, Deserialize)]
@@ -118,15 +123,20 @@ impl PipelineSpec {
             apply_override(&mut document, assignment)
                 .map_err(|error| SpecError::BadOverride(error.0))?;
         }
-        let top: TopLevel = document
-            .try_into()
-            .map_err(|error: toml::de::Error| invalid(error.to_string().trim_end().to_string()))?;
+        let top: TopLevel = document.try_into().map_err(|error: toml::de::Error| {
+            let message = error.to_string().trim_end().to_string();
+            invalid(with_sets(overrides, &TOP_LEVEL_KEYS, message))
+        })?;
         for (name, value) in &top.stage_tables {
             if !tables.contains(&name.as_str()) {
-                return Err(invalid(format!(
-                    "unknown key or table `{name}` (stage tables are: {})",
-                    tables.join(", ")
-                )));
+                let message = format!(
+                    "unknown key or table `{name}`{} (stage tables are: {}; top-level keys: {})",
+                    closest_name(name, tables)
+                        .map_or(String::new(), |known| format!(": did you mean `{known}`?")),
+                    tables.join(", "),
+                    TOP_LEVEL_KEYS.join(", ")
+                );
+                return Err(invalid(with_sets(overrides, &[name], message)));
             }
             if !value.is_table() {
                 return Err(invalid(format!(
@@ -156,7 +166,17 @@ impl PipelineSpec {
             videos_per_split: top.videos_per_split,
             video_list: top.video_list.map(|list| folder.join(list)),
             stage_tables: top.stage_tables,
+            overrides: overrides.to_vec(),
         })
+    }
+
+    /// A value of `table` refused: said of the file, and of the `--set`s that changed that
+    /// table, where any did (the file itself may be as it should).
+    pub fn invalid(&self, table: &str, message: String) -> SpecError {
+        SpecError::Invalid {
+            path: self.path.clone(),
+            message: with_sets(&self.overrides, &[table], message),
+        }
     }
 
     /// A stage's table, deserialised into its parameter type (which should deny unknown fields).
@@ -166,16 +186,44 @@ impl PipelineSpec {
     ) -> Result<T, SpecError> {
         match self.stage_tables.get(table) {
             None => Ok(T::default()),
-            Some(value) => {
-                value
-                    .clone()
-                    .try_into()
-                    .map_err(|error: toml::de::Error| SpecError::Invalid {
-                        path: self.path.clone(),
-                        message: format!("[{table}]: {}", error.to_string().trim_end()),
-                    })
-            }
+            Some(value) => value.clone().try_into().map_err(|error: toml::de::Error| {
+                self.invalid(
+                    table,
+                    format!("[{table}]: {}", error.to_string().trim_end()),
+                )
+            }),
         }
+    }
+}
+
+/// The stage table or top-level key `name` is most likely a slip for: two edits away at most.
+fn closest_name<'a>(name: &str, tables: &[&'a str]) -> Option<&'a str> {
+    tables
+        .iter()
+        .copied()
+        .chain(TOP_LEVEL_KEYS)
+        .map(|known| (strsim::osa_distance(name, known), known))
+        .filter(|(distance, _)| *distance <= 2)
+        .min()
+        .map(|(_, known)| known)
+}
+
+/// `message`, with the `--set`s among `overrides` that set a key of `tables` (or the key itself).
+fn with_sets(overrides: &[String], tables: &[&str], message: String) -> String {
+    let sets: Vec<&str> = overrides
+        .iter()
+        .map(String::as_str)
+        .filter(|assignment| {
+            let key = assignment
+                .split_once('=')
+                .map_or(*assignment, |(key, _)| key);
+            let table = key.trim().split('.').next().unwrap_or_default();
+            tables.contains(&table)
+        })
+        .collect();
+    match sets.is_empty() {
+        true => message,
+        false => format!("{message} (set by --set {})", sets.join(", --set ")),
     }
 }
 
@@ -241,9 +289,50 @@ mod tests {
             error.to_string().contains("unknown key or table `extrct`"),
             "{error}"
         );
+        assert!(
+            !error.to_string().contains("--set"),
+            "the file's own mistake: {error}"
+        );
         let spec = PipelineSpec::parse(path, TEXT, &["extract.fsp=3".into()], TABLES).unwrap();
         let error = spec.stage_params::<ExtractParams>("extract").unwrap_err();
         assert!(error.to_string().contains("fsp"), "{error}");
         assert!(PipelineSpec::parse(path, TEXT, &["nonsense".into()], TABLES).is_err());
+    }
+
+    /// A value a `--set` put there is said to be the `--set`'s: the file may be as it should.
+    #[test]
+    fn a_refused_value_names_the_set_that_put_it_there() {
+        let path = Path::new("x.toml");
+        let sets = |sets: &[&str]| sets.iter().map(|set| set.to_string()).collect::<Vec<_>>();
+        let spec = PipelineSpec::parse(
+            path,
+            TEXT,
+            &sets(&["fetch.jobs=2", "extract.fsp=3"]),
+            TABLES,
+        )
+        .unwrap();
+        let error = spec.stage_params::<ExtractParams>("extract").unwrap_err();
+        assert!(
+            error.to_string().ends_with("(set by --set extract.fsp=3)"),
+            "{error}"
+        );
+        let error = PipelineSpec::parse(path, TEXT, &sets(&["extrct.fps=3"]), TABLES).unwrap_err();
+        assert!(
+            error.to_string().contains("(set by --set extrct.fps=3)"),
+            "{error}"
+        );
+        let error = PipelineSpec::parse(path, TEXT, &sets(&["splits=3"]), TABLES).unwrap_err();
+        assert!(
+            error.to_string().contains("(set by --set splits=3)"),
+            "{error}"
+        );
+        let error =
+            PipelineSpec::parse(path, "dataset = \"d\"\n[split]\n", &[], TABLES).unwrap_err();
+        assert!(
+            error
+                .to_string()
+                .contains("top-level keys: dataset, splits"),
+            "{error}"
+        );
     }
 }

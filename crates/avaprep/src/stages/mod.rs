@@ -228,7 +228,7 @@ impl Dataset {
             video_list,
         };
         Dataset::new(manifest, selection, fetch)
-            .map_err(|message| invalid(&spec.path, StageId::FetchVideos, message).into())
+            .map_err(|message| invalid(spec, StageId::FetchVideos, message).into())
     }
 }
 
@@ -506,7 +506,7 @@ fn check_tables(spec: &PipelineSpec) -> Result<(), SpecError> {
     let train: train::TrainParams = spec.stage_params(StageId::Train.table())?;
     train
         .resolve()
-        .map_err(|message| invalid(&spec.path, StageId::Train, message))?;
+        .map_err(|message| invalid(spec, StageId::Train, message))?;
     spec.stage_params::<eval::EvalParams>(StageId::Eval.table())?;
     read_params::<report::ReportParams, _>(spec, StageId::Report, |params| params.validate())?;
     Ok(())
@@ -580,8 +580,13 @@ impl StageSource<'_> {
 
     /// An invalid value in `stage`'s table.
     pub fn invalid(&self, stage: StageId, message: String) -> SpecError {
-        let path = self.spec.map(|spec| spec.path.as_path());
-        invalid(path.unwrap_or(Path::new("")), stage, message)
+        match self.spec {
+            Some(spec) => invalid(spec, stage, message),
+            None => SpecError::Invalid {
+                path: PathBuf::new(),
+                message: format!("[{}] {message}", stage.table()),
+            },
+        }
     }
 
     /// Whether the run fetches `split`.
@@ -641,15 +646,12 @@ fn read_params<P: DeserializeOwned + Default, E: std::fmt::Display>(
     check: impl Fn(&P) -> Result<(), E>,
 ) -> Result<P, SpecError> {
     let params = spec.stage_params(stage.table())?;
-    check(&params).map_err(|problem| invalid(&spec.path, stage, problem.to_string()))?;
+    check(&params).map_err(|problem| invalid(spec, stage, problem.to_string()))?;
     Ok(params)
 }
 
-fn invalid(pipeline: &Path, stage: StageId, message: String) -> SpecError {
-    SpecError::Invalid {
-        path: pipeline.to_path_buf(),
-        message: format!("[{}] {message}", stage.table()),
-    }
+fn invalid(spec: &PipelineSpec, stage: StageId, message: String) -> SpecError {
+    spec.invalid(stage.table(), format!("[{}] {message}", stage.table()))
 }
 
 impl StageId {
