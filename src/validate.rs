@@ -228,10 +228,16 @@ fn summary(report: &ValidationReport, junit: Option<&std::path::Path>) -> String
         .failed_checks()
         .map(|check| check.id.name())
         .collect();
+    let skipped = report
+        .checks
+        .iter()
+        .filter(|check| check.skipped.is_some())
+        .count();
     if failed.is_empty() {
+        // Counted as the pipeline's validate stage counts them.
         lines.push(format!(
-            "validation passed: {} checks, {frames}",
-            report.checks.len()
+            "validation passed: {} checks ({skipped} skipped), {frames}",
+            report.checks.len() - skipped
         ));
     } else {
         lines.push(format!(

@@ -542,6 +542,26 @@ fn the_validate_stage_runs_after_lists_and_keeps_its_report() {
             .unwrap();
     assert_eq!(report["passed"], true, "{report}");
     assert_eq!(report["depth"], "quick");
+    // The command counts the checks as the stage does: those run, and those skipped beside.
+    let checks = report["checks"].as_array().unwrap();
+    let skipped = checks
+        .iter()
+        .filter(|check| !check["skipped"].is_null())
+        .count();
+    let command = avaprep(data.path())
+        .args(["validate", "--quick"])
+        .output()
+        .unwrap();
+    assert!(command.status.success(), "{}", stderr(&command));
+    let counted = format!(
+        "validation passed: {} checks ({skipped} skipped)",
+        checks.len() - skipped
+    );
+    assert!(
+        stdout(&command).contains(&counted),
+        "{counted}: {}",
+        stdout(&command)
+    );
     let again = run();
     assert!(again.status.success(), "{}", stderr(&again));
     assert_eq!(completed(&again, "validate"), 0, "{}", stdout(&again));
