@@ -352,6 +352,22 @@ fn pre_cut_clips_run_through_the_pipeline_with_the_fetched_frames() {
         after_run,
         "a run that redid nothing changed the status"
     );
+
+    // An annotation folder that is not there is said to be so, with where a pipeline names it.
+    let nowhere = clips.path().join("no-such-folder");
+    let named = run(&[
+        "--set",
+        &format!("fetch.annotations=\"{}\"", nowhere.display()),
+    ]);
+    assert_eq!(named.status.code(), Some(1), "{}", stderr(&named));
+    assert!(
+        stderr(&named).contains(&format!(
+            "{}: no such folder of annotation files",
+            nowhere.display()
+        )) && stderr(&named).contains("`[fetch] annotations = \"DIR\"` in a pipeline"),
+        "{}",
+        stderr(&named)
+    );
 }
 
 /// Ids of one's own videos: file stems of other lengths than YouTube's 11 characters. The same

@@ -47,13 +47,20 @@ impl FetchAnnotationsStage {
             &self.selection,
             self.params.videos_on_disk().as_ref(),
         );
+        const NAME_IT: &str = "name the folder that holds them: `[fetch] annotations = \"DIR\"` in a pipeline, `--annotations DIR` for `extract --videos`";
+        if !source.is_dir() {
+            return Err(ItemError::input(format!(
+                "{}: no such folder of annotation files; {NAME_IT}",
+                source.display()
+            )));
+        }
         let mut files = Vec::new();
         for name in needed {
             let from = source.join(&name);
             let to = annotations.join(&name);
             if !from.is_file() {
                 return Err(ItemError::input(format!(
-                    "{}: not there; the annotation folder must hold every file the manifest names for the chosen splits ({name}); download them with `avaprep fetch`, or name their folder with `--annotations DIR`",
+                    "{}: not there; the annotation folder must hold every file the manifest names for the chosen splits ({name}); {NAME_IT}",
                     from.display()
                 )));
             }
