@@ -461,6 +461,28 @@ fn shards_split_the_videos_and_an_unsharded_run_merges_them() {
     assert_eq!(log_lines(data)[before..], ["lists all"]);
 }
 
+/// A run stopped before its whole-dataset stage: a shard's is still deferred to the run without
+/// `--shard` (it was said "not started: the run stopped before it"), a plain run's not started.
+#[test]
+fn a_stopped_shard_still_defers_the_stage_that_combines_the_shards() {
+    let stopped = AtomicBool::new(true);
+    for (shard, lists) in [
+        (Some(Shard { index: 1, count: 2 }), StageOutcome::Deferred),
+        (None, StageOutcome::NotStarted),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let report = runner(dir.path(), &stages(1, Duration::ZERO), shard, &stopped)
+            .run()
+            .unwrap();
+        assert_eq!(
+            report.stages[0].outcome,
+            StageOutcome::Interrupted,
+            "{shard:?}"
+        );
+        assert_eq!(report.stages[2].outcome, lists, "{shard:?}");
+    }
+}
+
 /// Before the combining run, `status` and single steps find the shards' work as that run will
 /// merge it (`status` once showed the per-video stages pending, and `extract` alone redid every
 /// video): their made and missing videos count, a whole stage run on them then is what the

@@ -118,12 +118,17 @@ impl<Id: StageName> Runner<'_, Id> {
                 break;
             }
         }
+        // After a stop, a shard's stages that combine the shards are still deferred, not due.
         let stages = order
             .iter()
             .map(|stage| {
-                reports
-                    .remove(&stage.id())
-                    .unwrap_or_else(|| StageReport::empty(stage.id(), StageOutcome::NotStarted))
+                reports.remove(&stage.id()).unwrap_or_else(|| {
+                    let outcome = match self.is_deferred(*stage, &mut sharded_work) {
+                        true => StageOutcome::Deferred,
+                        false => StageOutcome::NotStarted,
+                    };
+                    StageReport::empty(stage.id(), outcome)
+                })
             })
             .collect();
         Ok(RunReport { stages })
