@@ -241,9 +241,9 @@ fn summary(report: &ValidationReport, junit: Option<&std::path::Path>) -> String
         ));
     } else {
         lines.push(format!(
-            "validation FAILED: {} of {} checks ({}); {frames}",
+            "validation FAILED: {} of {} checks ({}), {skipped} skipped; {frames}",
             failed.len(),
-            report.checks.len(),
+            report.checks.len() - skipped,
             failed.join(", ")
         ));
     }

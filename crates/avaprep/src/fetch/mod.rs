@@ -168,6 +168,9 @@ pub fn fetch_file(
     for url in urls {
         match downloader.fetch(url, destination, expected, progress) {
             Ok(completed) => {
+                // An unrecorded file there (one `--verify` found damaged) goes first: the new
+                // record must never describe it, were the rename not to happen.
+                remove_unrecorded(destination)?;
                 record(layout, destination, &completed.downloaded)?;
                 let done = completed.put_in_place()?;
                 return Ok(if done.resumed_from > 0 {
@@ -196,6 +199,16 @@ fn is_recorded(layout: &DataLayout, destination: &Path, expected: &Expected) -> 
             .sha256
             .as_ref()
             .is_none_or(|sha| sha.eq_ignore_ascii_case(&record.sha256))
+}
+
+fn remove_unrecorded(destination: &Path) -> Result<(), DownloadError> {
+    match std::fs::remove_file(destination) {
+        Err(error) if error.kind() != std::io::ErrorKind::NotFound => Err(DownloadError::Io {
+            path: destination.to_path_buf(),
+            source: error,
+        }),
+        _ => Ok(()),
+    }
 }
 
 pub fn read_record(layout: &DataLayout, destination: &Path) -> Option<DownloadRecord> {

@@ -125,7 +125,8 @@ impl PipelineSpec {
         }
         let top: TopLevel = document.try_into().map_err(|error: toml::de::Error| {
             let message = error.to_string().trim_end().to_string();
-            invalid(with_sets(overrides, &TOP_LEVEL_KEYS, message))
+            let top_level = |key: &str| !key.contains('.') && names_key(&message, key);
+            invalid(with_sets(overrides, top_level, message.clone()))
         })?;
         for (name, value) in &top.stage_tables {
             if !tables.contains(&name.as_str()) {
@@ -136,7 +137,8 @@ impl PipelineSpec {
                     tables.join(", "),
                     TOP_LEVEL_KEYS.join(", ")
                 );
-                return Err(invalid(with_sets(overrides, &[name], message)));
+                let in_table = |key: &str| key.split('.').next() == Some(name.as_str());
+                return Err(invalid(with_sets(overrides, in_table, message)));
             }
             if !value.is_table() {
                 return Err(invalid(format!(
@@ -175,7 +177,11 @@ impl PipelineSpec {
     pub fn invalid(&self, table: &str, message: String) -> SpecError {
         SpecError::Invalid {
             path: self.path.clone(),
-            message: with_sets(&self.overrides, &[table], message),
+            message: with_sets(
+                &self.overrides,
+                |key| key.split('.').next() == Some(table) && names_key(&message, key),
+                message.clone(),
+            ),
         }
     }
 
@@ -208,8 +214,8 @@ fn closest_name<'a>(name: &str, tables: &[&'a str]) -> Option<&'a str> {
         .map(|(_, known)| known)
 }
 
-/// `message`, with the `--set`s among `overrides` that set a key of `tables` (or the key itself).
-fn with_sets(overrides: &[String], tables: &[&str], message: String) -> String {
+/// `message`, with the `--set`s among `overrides` whose key `sets_it` says the message is about.
+fn with_sets(overrides: &[String], sets_it: impl Fn(&str) -> bool, message: String) -> String {
     let sets: Vec<&str> = overrides
         .iter()
         .map(String::as_str)
@@ -217,14 +223,26 @@ fn with_sets(overrides: &[String], tables: &[&str], message: String) -> String {
             let key = assignment
                 .split_once('=')
                 .map_or(*assignment, |(key, _)| key);
-            let table = key.trim().split('.').next().unwrap_or_default();
-            tables.contains(&table)
+            sets_it(key.trim())
         })
         .collect();
     match sets.is_empty() {
         true => message,
         false => format!("{message} (set by --set {})", sets.join(", --set ")),
     }
+}
+
+/// Whether `message` names the last part of `key` (`fps` of `extract.fps`) as a word of its own,
+/// outside what it says was expected (`unknown field `fsp`, expected `fps` or `height``).
+fn names_key(message: &str, key: &str) -> bool {
+    let name = key.rsplit('.').next().unwrap_or(key);
+    let said = message
+        .lines()
+        .map(|line| line.split("expected").next().unwrap_or(line));
+    !name.is_empty()
+        && said
+            .flat_map(|part| part.split(|c: char| !(c.is_alphanumeric() || c == '_')))
+            .any(|word| word == name)
 }
 
 fn folder_of(path: &Path) -> &Path {
@@ -316,6 +334,11 @@ mod tests {
             error.to_string().ends_with("(set by --set extract.fsp=3)"),
             "{error}"
         );
+        // The file's own slip is not blamed on a --set of the same table.
+        let typo = "dataset = \"d\"\n[extract]\nfsp = 5\n";
+        let spec = PipelineSpec::parse(path, typo, &sets(&["extract.height=240"]), TABLES).unwrap();
+        let error = spec.stage_params::<ExtractParams>("extract").unwrap_err();
+        assert!(!error.to_string().contains("--set"), "{error}");
         let error = PipelineSpec::parse(path, TEXT, &sets(&["extrct.fps=3"]), TABLES).unwrap_err();
         assert!(
             error.to_string().contains("(set by --set extrct.fps=3)"),

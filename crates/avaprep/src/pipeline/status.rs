@@ -9,7 +9,7 @@ use super::fingerprint::stage_key;
 use super::lock::{Holder, holders_now};
 use super::runner::{Runner, adopt_item, assess, merge_shard_states, topological_order};
 use super::stage::{AnyStage, FailureKind, StageName, serialize_name};
-use super::state::{Peeked, STATE_FORMAT, ShardState, StageState, StageStatus};
+use super::state::{ItemFailure, Peeked, STATE_FORMAT, ShardState, StageState, StageStatus};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -43,6 +43,13 @@ pub struct StageStatusLine<Id: StageName> {
     pub bytes: u64,
     pub seconds: f64,
     pub detail: Option<String>,
+    /// The items that failed in the stage's last run.
+    #[serde(skip)]
+    pub failures: Vec<ItemFailure>,
+    /// Failed as the next run will fail it again unless something is changed (see
+    /// [`settled`]): a stage after it stands as its own record says.
+    #[serde(skip)]
+    pub settled: bool,
 }
 
 impl<Id: StageName> Runner<'_, Id> {
@@ -55,7 +62,8 @@ impl<Id: StageName> Runner<'_, Id> {
         let mut lines: Vec<StageStatusLine<Id>> = Vec::new();
         for stage in &order {
             let adopt = legacy.contains(&stage.id());
-            let line = self.status_line(*stage, adopt, &holders, &lines)?;
+            let mut line = self.status_line(*stage, adopt, &holders, &lines)?;
+            line.settled = settled(*stage, &line, &lines);
             lines.push(line);
         }
         Ok(lines)
@@ -78,6 +86,8 @@ impl<Id: StageName> Runner<'_, Id> {
             bytes: 0,
             seconds: 0.0,
             detail: None,
+            failures: Vec::new(),
+            settled: false,
         };
         let own = match self.store_for(stage.id()).peek(stage.id().name())? {
             Peeked::Missing => None,
@@ -97,6 +107,7 @@ impl<Id: StageName> Runner<'_, Id> {
         line.items_planned = state.planned_items;
         line.items_done = state.planned_records().count();
         line.failed = state.failures.len();
+        line.failures = state.failures.clone();
         line.files = state.total_files();
         line.bytes = state.total_bytes();
         line.seconds = state.seconds;
@@ -126,18 +137,16 @@ impl<Id: StageName> Runner<'_, Id> {
             );
             return Ok(line);
         }
-        // A stage that failed and will fail the same way changes nothing downstream: what
-        // comes after is assessed on its own, as the next run goes on past the failed items.
+        // A stage that failed as it will fail again changes nothing downstream: what comes
+        // after is assessed on its own, as the next run goes on past the failed items.
         let waiting: Vec<&str> = stage
             .depends_on()
             .iter()
             .filter(|&&dependency| {
                 earlier.iter().any(|line| {
                     line.stage == dependency
-                        && !matches!(
-                            line.condition,
-                            StageCondition::Done | StageCondition::Failed
-                        )
+                        && line.condition != StageCondition::Done
+                        && !line.settled
                 })
             })
             .map(|dependency| dependency.name())
@@ -182,19 +191,23 @@ impl<Id: StageName> Runner<'_, Id> {
             state.items.remove(item);
         }
         let (done, redo) = assess::<Id>(&keys, &[], &state, &plan);
-        // An item an earlier stage failed is not started by the next run either.
-        let upstream_failed = earlier.iter().any(|line| {
-            stage.depends_on().contains(&line.stage) && line.condition == StageCondition::Failed
-        });
-        let blocked = |item: &String| {
-            state
+        // An item waiting on a video an earlier stage failed as it will fail again is not
+        // started by the next run either.
+        let waits_on_settled_failure = |item: &String| {
+            let blocked = state
                 .failures
                 .iter()
-                .any(|failure| &failure.item == item && failure.kind == FailureKind::Blocked)
+                .any(|failure| &failure.item == item && failure.kind == FailureKind::Blocked);
+            blocked
+                && earlier.iter().any(|line| {
+                    stage.depends_on().contains(&line.stage)
+                        && line.settled
+                        && line.failures.iter().any(|failure| &failure.item == item)
+                })
         };
         let redo: Vec<String> = redo
             .into_iter()
-            .filter(|item| !(upstream_failed && blocked(item)))
+            .filter(|item| !waits_on_settled_failure(item))
             .collect();
         line.items_planned = plan.len();
         line.items_done = done;
@@ -272,6 +285,35 @@ impl<Id: StageName> Runner<'_, Id> {
             .filter(|holder| holder.since <= started)
             .collect()
     }
+}
+
+/// Whether `line` (of `stage`) failed as the next run will fail it again: each failure a video
+/// that does not read or a setting that cannot work, or an item waiting on an earlier stage that
+/// is itself settled so; never a whole-stage failure (the next run blocks what follows), a
+/// download (retried) or a write. Some of its items are made, so what follows runs on them.
+fn settled<Id: StageName>(
+    stage: &dyn AnyStage<Id>,
+    line: &StageStatusLine<Id>,
+    earlier: &[StageStatusLine<Id>],
+) -> bool {
+    let dependencies_settled = || {
+        stage.depends_on().iter().all(|dependency| {
+            earlier.iter().any(|line| {
+                line.stage == *dependency
+                    && (line.condition == StageCondition::Done || line.settled)
+            })
+        })
+    };
+    line.condition == StageCondition::Failed
+        && line.items_done > 0
+        && line.failures.iter().all(|failure| {
+            failure.item != super::stage::WHOLE
+                && match failure.kind {
+                    FailureKind::Input | FailureKind::Usage => true,
+                    FailureKind::Blocked => dependencies_settled(),
+                    _ => false,
+                }
+        })
 }
 
 fn running_detail<Id: StageName>(line: &StageStatusLine<Id>, running: &[&Holder]) -> String {

@@ -3,6 +3,7 @@
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
 
 use serde::Serialize;
 
@@ -85,7 +86,7 @@ impl DatasetStats {
             message: format!("keyframes {first}-{last}: the first is after the last"),
         })?;
         let truth = read_truth(layout, &plan, keyframes, &indexes)?;
-        let (frames, frame_bytes) = frame_totals(layout, &indexes)?;
+        let (frames, frame_bytes, newest_frame) = frame_totals(layout, &indexes)?;
         let native_frames = plan
             .videos
             .iter()
@@ -106,7 +107,7 @@ impl DatasetStats {
                 .collect(),
             dropped: dropped(layout, &plan, &indexes),
             validation: read_json_if_present(&validation_file(layout))?,
-            changed_since_validation: changed_since_validation(layout, &plan),
+            changed_since_validation: changed_since_validation(layout, &plan, newest_frame),
             plan,
             keyframes,
             indexes,
@@ -124,10 +125,15 @@ impl DatasetStats {
     }
 }
 
-/// The first of the lists, annotations, frame indexes, frame folders (a frame deleted or
-/// added changes its folder's time) and frames (one rewritten in place changes only its own)
-/// written after the kept validation, as a path in the data directory.
-fn changed_since_validation(layout: &DataLayout, plan: &VideoPlan) -> Option<String> {
+/// The first of the lists, annotations, frame indexes and frame folders (a frame deleted or
+/// added changes its folder's time) written after the kept validation, else the newest frame
+/// where it was (one rewritten in place changes only its own time), as a path in the data
+/// directory.
+fn changed_since_validation(
+    layout: &DataLayout,
+    plan: &VideoPlan,
+    newest_frame: Option<WrittenFrame>,
+) -> Option<String> {
     let modified = |path: &Path| {
         std::fs::metadata(path)
             .and_then(|meta| meta.modified())
@@ -148,14 +154,13 @@ fn changed_since_validation(layout: &DataLayout, plan: &VideoPlan) -> Option<Str
         written.push(layout.frame_index(&video.id));
         written.push(layout.video_frames(&video.id));
     }
-    let frames = plan
-        .videos
-        .iter()
-        .flat_map(|video| listed(layout.video_frames(&video.id)));
+    let frame = newest_frame
+        .filter(|(time, _)| *time > validated)
+        .map(|(_, path)| path);
     written
         .into_iter()
-        .chain(frames)
         .find(|path| modified(path).is_some_and(|time| time > validated))
+        .or(frame)
         .map(|path| layout.relative(&path))
 }
 
@@ -205,27 +210,37 @@ fn read_truth(
     Ok(truth)
 }
 
+/// A frame and when it was last written.
+type WrittenFrame = (SystemTime, PathBuf);
+
+/// The frames, their bytes on disk, and the last written of them (in one pass).
 fn frame_totals(
     layout: &DataLayout,
     indexes: &BTreeMap<VideoId, FrameIndex>,
-) -> Result<(u64, u64), ReportError> {
+) -> Result<(u64, u64, Option<WrittenFrame>), ReportError> {
     let mut bytes = 0;
+    let mut newest: Option<WrittenFrame> = None;
     for video in indexes.keys() {
         let folder = layout.video_frames(video);
         let entries = std::fs::read_dir(&folder).map_err(|e| ReportError::io(&folder, e))?;
         for entry in entries {
             let entry = entry.map_err(|e| ReportError::io(&folder, e))?;
-            bytes += entry
+            let meta = entry
                 .metadata()
-                .map_err(|e| ReportError::io(&entry.path(), e))?
-                .len();
+                .map_err(|e| ReportError::io(&entry.path(), e))?;
+            bytes += meta.len();
+            if let Ok(written) = meta.modified()
+                && newest.as_ref().is_none_or(|(time, _)| written > *time)
+            {
+                newest = Some((written, entry.path()));
+            }
         }
     }
     let frames = indexes
         .values()
         .map(|index| index.frames.len() as u64)
         .sum();
-    Ok((frames, bytes))
+    Ok((frames, bytes, newest))
 }
 
 fn split_stats(

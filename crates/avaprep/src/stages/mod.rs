@@ -348,8 +348,6 @@ fn made_from_disk(data_dir: &Path) -> Option<MadeFrom> {
     Some(MadeFrom::Extract(args))
 }
 
-/// The command that downloads this data directory's videos as it was made: the kept `fetch`,
-/// or the kept pipeline's run until its downloads; else `fetch` at its defaults.
 /// Keeps why `stage` failed `video` (its error, in `work/failed/<stage>/<video>`) until the stage
 /// makes it: the lists and the report say it where they drop the video. A stop by Ctrl-C is no
 /// failure of the video.
@@ -367,6 +365,8 @@ pub fn note_video_outcome(
             other => other,
         },
         Err(_) if cancelled => Ok(()),
+        // A video the source does not have is said by its own marker (`work/missing`).
+        Err(error) if error.kind == crate::pipeline::FailureKind::Missing => Ok(()),
         Err(error) => crate::fsutil::write_atomic(&marker, error.message.as_bytes()),
     };
     if let Err(error) = kept {
@@ -393,6 +393,8 @@ pub fn no_frames_reason(layout: &DataLayout, video: &str) -> String {
     "no frames: not extracted yet, or its extraction was stopped".to_string()
 }
 
+/// The command that downloads this data directory's videos as it was made: the kept `fetch`,
+/// or the kept pipeline's run until its downloads; else `fetch` at its defaults.
 pub fn download_command(data_dir: &Path) -> String {
     made_by::making_run_until(data_dir, StageId::FetchVideos.name())
         .or_else(|| made_by::making_command(data_dir))

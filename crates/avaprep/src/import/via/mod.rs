@@ -339,7 +339,11 @@ impl<'a> Project<'a> {
                 names(&self.attributes.iter().collect::<Vec<_>>())
             ),
             (ActionSource::Attribute(name), _) => {
-                format!("several attributes are named \"{name}\"; expected one")
+                // No setting tells two attributes of one name apart: the project's to mend.
+                return Err(self.error(
+                    "\"attribute\"".into(),
+                    format!("several attributes are named \"{name}\"; expected one"),
+                ));
             }
             (ActionSource::Checkboxes, _) => "the project has no checkbox attribute (type 2); \
                  expected one whose ticked options are the actions"
