@@ -548,20 +548,27 @@ fn a_cancelled_report_writes_no_page() {
     assert!(!out.path().join("page/index.html").exists());
 }
 
+/// A copy of [`reported`] (times kept), in `data/` of the folder returned, for a test that
+/// changes it or holds it.
+fn copy_of_reported() -> tempfile::TempDir {
+    let copy = tempfile::tempdir().unwrap();
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(reported())
+        .arg(copy.path().join("data"))
+        .status()
+        .unwrap();
+    assert!(copied.success());
+    copy
+}
+
 /// A frame rewritten in place after the validation (same name, its folder's time unchanged)
 /// marks the page's validation out of date, naming the frame: the page said "Every check
 /// passed" of a frame the checks never saw.
 #[test]
 fn a_frame_rewritten_after_validation_marks_the_validation_out_of_date() {
-    let copy = tempfile::tempdir().unwrap();
+    let copy = copy_of_reported();
     let data = &copy.path().join("data");
-    let copied = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(reported())
-        .arg(data)
-        .status()
-        .unwrap();
-    assert!(copied.success());
     let out = copy.path().join("page");
     let page = |name: &str| {
         let report = avaprep(data)
@@ -618,15 +625,8 @@ fn a_frame_rewritten_after_validation_marks_the_validation_out_of_date() {
 #[test]
 fn predict_builds_the_network_the_weights_record() {
     // A copy: predict holds its data directory, which the other tests here run pipelines in.
-    let copy = tempfile::tempdir().unwrap();
+    let copy = copy_of_reported();
     let data = &copy.path().join("data");
-    let copied = std::process::Command::new("cp")
-        .arg("-a")
-        .arg(reported())
-        .arg(data)
-        .status()
-        .unwrap();
-    assert!(copied.success());
     let trained: serde_json::Value =
         serde_json::from_slice(&std::fs::read(data.join("work/train.json")).unwrap()).unwrap();
     let weights = data.join(trained["weights"].as_str().unwrap());
