@@ -228,11 +228,7 @@ fn summary(report: &ValidationReport, junit: Option<&std::path::Path>) -> String
         .failed_checks()
         .map(|check| check.id.name())
         .collect();
-    let skipped = report
-        .checks
-        .iter()
-        .filter(|check| check.skipped.is_some())
-        .count();
+    let skipped = report.skipped_checks().count();
     if failed.is_empty() {
         // Counted as the pipeline's validate stage counts them.
         lines.push(format!(

@@ -126,7 +126,7 @@ impl PipelineSpec {
         let top: TopLevel = document.try_into().map_err(|error: toml::de::Error| {
             let message = error.to_string().trim_end().to_string();
             let top_level = |key: &str| !key.contains('.') && names_key(&message, key);
-            invalid(with_sets(overrides, top_level, message.clone()))
+            invalid(with_sets(overrides, top_level, &message))
         })?;
         for (name, value) in &top.stage_tables {
             if !tables.contains(&name.as_str()) {
@@ -138,7 +138,7 @@ impl PipelineSpec {
                     TOP_LEVEL_KEYS.join(", ")
                 );
                 let in_table = |key: &str| key.split('.').next() == Some(name.as_str());
-                return Err(invalid(with_sets(overrides, in_table, message)));
+                return Err(invalid(with_sets(overrides, in_table, &message)));
             }
             if !value.is_table() {
                 return Err(invalid(format!(
@@ -172,16 +172,13 @@ impl PipelineSpec {
         })
     }
 
-    /// A value of `table` refused: said of the file, and of the `--set`s that changed that
-    /// table, where any did (the file itself may be as it should).
+    /// A value of `table` refused: said of the file, and of the `--set`s of that table whose
+    /// key the message names (the file itself may be as it should).
     pub fn invalid(&self, table: &str, message: String) -> SpecError {
+        let of_table = |key: &str| key.split('.').next() == Some(table) && names_key(&message, key);
         SpecError::Invalid {
             path: self.path.clone(),
-            message: with_sets(
-                &self.overrides,
-                |key| key.split('.').next() == Some(table) && names_key(&message, key),
-                message.clone(),
-            ),
+            message: with_sets(&self.overrides, of_table, &message),
         }
     }
 
@@ -215,7 +212,7 @@ fn closest_name<'a>(name: &str, tables: &[&'a str]) -> Option<&'a str> {
 }
 
 /// `message`, with the `--set`s among `overrides` whose key `sets_it` says the message is about.
-fn with_sets(overrides: &[String], sets_it: impl Fn(&str) -> bool, message: String) -> String {
+fn with_sets(overrides: &[String], sets_it: impl Fn(&str) -> bool, message: &str) -> String {
     let sets: Vec<&str> = overrides
         .iter()
         .map(String::as_str)
@@ -227,7 +224,7 @@ fn with_sets(overrides: &[String], sets_it: impl Fn(&str) -> bool, message: Stri
         })
         .collect();
     match sets.is_empty() {
-        true => message,
+        true => message.to_string(),
         false => format!("{message} (set by --set {})", sets.join(", --set ")),
     }
 }

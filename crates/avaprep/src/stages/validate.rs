@@ -138,11 +138,7 @@ impl Stage for ValidateStage {
         }
         let counts = ValidateCounts {
             checks: report.checks.len() as u64,
-            skipped: report
-                .checks
-                .iter()
-                .filter(|check| check.skipped.is_some())
-                .count() as u64,
+            skipped: report.skipped_checks().count() as u64,
             frames: report.frames_listed,
             decoded: report.frames_decoded,
         };

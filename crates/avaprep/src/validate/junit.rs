@@ -8,11 +8,7 @@ use crate::markup::escape;
 
 pub fn to_junit(report: &ValidationReport) -> String {
     let failures = report.failed_checks().count();
-    let skipped = report
-        .checks
-        .iter()
-        .filter(|check| check.status() == CheckStatus::Skipped)
-        .count();
+    let skipped = report.skipped_checks().count();
     let counts = Counts {
         tests: report.checks.len(),
         failures,

@@ -581,6 +581,13 @@ impl ValidationReport {
             .filter(|check| check.status() == CheckStatus::Failed)
     }
 
+    /// The checks that did not run at this depth (`--quick`) or on this data.
+    pub fn skipped_checks(&self) -> impl Iterator<Item = &CheckResult> {
+        self.checks
+            .iter()
+            .filter(|check| check.status() == CheckStatus::Skipped)
+    }
+
     /// The report as scripts read it: every check with its name, status, rule, counts and
     /// examples, and the seconds it took.
     pub fn to_json(&self) -> serde_json::Value {
